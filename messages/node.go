@@ -1,0 +1,39 @@
+package messages
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// SyncPod gives a PodActor the newest desired pod. Latest wins.
+type SyncPod struct {
+	Pod *v1.Pod
+}
+
+// KillPod asks a PodActor to terminate its pod (stop containers within the
+// grace period, remove sandbox and containers) and then report PodTerminated.
+// Pod is nil for orphans found in the runtime with no desired pod.
+type KillPod struct {
+	UID         types.UID
+	GracePeriod *int64
+	Reason      string
+}
+
+// PodTerminated is sent by a PodActor to its parent once nothing of the pod
+// is left in the runtime.
+type PodTerminated struct {
+	UID types.UID
+}
+
+// NeedPod is sent by a (re)started PodActor to its parent, which answers with
+// SyncPod (or KillPod when the pod is no longer desired).
+type NeedPod struct {
+	UID types.UID
+}
+
+// RuntimePods is sent by the PLEG after each relist: the pod UIDs that own
+// at least one sandbox or container in the runtime. The NodeActor uses it to
+// find orphans once all sources are synced.
+type RuntimePods struct {
+	UIDs []types.UID
+}

@@ -1,0 +1,72 @@
+package messages
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Pod source names, as in the upstream kubelet's config.source annotation.
+const (
+	SourceFile = "file"
+	SourceURL  = "http" // upstream names the manifest-URL source "http"
+	SourcePush = "push" // the node API's POST /pods endpoint
+	SourceAPI  = "api"
+)
+
+// PodOp says how a PodUpdate changes a source's set of pods.
+type PodOp int
+
+const (
+	// OpSet replaces the source's whole set (file and URL sources).
+	OpSet PodOp = iota
+	// OpAdd adds or replaces the given pods (keyed by UID).
+	OpAdd
+	// OpRemove removes the given pods (by UID).
+	OpRemove
+)
+
+func (o PodOp) String() string {
+	switch o {
+	case OpSet:
+		return "SET"
+	case OpAdd:
+		return "ADD"
+	case OpRemove:
+		return "REMOVE"
+	}
+	return "UNKNOWN"
+}
+
+// PodUpdate is what a source sends to the NodeActor. The first OpSet (or, for
+// incremental sources, a SourceSynced) from a source marks it as synced.
+type PodUpdate struct {
+	Source string
+	Op     PodOp
+	Pods   []*v1.Pod
+}
+
+// SourceSynced tells the NodeActor that an incremental source has delivered
+// its initial state.
+type SourceSynced struct {
+	Source string
+}
+
+// PushPod is sent by the node API to the push source: add or replace a pod.
+// Reply: PushResult.
+type PushPod struct {
+	Pod *v1.Pod
+}
+
+// RemovePushedPod is sent by the node API to the push source. Reply: PushResult.
+type RemovePushedPod struct {
+	Namespace string
+	Name      string
+}
+
+// PushResult answers PushPod and RemovePushedPod.
+type PushResult struct {
+	UID      types.UID
+	Name     string
+	NotFound bool
+	Err      string
+}
