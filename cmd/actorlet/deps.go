@@ -6,6 +6,7 @@ import (
 	_ "github.com/asynkron/protoactor-go/actor"
 	_ "github.com/prometheus/client_golang/prometheus"
 	_ "github.com/prometheus/client_golang/prometheus/promhttp"
+	_ "github.com/spf13/pflag"
 	_ "google.golang.org/grpc"
 	_ "k8s.io/api/core/v1"
 	_ "k8s.io/apimachinery/pkg/api/resource"
