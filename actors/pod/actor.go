@@ -1,0 +1,465 @@
+// Package pod is the PodActor: one pod's lifecycle (sandbox, init containers,
+// containers, restarts with back-off, kill) against a CRI runtime.
+//
+// The actor keeps no state that the runtime cannot give back: its view of the
+// pod is rebuilt by inspecting the runtime (objects carry the pod UID label),
+// restart counts are the containers' attempt numbers and back-off is computed
+// from the last container's finish time. A restarted PodActor (or a restarted
+// actorlet) therefore adopts what runs, never creates it twice and never
+// counts a restart that did not happen.
+package pod
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/messages"
+)
+
+// Metrics is what a PodActor reports. May be nil.
+type Metrics interface {
+	ObservePodStart(d time.Duration)
+	IncStartedContainers(containerType string)
+}
+
+// Config holds the node-wide settings a PodActor needs.
+type Config struct {
+	RuntimeName    string // prefix of container IDs in status ("containerd", "sim")
+	RuntimeHandler string
+	HostIP         string
+	PodLogsDir     string        // upstream default /var/log/pods
+	BackoffBase    time.Duration // container restart back-off: 10 s upstream
+	BackoffMax     time.Duration // 300 s upstream
+	SyncPeriod     time.Duration // periodic re-inspection (upstream sync frequency, 1 m)
+	RetryDelay     time.Duration // after a failed runtime call (default 1 s)
+	// OpTimeout bounds one runtime operation (upstream runtime request
+	// timeout, 2 m); a stop adds the grace period.
+	OpTimeout time.Duration
+}
+
+// Deps are a PodActor's collaborators.
+type Deps struct {
+	Runtime Runtime
+	Images  *actor.PID
+	Status  *actor.PID
+	Clock   clock.WithDelayedExecution
+	Log     *slog.Logger
+	Metrics Metrics
+	Config  Config
+}
+
+// New returns the producer of the PodActor for uid. It refuses missing
+// dependencies by panicking at wiring time, never at run time.
+func New(uid types.UID, d Deps) actor.Producer {
+	if d.Runtime == nil || d.Clock == nil || d.Status == nil || d.Images == nil {
+		panic("pod.New: Runtime, Clock, Status and Images are required")
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	c := &d.Config
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = 10 * time.Second
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = 300 * time.Second
+	}
+	if c.SyncPeriod <= 0 {
+		c.SyncPeriod = time.Minute
+	}
+	if c.RetryDelay <= 0 {
+		c.RetryDelay = time.Second
+	}
+	if c.OpTimeout <= 0 {
+		c.OpTimeout = 2 * time.Minute
+	}
+	if c.PodLogsDir == "" {
+		c.PodLogsDir = "/var/log/pods"
+	}
+	if c.RuntimeName == "" {
+		c.RuntimeName = "cri"
+	}
+	return func() actor.Actor {
+		return &Actor{uid: uid, d: d, log: d.Log.With("pod_uid", string(uid))}
+	}
+}
+
+// Actor is the PodActor.
+type Actor struct {
+	uid types.UID
+	d   Deps
+	log *slog.Logger
+
+	sys  *actor.ActorSystem
+	self *actor.PID
+	gen  uint64 // this incarnation; results of an earlier one are dropped
+
+	pod     *v1.Pod
+	kill    *messages.KillPod
+	snap    *snapshot
+	sboxOf  map[string]string
+	waits   map[string]waitInfo // image and runtime errors per container
+	status  *v1.PodStatus       // last published
+	started time.Time           // first time this incarnation saw the pod
+	seenRun bool                // pod start observed (or adopted running)
+	done    bool                // PodTerminated sent
+
+	inspecting bool
+	busy       bool // a runtime operation is in flight
+	dirty      bool // inspect again when the current call returns
+	pulling    map[uint64]pendingStart
+	nextReq    uint64
+
+	wake      clock.Timer
+	wakeAt    time.Time
+	wakeSeq   uint64
+	resync    clock.Timer
+	failures  int       // consecutive failed operations (retry back-off)
+	holdUntil time.Time // no new operation before this (after a failure)
+}
+
+type pendingStart struct {
+	act action
+}
+
+// Messages the actor sends to itself.
+type (
+	inspectDone = inspected
+	opDone      struct {
+		gen  uint64
+		kind actionKind
+		name string
+		err  error
+	}
+	wakeUp struct {
+		gen, seq uint64
+	}
+)
+
+// Receive implements actor.Actor.
+func (a *Actor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.handleStarted(ctx)
+	case *actor.Restarting:
+		a.stopTimers()
+	case *actor.Stopping:
+		a.stopTimers()
+	case *actor.Stopped:
+	case *messages.SyncPod:
+		a.handleSyncPod(m)
+	case *messages.KillPod:
+		a.handleKillPod(m)
+	case *messages.PodLifecycleEvent:
+		a.requestInspect()
+	case *messages.ImageResult:
+		a.handleImageResult(m)
+	case *messages.Tick:
+		a.handleResync(m)
+	case *inspected:
+		a.handleInspected(ctx, m)
+	case *opDone:
+		a.handleOpDone(m)
+	case *wakeUp:
+		if m.gen == a.gen && m.seq == a.wakeSeq {
+			a.wakeAt = time.Time{}
+			a.requestInspect()
+		}
+	}
+}
+
+func (a *Actor) handleStarted(ctx actor.Context) {
+	a.sys, a.self = ctx.ActorSystem(), ctx.Self()
+	a.gen = rand.Uint64()
+	a.waits = map[string]waitInfo{}
+	a.pulling = map[uint64]pendingStart{}
+	if p := ctx.Parent(); p != nil {
+		ctx.Send(p, &messages.NeedPod{UID: a.uid})
+	}
+	a.armResync()
+	a.requestInspect()
+}
+
+func (a *Actor) handleSyncPod(m *messages.SyncPod) {
+	if m.Pod == nil || a.kill != nil {
+		return
+	}
+	if a.pod == nil {
+		a.started = a.d.Clock.Now()
+	}
+	a.pod = m.Pod
+	a.requestInspect()
+}
+
+func (a *Actor) handleKillPod(m *messages.KillPod) {
+	if a.kill == nil {
+		a.log.Info("killing pod", "reason", m.Reason)
+	}
+	a.kill = m
+	a.pulling = map[uint64]pendingStart{} // image results no longer matter
+	a.requestInspect()
+}
+
+func (a *Actor) handleResync(m *messages.Tick) {
+	if m.Gen != a.gen {
+		return
+	}
+	a.armResync()
+	a.requestInspect()
+}
+
+// requestInspect starts an inspection unless a call is in flight, in which
+// case one more inspection follows it.
+func (a *Actor) requestInspect() {
+	if a.done || a.self == nil {
+		return
+	}
+	if a.inspecting || a.busy {
+		a.dirty = true
+		return
+	}
+	a.inspecting, a.dirty = true, false
+	rt, uid, gen, sys, self, timeout := a.d.Runtime, a.uid, a.gen, a.sys, a.self, a.d.Config.OpTimeout
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		snap, sboxOf, err := inspect(ctx, rt, uid)
+		sys.Root.Send(self, &inspected{gen: gen, snap: snap, sandboxOf: sboxOf, err: err})
+	}()
+}
+
+func (a *Actor) handleInspected(ctx actor.Context, m *inspected) {
+	if m.gen != a.gen {
+		return
+	}
+	a.inspecting = false
+	if m.err != nil {
+		a.log.Warn("inspect pod", "err", m.err)
+		a.failures++
+		a.schedule(a.d.Clock.Now().Add(a.retryDelay()))
+		return
+	}
+	a.snap, a.sboxOf = m.snap, m.sandboxOf
+	if a.dirty {
+		a.requestInspect()
+		return
+	}
+	a.reconcile(ctx)
+}
+
+// reconcile publishes the status and takes the next step.
+func (a *Actor) reconcile(ctx actor.Context) {
+	now := a.d.Clock.Now()
+	if a.kill != nil {
+		if a.snap.empty() {
+			if !a.done {
+				a.done = true
+				a.log.Info("pod terminated")
+				ctx.Send(ctx.Parent(), &messages.PodTerminated{UID: a.uid})
+			}
+			return
+		}
+		if !now.Before(a.holdUntil) {
+			a.run(action{kind: actStopContainers, reason: a.kill.Reason}, true)
+		}
+		return
+	}
+	if a.pod == nil {
+		return // wait for the parent's SyncPod or KillPod
+	}
+	if len(a.pulling) > 0 || now.Before(a.holdUntil) {
+		// An image is being made present (its result continues), or a
+		// failed operation waits for its retry.
+		a.publish(a.waits, now)
+		return
+	}
+	// Plan with the phase of the status as it stands.
+	st := a.statusWith(a.waits, now)
+	p := planner{pod: a.pod, snap: a.snap, sandboxOf: a.sboxOf, phase: st.Phase, now: now,
+		base: a.d.Config.BackoffBase, max: a.d.Config.BackoffMax}.plan()
+	waits := p.waits
+	for name, w := range a.waits {
+		if _, ok := waits[name]; !ok {
+			waits[name] = w
+		}
+	}
+	a.publish(waits, now)
+	if !p.wakeAt.IsZero() {
+		a.schedule(p.wakeAt)
+	}
+	if p.act.kind == actNone {
+		return
+	}
+	if p.act.kind == actStartContainer && p.act.createdID == "" {
+		a.ensureImage(ctx, p.act)
+		return
+	}
+	a.run(p.act, false)
+}
+
+func (a *Actor) statusWith(waits map[string]waitInfo, now time.Time) v1.PodStatus {
+	start := a.started
+	if sb := a.snap.latestSandbox(); sb != nil && sb.CreatedAt > 0 {
+		// The first sandbox's creation survives actor restarts.
+		first := a.snap.sandboxes[len(a.snap.sandboxes)-1]
+		start = time.Unix(0, first.CreatedAt)
+	}
+	return computeStatus(statusInput{
+		pod: a.pod, snap: a.snap, waits: waits, runtimeName: a.d.Config.RuntimeName,
+		hostIP: a.d.Config.HostIP, startTime: start, prev: a.status, now: now,
+	})
+}
+
+// publish sends the status to the StatusActor when it changed.
+func (a *Actor) publish(waits map[string]waitInfo, now time.Time) {
+	st := a.statusWith(waits, now)
+	if a.status != nil && apiequality.Semantic.DeepEqual(*a.status, st) {
+		return
+	}
+	if !a.seenRun && st.Phase == v1.PodRunning && allRunning(st) {
+		a.seenRun = true
+		if a.status != nil && a.d.Metrics != nil { // started by this incarnation
+			a.d.Metrics.ObservePodStart(now.Sub(a.started))
+		}
+	}
+	a.status = &st
+	out := a.pod.DeepCopy()
+	out.Status = *st.DeepCopy()
+	a.sys.Root.Send(a.d.Status, &messages.PodStatusUpdate{Pod: out})
+}
+
+func allRunning(st v1.PodStatus) bool {
+	for _, cs := range st.ContainerStatuses {
+		if cs.State.Running == nil {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Actor) ensureImage(ctx actor.Context, act action) {
+	a.nextReq++
+	a.pulling[a.nextReq] = pendingStart{act: act}
+	ctx.Send(a.d.Images, &messages.EnsureImage{
+		RequestID: a.nextReq,
+		Image:     act.container.Image,
+		Policy:    act.container.ImagePullPolicy,
+		ReplyTo:   a.self,
+	})
+}
+
+func (a *Actor) handleImageResult(m *messages.ImageResult) {
+	ps, ok := a.pulling[m.RequestID]
+	if !ok {
+		return
+	}
+	delete(a.pulling, m.RequestID)
+	name := ps.act.container.Name
+	if m.Reason != "" {
+		a.waits[name] = waitInfo{reason: m.Reason, message: m.Message}
+		a.log.Info("image not ready", "container", name, "image", m.Image, "reason", m.Reason, "message", m.Message)
+		a.hold(a.d.Config.BackoffBase)
+		a.requestInspect() // publishes the waiting reason
+		return
+	}
+	delete(a.waits, name)
+	act := ps.act
+	act.imageRef = m.ImageRef
+	if a.kill != nil {
+		return
+	}
+	a.run(act, false)
+}
+
+// hold defers the next operation by d and wakes the actor then.
+func (a *Actor) hold(d time.Duration) {
+	a.holdUntil = a.d.Clock.Now().Add(d)
+	a.schedule(a.holdUntil)
+}
+
+func (a *Actor) retryDelay() time.Duration {
+	d := a.d.Config.RetryDelay
+	for i := 0; i < a.failures && d < 30*time.Second; i++ {
+		d *= 2
+	}
+	return d
+}
+
+// schedule arms the wake-up timer for t unless an earlier one is armed.
+func (a *Actor) schedule(t time.Time) {
+	if !a.wakeAt.IsZero() && !t.Before(a.wakeAt) {
+		return
+	}
+	if a.wake != nil {
+		a.wake.Stop()
+	}
+	a.wakeSeq++
+	a.wakeAt = t
+	sys, self, msg := a.sys, a.self, &wakeUp{gen: a.gen, seq: a.wakeSeq}
+	d := t.Sub(a.d.Clock.Now())
+	if d < 0 {
+		d = 0
+	}
+	a.wake = a.d.Clock.AfterFunc(d, func() { sys.Root.Send(self, msg) })
+}
+
+func (a *Actor) armResync() {
+	if a.resync != nil {
+		a.resync.Stop()
+	}
+	sys, self, msg := a.sys, a.self, &messages.Tick{Gen: a.gen}
+	a.resync = a.d.Clock.AfterFunc(a.d.Config.SyncPeriod, func() { sys.Root.Send(self, msg) })
+}
+
+func (a *Actor) stopTimers() {
+	if a.wake != nil {
+		a.wake.Stop()
+	}
+	if a.resync != nil {
+		a.resync.Stop()
+	}
+}
+
+func (a *Actor) handleOpDone(m *opDone) {
+	if m.gen != a.gen {
+		return
+	}
+	a.busy = false
+	switch {
+	case m.err == nil:
+		a.failures = 0
+		if m.kind == actStartContainer {
+			delete(a.waits, m.name)
+		}
+		a.requestInspect()
+	case errdefs.IsAlreadyExists(m.err):
+		// Another incarnation's call holds the name: look again shortly and
+		// adopt what it made.
+		a.log.Info("runtime object exists, adopting", "op", m.kind.String(), "err", m.err)
+		a.hold(a.d.Config.RetryDelay)
+		a.requestInspect()
+	default:
+		a.failures++
+		a.log.Warn("runtime operation failed", "op", m.kind.String(), "container", m.name, "err", m.err)
+		if m.kind == actStartContainer && m.name != "" {
+			reason := ReasonCreateContainerError
+			var se *startError
+			if errors.As(m.err, &se) && se.started {
+				reason = ReasonRunContainerError
+			}
+			a.waits[m.name] = waitInfo{reason: reason, message: m.err.Error()}
+		}
+		a.hold(a.retryDelay())
+		a.requestInspect()
+	}
+}

@@ -1,0 +1,386 @@
+package pod
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"path/filepath"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Labels and annotations the upstream kubelet puts on CRI objects. Node tools
+// (crictl and friends) read them; a restarted actorlet finds its pods by them.
+const (
+	LabelPodUID        = "io.kubernetes.pod.uid"
+	LabelPodName       = "io.kubernetes.pod.name"
+	LabelPodNamespace  = "io.kubernetes.pod.namespace"
+	LabelContainerName = "io.kubernetes.container.name"
+
+	AnnotationContainerHash         = "io.kubernetes.container.hash"
+	AnnotationRestartCount          = "io.kubernetes.container.restartCount"
+	AnnotationTerminationMsgPath    = "io.kubernetes.container.terminationMessagePath"
+	AnnotationTerminationMsgPolicy  = "io.kubernetes.container.terminationMessagePolicy"
+	AnnotationPodTerminationGrace   = "io.kubernetes.pod.terminationGracePeriod"
+	AnnotationContainerPorts        = "io.kubernetes.container.ports"
+	AnnotationContainerInit         = "io.kubernetes.container.init" // actorlet: "true" on init containers
+	defaultTerminationGracePeriod   = int64(30)
+	minimumGracePeriodInSeconds     = int64(2)
+	cpuSharesMin, cpuSharesMax      = 2, 262144
+	quotaPeriodMicros               = int64(100000)
+	milliCPUToCPU                   = 1000
+	podLogsDirName                  = "pods"
+	defaultTerminationMessagePath   = "/dev/termination-log"
+	defaultTerminationMessagePolicy = string(v1.TerminationMessageReadFile)
+)
+
+// QOSClass computes the pod's QoS class as the upstream kubelet does: every
+// container (init ones included) with equal cpu and memory requests and
+// limits is Guaranteed; no requests or limits at all is BestEffort; anything
+// else is Burstable.
+func QOSClass(pod *v1.Pod) v1.PodQOSClass {
+	requests := v1.ResourceList{}
+	limits := v1.ResourceList{}
+	zero := resource.MustParse("0")
+	isGuaranteed := true
+	all := append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
+	for _, c := range all {
+		for name, q := range c.Resources.Requests {
+			if name != v1.ResourceCPU && name != v1.ResourceMemory {
+				continue
+			}
+			if q.Cmp(zero) == 1 {
+				acc := requests[name]
+				acc.Add(q)
+				requests[name] = acc
+			}
+		}
+		complete := 0
+		for name, q := range c.Resources.Limits {
+			if name != v1.ResourceCPU && name != v1.ResourceMemory {
+				continue
+			}
+			if q.Cmp(zero) == 1 {
+				complete++
+				acc := limits[name]
+				acc.Add(q)
+				limits[name] = acc
+			}
+		}
+		if complete < 2 {
+			isGuaranteed = false
+		}
+	}
+	if len(requests) == 0 && len(limits) == 0 {
+		return v1.PodQOSBestEffort
+	}
+	if isGuaranteed {
+		for name, req := range requests {
+			if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
+				isGuaranteed = false
+				break
+			}
+		}
+	}
+	if isGuaranteed && len(requests) == len(limits) {
+		return v1.PodQOSGuaranteed
+	}
+	return v1.PodQOSBurstable
+}
+
+// CgroupParent is the kubelet-style cgroupfs parent of a pod:
+// /kubepods/pod<uid>, /kubepods/burstable/pod<uid> or /kubepods/besteffort/pod<uid>.
+func CgroupParent(pod *v1.Pod) string {
+	switch QOSClass(pod) {
+	case v1.PodQOSGuaranteed:
+		return "/kubepods/pod" + string(pod.UID)
+	case v1.PodQOSBestEffort:
+		return "/kubepods/besteffort/pod" + string(pod.UID)
+	default:
+		return "/kubepods/burstable/pod" + string(pod.UID)
+	}
+}
+
+// PodLogDir is where the runtime writes a pod's container logs, as upstream:
+// <root>/<namespace>_<name>_<uid>.
+func PodLogDir(root string, pod *v1.Pod) string {
+	return filepath.Join(root, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID))
+}
+
+func podLabels(pod *v1.Pod) map[string]string {
+	l := make(map[string]string, len(pod.Labels)+3)
+	for k, v := range pod.Labels {
+		l[k] = v
+	}
+	l[LabelPodUID] = string(pod.UID)
+	l[LabelPodName] = pod.Name
+	l[LabelPodNamespace] = pod.Namespace
+	return l
+}
+
+// SandboxConfig builds the CRI sandbox config for attempt.
+func SandboxConfig(pod *v1.Pod, attempt uint32, logRoot string) *runtimeapi.PodSandboxConfig {
+	ann := make(map[string]string, len(pod.Annotations))
+	for k, v := range pod.Annotations {
+		ann[k] = v
+	}
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{
+			Name:      pod.Name,
+			Namespace: pod.Namespace,
+			Uid:       string(pod.UID),
+			Attempt:   attempt,
+		},
+		LogDirectory: PodLogDir(logRoot, pod),
+		Labels:       podLabels(pod),
+		Annotations:  ann,
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: CgroupParent(pod),
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: namespaceOptions(pod),
+			},
+		},
+	}
+	if !pod.Spec.HostNetwork {
+		// A host-network sandbox must not set a hostname (as upstream).
+		cfg.Hostname = pod.Name
+		if pod.Spec.Hostname != "" {
+			cfg.Hostname = pod.Spec.Hostname
+		}
+	}
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		lsc := cfg.Linux.SecurityContext
+		if sc.RunAsUser != nil {
+			lsc.RunAsUser = &runtimeapi.Int64Value{Value: *sc.RunAsUser}
+		}
+		if sc.RunAsGroup != nil {
+			lsc.RunAsGroup = &runtimeapi.Int64Value{Value: *sc.RunAsGroup}
+		}
+		lsc.SupplementalGroups = sc.SupplementalGroups
+		for _, s := range sc.Sysctls {
+			if cfg.Linux.Sysctls == nil {
+				cfg.Linux.Sysctls = map[string]string{}
+			}
+			cfg.Linux.Sysctls[s.Name] = s.Value
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.HostPort <= 0 {
+				continue
+			}
+			cfg.PortMappings = append(cfg.PortMappings, &runtimeapi.PortMapping{
+				Protocol:      protocol(p.Protocol),
+				ContainerPort: p.ContainerPort,
+				HostPort:      p.HostPort,
+				HostIp:        p.HostIP,
+			})
+		}
+	}
+	return cfg
+}
+
+func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
+	ns := &runtimeapi.NamespaceOption{
+		Network: runtimeapi.NamespaceMode_POD,
+		Pid:     runtimeapi.NamespaceMode_CONTAINER,
+		Ipc:     runtimeapi.NamespaceMode_POD,
+	}
+	if pod.Spec.HostNetwork {
+		ns.Network = runtimeapi.NamespaceMode_NODE
+	}
+	if pod.Spec.HostPID {
+		ns.Pid = runtimeapi.NamespaceMode_NODE
+	} else if pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace {
+		ns.Pid = runtimeapi.NamespaceMode_POD
+	}
+	if pod.Spec.HostIPC {
+		ns.Ipc = runtimeapi.NamespaceMode_NODE
+	}
+	return ns
+}
+
+func protocol(p v1.Protocol) runtimeapi.Protocol {
+	switch p {
+	case v1.ProtocolUDP:
+		return runtimeapi.Protocol_UDP
+	case v1.ProtocolSCTP:
+		return runtimeapi.Protocol_SCTP
+	}
+	return runtimeapi.Protocol_TCP
+}
+
+// ContainerHash is a stable hash of the container spec; a running container
+// whose hash differs from the desired spec is restarted (as upstream).
+func ContainerHash(c *v1.Container) string {
+	b, _ := json.Marshal(c) // a v1.Container always marshals
+	h := fnv.New32a()
+	_, _ = h.Write(b)
+	return strconv.FormatUint(uint64(h.Sum32()), 16)
+}
+
+// ContainerConfig builds the CRI container config for the given attempt
+// (attempt is the container's restart count, as upstream).
+func ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, imageRef string, isInit bool) *runtimeapi.ContainerConfig {
+	ann := map[string]string{
+		AnnotationContainerHash:        ContainerHash(c),
+		AnnotationRestartCount:         strconv.FormatUint(uint64(attempt), 10),
+		AnnotationTerminationMsgPath:   nonEmpty(c.TerminationMessagePath, defaultTerminationMessagePath),
+		AnnotationTerminationMsgPolicy: nonEmpty(string(c.TerminationMessagePolicy), defaultTerminationMessagePolicy),
+		AnnotationPodTerminationGrace:  strconv.FormatInt(gracePeriod(pod, nil), 10),
+	}
+	if isInit {
+		ann[AnnotationContainerInit] = "true"
+	}
+	if len(c.Ports) > 0 {
+		if b, err := json.Marshal(c.Ports); err == nil {
+			ann[AnnotationContainerPorts] = string(b)
+		}
+	}
+	envs := make([]*runtimeapi.KeyValue, 0, len(c.Env))
+	for _, e := range c.Env {
+		if e.ValueFrom != nil {
+			continue // env from references: the container lifecycle issue
+		}
+		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
+	}
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:   &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: attempt},
+		Image:      &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
+		Command:    c.Command,
+		Args:       c.Args,
+		WorkingDir: c.WorkingDir,
+		Envs:       envs,
+		Labels: map[string]string{
+			LabelPodUID:        string(pod.UID),
+			LabelPodName:       pod.Name,
+			LabelPodNamespace:  pod.Namespace,
+			LabelContainerName: c.Name,
+		},
+		Annotations: ann,
+		LogPath:     filepath.Join(c.Name, strconv.FormatUint(uint64(attempt), 10)+".log"),
+		Stdin:       c.Stdin,
+		StdinOnce:   c.StdinOnce,
+		Tty:         c.TTY,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources:       linuxResources(c),
+			SecurityContext: securityContext(pod, c),
+		},
+	}
+	return cfg
+}
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// linuxResources maps requests and limits to CPU shares, CFS quota and
+// memory limit, as the upstream kubelet does for cgroup v1.
+func linuxResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
+	r := &runtimeapi.LinuxContainerResources{}
+	cpuReq, hasReq := c.Resources.Requests[v1.ResourceCPU]
+	cpuLim, hasLim := c.Resources.Limits[v1.ResourceCPU]
+	switch {
+	case hasReq:
+		r.CpuShares = milliCPUToShares(cpuReq.MilliValue())
+	case hasLim:
+		r.CpuShares = milliCPUToShares(cpuLim.MilliValue())
+	default:
+		r.CpuShares = cpuSharesMin
+	}
+	if hasLim {
+		r.CpuPeriod = quotaPeriodMicros
+		r.CpuQuota = cpuLim.MilliValue() * quotaPeriodMicros / milliCPUToCPU
+		if r.CpuQuota < 1000 {
+			r.CpuQuota = 1000 // the kernel's minimum quota, as upstream
+		}
+	}
+	if mem, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
+		r.MemoryLimitInBytes = mem.Value()
+	}
+	return r
+}
+
+func milliCPUToShares(milli int64) int64 {
+	if milli == 0 {
+		return cpuSharesMin
+	}
+	shares := milli * 1024 / milliCPUToCPU
+	if shares < cpuSharesMin {
+		return cpuSharesMin
+	}
+	if shares > cpuSharesMax {
+		return cpuSharesMax
+	}
+	return shares
+}
+
+func securityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecurityContext {
+	sc := &runtimeapi.LinuxContainerSecurityContext{
+		NamespaceOptions: namespaceOptions(pod),
+	}
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if psc.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+		}
+		if psc.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+		}
+		sc.SupplementalGroups = psc.SupplementalGroups
+	}
+	csc := c.SecurityContext
+	if csc == nil {
+		return sc
+	}
+	if csc.RunAsUser != nil {
+		sc.RunAsUser = &runtimeapi.Int64Value{Value: *csc.RunAsUser}
+	}
+	if csc.RunAsGroup != nil {
+		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *csc.RunAsGroup}
+	}
+	if csc.Privileged != nil {
+		sc.Privileged = *csc.Privileged
+	}
+	if csc.ReadOnlyRootFilesystem != nil {
+		sc.ReadonlyRootfs = *csc.ReadOnlyRootFilesystem
+	}
+	if caps := csc.Capabilities; caps != nil {
+		sc.Capabilities = &runtimeapi.Capability{}
+		for _, a := range caps.Add {
+			sc.Capabilities.AddCapabilities = append(sc.Capabilities.AddCapabilities, string(a))
+		}
+		for _, d := range caps.Drop {
+			sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(d))
+		}
+	}
+	return sc
+}
+
+// gracePeriod is the termination grace period in seconds: the override if
+// given, else the pod's, else 30; raised to 2 s at least, as upstream does
+// when it stops a container.
+func gracePeriod(pod *v1.Pod, override *int64) int64 {
+	g := defaultTerminationGracePeriod
+	if pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil {
+		g = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	if override != nil {
+		g = *override
+	}
+	if g < minimumGracePeriodInSeconds {
+		g = minimumGracePeriodInSeconds
+	}
+	return g
+}
+
+// uidFilter selects a pod's CRI objects by the pod UID label.
+func uidFilter(uid types.UID) map[string]string {
+	return map[string]string{LabelPodUID: string(uid)}
+}

@@ -1,0 +1,195 @@
+package pod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// startError tells a failed create from a failed start.
+type startError struct {
+	started bool // CreateContainer succeeded, StartContainer failed
+	err     error
+}
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
+// run starts one runtime operation in a goroutine; its result comes back as
+// an opDone message, so the mailbox never blocks on the runtime.
+func (a *Actor) run(act action, killing bool) {
+	a.busy = true
+	rt, gen, sys, self := a.d.Runtime, a.gen, a.sys, a.self
+	timeout := a.d.Config.OpTimeout
+	name := ""
+	if act.container != nil {
+		name = act.container.Name
+	}
+	var f func(ctx context.Context) error
+	switch {
+	case killing:
+		grace := gracePeriod(a.pod, a.kill.GracePeriod)
+		if a.pod == nil {
+			grace = orphanGrace(a.snap, a.kill.GracePeriod)
+		}
+		timeout += time.Duration(grace) * time.Second
+		snap := a.snap
+		f = func(ctx context.Context) error { return killAll(ctx, rt, snap, grace) }
+	case act.kind == actRunSandbox:
+		cfg := SandboxConfig(a.pod, act.attempt, a.d.Config.PodLogsDir)
+		handler := a.d.Config.RuntimeHandler
+		if a.pod.Spec.RuntimeClassName != nil && *a.pod.Spec.RuntimeClassName != "" {
+			handler = *a.pod.Spec.RuntimeClassName
+		}
+		a.log.Info("run sandbox", "attempt", act.attempt)
+		f = func(ctx context.Context) error {
+			_, err := rt.RunPodSandbox(ctx, cfg, handler)
+			return err
+		}
+	case act.kind == actStopContainers:
+		grace := gracePeriod(a.pod, nil)
+		timeout += time.Duration(grace) * time.Second
+		ids := act.ids
+		a.log.Info("stop containers", "reason", act.reason, "count", len(ids))
+		f = func(ctx context.Context) error { return stopContainers(ctx, rt, ids, grace) }
+	case act.kind == actStopSandbox:
+		ids := act.ids
+		f = func(ctx context.Context) error {
+			var errs []error
+			for _, id := range ids {
+				errs = append(errs, ignoreNotFound(rt.StopPodSandbox(ctx, id)))
+			}
+			return errors.Join(errs...)
+		}
+	case act.kind == actRemoveContainers:
+		ids := act.ids
+		f = func(ctx context.Context) error {
+			var errs []error
+			for _, id := range ids {
+				errs = append(errs, ignoreNotFound(rt.RemoveContainer(ctx, id)))
+			}
+			return errors.Join(errs...)
+		}
+	case act.kind == actStartContainer:
+		f = a.startFunc(act)
+	default:
+		a.busy = false
+		return
+	}
+	kind := act.kind
+	if killing {
+		kind = actStopContainers
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		err := f(ctx)
+		sys.Root.Send(self, &opDone{gen: gen, kind: kind, name: name, err: err})
+	}()
+}
+
+func (a *Actor) startFunc(act action) func(ctx context.Context) error {
+	rt, metrics := a.d.Runtime, a.d.Metrics
+	ctype := "container"
+	if act.isInit {
+		ctype = "init_container"
+	}
+	if act.createdID != "" {
+		id := act.createdID
+		a.log.Info("start created container", "container", act.container.Name, "id", id)
+		return func(ctx context.Context) error {
+			if err := rt.StartContainer(ctx, id); err != nil {
+				return &startError{started: true, err: fmt.Errorf("start container %s: %w", id, err)}
+			}
+			if metrics != nil {
+				metrics.IncStartedContainers(ctype)
+			}
+			return nil
+		}
+	}
+	sbCfg := SandboxConfig(a.pod, act.sandbox.GetMetadata().GetAttempt(), a.d.Config.PodLogsDir)
+	image := act.imageRef
+	if image == "" {
+		image = act.container.Image
+	}
+	cfg := ContainerConfig(a.pod, act.container, act.attempt, image, act.isInit)
+	sandboxID := act.sandbox.Id
+	a.log.Info("create container", "container", act.container.Name, "attempt", act.attempt)
+	return func(ctx context.Context) error {
+		id, err := rt.CreateContainer(ctx, sandboxID, cfg, sbCfg)
+		if err != nil {
+			return &startError{err: fmt.Errorf("create container %s: %w", cfg.Metadata.Name, err)}
+		}
+		if err := rt.StartContainer(ctx, id); err != nil {
+			return &startError{started: true, err: fmt.Errorf("start container %s: %w", id, err)}
+		}
+		if metrics != nil {
+			metrics.IncStartedContainers(ctype)
+		}
+		return nil
+	}
+}
+
+// stopContainers stops containers in parallel, each with the grace period.
+func stopContainers(ctx context.Context, rt Containers, ids []string, grace int64) error {
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = ignoreNotFound(rt.StopContainer(ctx, id, grace))
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// killAll terminates a pod: running containers get the grace period, then
+// sandboxes stop, then everything is removed.
+func killAll(ctx context.Context, rt Runtime, snap *snapshot, grace int64) error {
+	var running, all []string
+	for _, cs := range snap.containers {
+		for _, c := range cs {
+			all = append(all, c.Id)
+			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING || c.State == runtimeapi.ContainerState_CONTAINER_CREATED {
+				running = append(running, c.Id)
+			}
+		}
+	}
+	if err := stopContainers(ctx, rt, running, grace); err != nil {
+		return err
+	}
+	var errs []error
+	for _, sb := range snap.sandboxes {
+		errs = append(errs, ignoreNotFound(rt.StopPodSandbox(ctx, sb.Id)))
+	}
+	for _, id := range all {
+		errs = append(errs, ignoreNotFound(rt.RemoveContainer(ctx, id)))
+	}
+	for _, sb := range snap.sandboxes {
+		errs = append(errs, ignoreNotFound(rt.RemovePodSandbox(ctx, sb.Id)))
+	}
+	return errors.Join(errs...)
+}
+
+// orphanGrace is the grace period for a pod nobody desires any more: the
+// override, else what its containers recorded, else the default.
+func orphanGrace(snap *snapshot, override *int64) int64 {
+	if override != nil {
+		return gracePeriod(nil, override)
+	}
+	for _, cs := range snap.containers {
+		for _, c := range cs {
+			if g, err := strconv.ParseInt(c.GetAnnotations()[AnnotationPodTerminationGrace], 10, 64); err == nil {
+				return gracePeriod(nil, &g)
+			}
+		}
+	}
+	return gracePeriod(nil, nil)
+}

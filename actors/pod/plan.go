@@ -1,0 +1,238 @@
+package pod
+
+import (
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// actionKind is the one thing a PodActor does next. A pod does one runtime
+// operation at a time; after it, the actor inspects the runtime again and
+// plans the next step (level-triggered, like the upstream SyncPod).
+type actionKind int
+
+const (
+	actNone actionKind = iota
+	actRunSandbox
+	actStopContainers
+	actStopSandbox
+	actStartContainer
+	actRemoveContainers
+)
+
+func (k actionKind) String() string {
+	return [...]string{"none", "run-sandbox", "stop-containers", "stop-sandbox", "start-container", "remove-containers"}[k]
+}
+
+type action struct {
+	kind actionKind
+	// run-sandbox: the sandbox attempt.
+	attempt uint32
+	// start-container
+	container *v1.Container
+	isInit    bool
+	createdID string // start this already created container instead of creating one
+	imageRef  string // the runtime's reference of the image, once present
+	sandbox   *runtimeapi.PodSandboxStatus
+	// stop-containers / remove-containers / stop-sandbox
+	ids    []string
+	reason string
+}
+
+// planResult is the next action, the waiting reasons the plan found (shown
+// in the status) and when to look again if nothing can be done now.
+type planResult struct {
+	act    action
+	waits  map[string]waitInfo
+	wakeAt time.Time
+}
+
+// backoff is the delay before restarting a container that has already been
+// restarted n times: none for the first restart, then base doubling to cap
+// (10 s to 300 s upstream).
+func backoff(n int32, base, maxDelay time.Duration) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	d := base
+	for i := int32(1); i < n; i++ {
+		d *= 2
+		if d >= maxDelay {
+			return maxDelay
+		}
+	}
+	if d > maxDelay {
+		return maxDelay
+	}
+	return d
+}
+
+// shouldRestart applies the pod's restartPolicy to an exited container.
+func shouldRestart(policy v1.RestartPolicy, exitCode int32) bool {
+	switch policy {
+	case v1.RestartPolicyNever:
+		return false
+	case v1.RestartPolicyOnFailure:
+		return exitCode != 0
+	}
+	return true
+}
+
+type planner struct {
+	pod       *v1.Pod
+	snap      *snapshot
+	sandboxOf map[string]string
+	phase     v1.PodPhase
+	now       time.Time
+	base, max time.Duration
+}
+
+// plan decides the next step for a desired, not terminating pod.
+func (p planner) plan() planResult {
+	res := planResult{waits: map[string]waitInfo{}}
+	running := p.runningContainers("")
+
+	if p.phase == v1.PodSucceeded || p.phase == v1.PodFailed {
+		// A finished pod keeps its containers (for logs and status) but
+		// nothing of it runs.
+		if len(running) > 0 {
+			res.act = action{kind: actStopContainers, ids: running, reason: "pod finished"}
+			return res
+		}
+		if sb := p.snap.latestSandbox(); sb != nil && sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			res.act = action{kind: actStopSandbox, ids: []string{sb.Id}, reason: "pod finished"}
+		}
+		return res
+	}
+
+	sb := p.snap.latestSandbox()
+	if sb == nil || sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+		if len(running) > 0 {
+			res.act = action{kind: actStopContainers, ids: running, reason: "sandbox changed"}
+			return res
+		}
+		var attempt uint32
+		if sb != nil {
+			attempt = sb.GetMetadata().GetAttempt() + 1
+		}
+		res.act = action{kind: actRunSandbox, attempt: attempt}
+		return res
+	}
+	if stale := p.runningContainers(sb.Id); len(stale) > 0 {
+		res.act = action{kind: actStopContainers, ids: stale, reason: "container of an old sandbox"}
+		return res
+	}
+
+	for i := range p.pod.Spec.InitContainers {
+		c := &p.pod.Spec.InitContainers[i]
+		cur := p.snap.inSandbox(c.Name, sb.Id, p.sandboxOf)
+		if cur != nil && cur.State == runtimeapi.ContainerState_CONTAINER_EXITED && cur.ExitCode == 0 {
+			continue
+		}
+		if act, done := p.step(c, true, cur, sb, &res); done {
+			res.act = act
+			return res
+		}
+		// An init container that has not succeeded blocks the ones after it.
+		return res
+	}
+
+	for i := range p.pod.Spec.Containers {
+		c := &p.pod.Spec.Containers[i]
+		cur := p.snap.inSandbox(c.Name, sb.Id, p.sandboxOf)
+		if act, done := p.step(c, false, cur, sb, &res); done {
+			res.act = act
+			return res
+		}
+	}
+
+	if ids := p.deadContainers(); len(ids) > 0 {
+		res.act = action{kind: actRemoveContainers, ids: ids, reason: "garbage collection"}
+	}
+	return res
+}
+
+// step decides for one container; done means the action is to be taken now.
+func (p planner) step(c *v1.Container, isInit bool, cur *runtimeapi.ContainerStatus, sb *runtimeapi.PodSandboxStatus, res *planResult) (action, bool) {
+	start := action{kind: actStartContainer, container: c, isInit: isInit, sandbox: sb}
+	if cur == nil {
+		prev := p.snap.latest(c.Name)
+		if prev != nil && prev.State == runtimeapi.ContainerState_CONTAINER_EXITED && !isInit &&
+			!shouldRestart(p.pod.Spec.RestartPolicy, prev.ExitCode) {
+			return action{}, false // finished in an earlier sandbox, not to be run again
+		}
+		start.attempt = p.snap.nextAttempt(c.Name)
+		return start, true
+	}
+	switch cur.State {
+	case runtimeapi.ContainerState_CONTAINER_CREATED:
+		start.createdID = cur.Id
+		start.attempt = cur.GetMetadata().GetAttempt()
+		return start, true
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		if !isInit && cur.GetAnnotations()[AnnotationContainerHash] != "" &&
+			cur.GetAnnotations()[AnnotationContainerHash] != ContainerHash(c) {
+			return action{kind: actStopContainers, ids: []string{cur.Id}, reason: "container spec changed"}, true
+		}
+		return action{}, false
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		policy := p.pod.Spec.RestartPolicy
+		if isInit && policy == v1.RestartPolicyAlways {
+			policy = v1.RestartPolicyOnFailure // init containers re-run only on failure
+		}
+		if !shouldRestart(policy, cur.ExitCode) {
+			return action{}, false
+		}
+		n := restartCount(cur)
+		delay := backoff(n, p.base, p.max)
+		finished := time.Unix(0, cur.FinishedAt)
+		if until := finished.Add(delay); delay > 0 && p.now.Before(until) {
+			res.waits[c.Name] = waitInfo{
+				reason:  ReasonCrashLoopBackOff,
+				message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, c.Name, p.pod.Name, p.pod.Namespace, p.pod.UID),
+			}
+			if res.wakeAt.IsZero() || until.Before(res.wakeAt) {
+				res.wakeAt = until
+			}
+			return action{}, false
+		}
+		start.attempt = p.snap.nextAttempt(c.Name)
+		return start, true
+	}
+	return action{}, false // unknown state: wait for the runtime to settle
+}
+
+// runningContainers lists running or created containers, all of them when
+// keepSandbox is empty, else those not in keepSandbox.
+func (p planner) runningContainers(keepSandbox string) []string {
+	var ids []string
+	for _, cs := range p.snap.containers {
+		for _, c := range cs {
+			if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+				continue
+			}
+			if keepSandbox != "" && p.sandboxOf[c.Id] == keepSandbox {
+				continue
+			}
+			ids = append(ids, c.Id)
+		}
+	}
+	return ids
+}
+
+// deadContainers are exited containers older than the newest of their name;
+// the newest stays for lastState and the restart count, as upstream keeps
+// one dead container per container name.
+func (p planner) deadContainers() []string {
+	var ids []string
+	for _, cs := range p.snap.containers {
+		for _, c := range cs[1:] {
+			if c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+				ids = append(ids, c.Id)
+			}
+		}
+	}
+	return ids
+}

@@ -1,0 +1,317 @@
+package pod
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Waiting reasons, as upstream.
+const (
+	ReasonContainerCreating    = "ContainerCreating"
+	ReasonPodInitializing      = "PodInitializing"
+	ReasonCrashLoopBackOff     = "CrashLoopBackOff"
+	ReasonCreateContainerError = "CreateContainerError"
+	ReasonRunContainerError    = "RunContainerError"
+	ReasonCompleted            = "Completed"
+	ReasonError                = "Error"
+	ReasonPodCompleted         = "PodCompleted"
+	ReasonContainersNotReady   = "ContainersNotReady"
+	ReasonContainersNotInit    = "ContainersNotInitialized"
+)
+
+// waitInfo is why a container is waiting when the runtime alone cannot say
+// (image pull failures, back-off, create errors).
+type waitInfo struct {
+	reason  string
+	message string
+}
+
+// statusInput is everything the status of a pod is computed from.
+type statusInput struct {
+	pod         *v1.Pod
+	snap        *snapshot
+	waits       map[string]waitInfo
+	runtimeName string
+	hostIP      string
+	startTime   time.Time
+	prev        *v1.PodStatus
+	now         time.Time
+}
+
+// computeStatus derives the pod status from the runtime snapshot, as the
+// upstream kubelet's generateAPIPodStatus does.
+func computeStatus(in statusInput) v1.PodStatus {
+	pod := in.pod
+	st := v1.PodStatus{
+		QOSClass: QOSClass(pod),
+		HostIP:   in.hostIP,
+	}
+	if in.hostIP != "" {
+		st.HostIPs = []v1.HostIP{{IP: in.hostIP}}
+	}
+	if !in.startTime.IsZero() {
+		t := metav1.NewTime(in.startTime.Truncate(time.Second))
+		st.StartTime = &t
+	}
+	sb := in.snap.latestSandbox()
+	sandboxReady := sb != nil && sb.State == runtimeapi.PodSandboxState_SANDBOX_READY
+	if pod.Spec.HostNetwork {
+		st.PodIP = in.hostIP
+	} else if sb != nil && sb.GetNetwork().GetIp() != "" {
+		st.PodIP = sb.GetNetwork().GetIp()
+	}
+	if st.PodIP != "" {
+		st.PodIPs = []v1.PodIP{{IP: st.PodIP}}
+		for _, ip := range sb.GetNetwork().GetAdditionalIps() {
+			st.PodIPs = append(st.PodIPs, v1.PodIP{IP: ip.GetIp()})
+		}
+	}
+
+	initDone := true
+	initFailed := false
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		cs := in.containerStatus(c, false)
+		st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
+		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
+			continue
+		}
+		initDone = false
+		if failedForGood(pod, cs) {
+			initFailed = true
+		}
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		st.ContainerStatuses = append(st.ContainerStatuses, in.containerStatus(c, !initDone))
+	}
+
+	st.Phase = podPhase(pod, st.ContainerStatuses, initDone, initFailed)
+	allReady := len(st.ContainerStatuses) > 0
+	for _, cs := range st.ContainerStatuses {
+		if !cs.Ready {
+			allReady = false
+		}
+	}
+	terminal := st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed
+	conds := []v1.PodCondition{
+		cond(v1.PodReadyToStartContainers, sandboxReady && !terminal, "", ""),
+		initializedCondition(initDone, st.InitContainerStatuses),
+		readyCondition(v1.ContainersReady, allReady && !terminal, terminal, st.ContainerStatuses),
+		readyCondition(v1.PodReady, allReady && !terminal, terminal, st.ContainerStatuses),
+		cond(v1.PodScheduled, true, "", ""),
+	}
+	st.Conditions = keepTransitionTimes(conds, in.prev, in.now)
+	return st
+}
+
+func cond(t v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {
+	s := v1.ConditionFalse
+	if ok {
+		s = v1.ConditionTrue
+	}
+	return v1.PodCondition{Type: t, Status: s, Reason: reason, Message: msg}
+}
+
+func initializedCondition(done bool, statuses []v1.ContainerStatus) v1.PodCondition {
+	if done {
+		return cond(v1.PodInitialized, true, "", "")
+	}
+	msg := "containers with incomplete status: ["
+	first := true
+	for _, cs := range statuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
+			continue
+		}
+		if !first {
+			msg += " "
+		}
+		msg += cs.Name
+		first = false
+	}
+	return cond(v1.PodInitialized, false, ReasonContainersNotInit, msg+"]")
+}
+
+func readyCondition(t v1.PodConditionType, ok, terminal bool, statuses []v1.ContainerStatus) v1.PodCondition {
+	if ok {
+		return cond(t, true, "", "")
+	}
+	if terminal {
+		return cond(t, false, ReasonPodCompleted, "")
+	}
+	msg := "containers with unready status: ["
+	first := true
+	for _, cs := range statuses {
+		if cs.Ready {
+			continue
+		}
+		if !first {
+			msg += " "
+		}
+		msg += cs.Name
+		first = false
+	}
+	return cond(t, false, ReasonContainersNotReady, msg+"]")
+}
+
+// keepTransitionTimes carries over a condition's transition time while its
+// status stays the same.
+func keepTransitionTimes(conds []v1.PodCondition, prev *v1.PodStatus, now time.Time) []v1.PodCondition {
+	t := metav1.NewTime(now.Truncate(time.Second))
+	for i := range conds {
+		conds[i].LastTransitionTime = t
+		if prev == nil {
+			continue
+		}
+		for _, p := range prev.Conditions {
+			if p.Type == conds[i].Type && p.Status == conds[i].Status {
+				conds[i].LastTransitionTime = p.LastTransitionTime
+			}
+		}
+	}
+	return conds
+}
+
+// failedForGood reports whether a failed container will never be run again.
+func failedForGood(pod *v1.Pod, cs v1.ContainerStatus) bool {
+	t := cs.State.Terminated
+	if t == nil && cs.State.Waiting != nil {
+		t = cs.LastTerminationState.Terminated
+	}
+	return t != nil && t.ExitCode != 0 && pod.Spec.RestartPolicy == v1.RestartPolicyNever
+}
+
+// podPhase follows the upstream kubelet's getPhase.
+func podPhase(pod *v1.Pod, statuses []v1.ContainerStatus, initDone, initFailed bool) v1.PodPhase {
+	if initFailed {
+		return v1.PodFailed
+	}
+	if !initDone {
+		return v1.PodPending
+	}
+	var running, waiting, stopped, succeeded, failed int
+	for _, cs := range statuses {
+		switch {
+		case cs.State.Running != nil:
+			running++
+		case cs.State.Terminated != nil:
+			stopped++
+			if cs.State.Terminated.ExitCode == 0 {
+				succeeded++
+			} else {
+				failed++
+			}
+		case cs.State.Waiting != nil:
+			if cs.LastTerminationState.Terminated != nil {
+				stopped++
+			} else {
+				waiting++
+			}
+		}
+	}
+	switch {
+	case waiting > 0:
+		return v1.PodPending
+	case running > 0:
+		return v1.PodRunning
+	case stopped > 0:
+		switch pod.Spec.RestartPolicy {
+		case v1.RestartPolicyAlways:
+			return v1.PodRunning
+		case v1.RestartPolicyOnFailure:
+			if stopped == succeeded {
+				return v1.PodSucceeded
+			}
+			return v1.PodRunning
+		default:
+			if failed > 0 {
+				return v1.PodFailed
+			}
+			return v1.PodSucceeded
+		}
+	}
+	return v1.PodPending
+}
+
+// containerStatus builds one container's status from its newest runtime
+// container (current state) and the one before (last state).
+func (in statusInput) containerStatus(c *v1.Container, initializing bool) v1.ContainerStatus {
+	cs := v1.ContainerStatus{Name: c.Name, Image: c.Image}
+	var cur, prev *runtimeapi.ContainerStatus
+	if all := in.snap.containersOf(c.Name); len(all) > 0 {
+		cur = all[0]
+		if len(all) > 1 {
+			prev = all[1]
+		}
+	}
+	if cur != nil {
+		cs.ContainerID = in.runtimeName + "://" + cur.Id
+		cs.ImageID = cur.ImageRef
+		cs.RestartCount = restartCount(cur)
+	}
+	if w, ok := in.waits[c.Name]; ok {
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: w.reason, Message: w.message}
+		if cur != nil && cur.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			cs.LastTerminationState.Terminated = terminated(cur, in.runtimeName)
+		} else if prev != nil && prev.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			cs.LastTerminationState.Terminated = terminated(prev, in.runtimeName)
+		}
+		return cs
+	}
+	if prev != nil && prev.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		cs.LastTerminationState.Terminated = terminated(prev, in.runtimeName)
+	}
+	switch {
+	case cur == nil && initializing:
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: ReasonPodInitializing}
+	case cur == nil, cur.State == runtimeapi.ContainerState_CONTAINER_CREATED:
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: ReasonContainerCreating}
+	case cur.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
+		cs.State.Running = &v1.ContainerStateRunning{StartedAt: nanoTime(cur.StartedAt)}
+		started := true
+		cs.Started = &started
+		cs.Ready = true // readiness probes refine this (container lifecycle issue)
+	case cur.State == runtimeapi.ContainerState_CONTAINER_EXITED:
+		cs.State.Terminated = terminated(cur, in.runtimeName)
+		started := false
+		cs.Started = &started
+	default:
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: ReasonContainerCreating}
+	}
+	return cs
+}
+
+func (s *snapshot) containersOf(name string) []*runtimeapi.ContainerStatus {
+	if s == nil {
+		return nil
+	}
+	return s.containers[name]
+}
+
+func terminated(c *runtimeapi.ContainerStatus, runtimeName string) *v1.ContainerStateTerminated {
+	reason := c.Reason
+	if reason == "" {
+		reason = ReasonCompleted
+		if c.ExitCode != 0 {
+			reason = ReasonError
+		}
+	}
+	return &v1.ContainerStateTerminated{
+		ExitCode:    c.ExitCode,
+		Reason:      reason,
+		Message:     c.Message,
+		StartedAt:   nanoTime(c.StartedAt),
+		FinishedAt:  nanoTime(c.FinishedAt),
+		ContainerID: runtimeName + "://" + c.Id,
+	}
+}
+
+func nanoTime(ns int64) metav1.Time {
+	if ns <= 0 {
+		return metav1.Time{}
+	}
+	return metav1.NewTime(time.Unix(0, ns).Truncate(time.Second))
+}
