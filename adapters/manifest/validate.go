@@ -1,0 +1,263 @@
+package manifest
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Validate checks what would break the node agent if it ran the pod: names,
+// containers, images, policies, ports, resources, probes, grace periods,
+// environment variables and volume mounts. Errors name the field, e.g.
+// "spec.containers[1].image: Required value". Fields that ApplyDefaults fills
+// (restartPolicy, imagePullPolicy, port protocol, probe thresholds) may be
+// empty, so a pod may be validated before or after defaulting.
+func Validate(pod *v1.Pod) error {
+	if pod == nil {
+		return field.ErrorList{field.Required(field.NewPath("pod"), "")}.ToAggregate()
+	}
+	var errs field.ErrorList
+	meta := field.NewPath("metadata")
+	if pod.Name == "" {
+		errs = append(errs, field.Required(meta.Child("name"), "name is required"))
+	} else {
+		for _, msg := range validation.IsDNS1123Subdomain(pod.Name) {
+			errs = append(errs, field.Invalid(meta.Child("name"), pod.Name, msg))
+		}
+	}
+	if pod.Namespace != "" {
+		for _, msg := range validation.IsDNS1123Label(pod.Namespace) {
+			errs = append(errs, field.Invalid(meta.Child("namespace"), pod.Namespace, msg))
+		}
+	}
+	errs = append(errs, validateSpec(&pod.Spec, field.NewPath("spec"))...)
+	return errs.ToAggregate()
+}
+
+var (
+	restartPolicies = sets.New(string(v1.RestartPolicyAlways), string(v1.RestartPolicyOnFailure), string(v1.RestartPolicyNever))
+	pullPolicies    = sets.New(string(v1.PullAlways), string(v1.PullIfNotPresent), string(v1.PullNever))
+	protocols       = sets.New(string(v1.ProtocolTCP), string(v1.ProtocolUDP), string(v1.ProtocolSCTP))
+	dnsPolicies     = sets.New(string(v1.DNSClusterFirst), string(v1.DNSClusterFirstWithHostNet), string(v1.DNSDefault), string(v1.DNSNone))
+)
+
+func validateSpec(spec *v1.PodSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(spec.Containers) == 0 {
+		errs = append(errs, field.Required(path.Child("containers"), "must have at least one container"))
+	}
+	if p := spec.RestartPolicy; p != "" && !restartPolicies.Has(string(p)) {
+		errs = append(errs, field.NotSupported(path.Child("restartPolicy"), p, sets.List(restartPolicies)))
+	}
+	if p := spec.DNSPolicy; p != "" && !dnsPolicies.Has(string(p)) {
+		errs = append(errs, field.NotSupported(path.Child("dnsPolicy"), p, sets.List(dnsPolicies)))
+	}
+	if g := spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		errs = append(errs, field.Invalid(path.Child("terminationGracePeriodSeconds"), *g, "must be greater than or equal to 0"))
+	}
+	if d := spec.ActiveDeadlineSeconds; d != nil && *d <= 0 {
+		errs = append(errs, field.Invalid(path.Child("activeDeadlineSeconds"), *d, "must be greater than 0"))
+	}
+
+	volumes := sets.New[string]()
+	for i, vol := range spec.Volumes {
+		p := path.Child("volumes").Index(i).Child("name")
+		switch {
+		case vol.Name == "":
+			errs = append(errs, field.Required(p, ""))
+		case volumes.Has(vol.Name):
+			errs = append(errs, field.Duplicate(p, vol.Name))
+		default:
+			for _, msg := range validation.IsDNS1123Label(vol.Name) {
+				errs = append(errs, field.Invalid(p, vol.Name, msg))
+			}
+		}
+		volumes.Insert(vol.Name)
+	}
+
+	names := sets.New[string]()
+	for i := range spec.InitContainers {
+		errs = append(errs, validateContainer(&spec.InitContainers[i], path.Child("initContainers").Index(i), names, volumes)...)
+	}
+	for i := range spec.Containers {
+		errs = append(errs, validateContainer(&spec.Containers[i], path.Child("containers").Index(i), names, volumes)...)
+	}
+	return errs
+}
+
+func validateContainer(c *v1.Container, path *field.Path, names, volumes sets.Set[string]) field.ErrorList {
+	var errs field.ErrorList
+	np := path.Child("name")
+	switch {
+	case c.Name == "":
+		errs = append(errs, field.Required(np, ""))
+	case names.Has(c.Name):
+		errs = append(errs, field.Duplicate(np, c.Name))
+	default:
+		for _, msg := range validation.IsDNS1123Label(c.Name) {
+			errs = append(errs, field.Invalid(np, c.Name, msg))
+		}
+	}
+	names.Insert(c.Name)
+
+	if strings.TrimSpace(c.Image) == "" {
+		errs = append(errs, field.Required(path.Child("image"), ""))
+	}
+	if p := c.ImagePullPolicy; p != "" && !pullPolicies.Has(string(p)) {
+		errs = append(errs, field.NotSupported(path.Child("imagePullPolicy"), p, sets.List(pullPolicies)))
+	}
+
+	portNames := sets.New[string]()
+	for i, port := range c.Ports {
+		pp := path.Child("ports").Index(i)
+		if port.Name != "" {
+			for _, msg := range validation.IsValidPortName(port.Name) {
+				errs = append(errs, field.Invalid(pp.Child("name"), port.Name, msg))
+			}
+			if portNames.Has(port.Name) {
+				errs = append(errs, field.Duplicate(pp.Child("name"), port.Name))
+			}
+			portNames.Insert(port.Name)
+		}
+		for _, msg := range validation.IsValidPortNum(int(port.ContainerPort)) {
+			errs = append(errs, field.Invalid(pp.Child("containerPort"), port.ContainerPort, msg))
+		}
+		if port.HostPort != 0 {
+			for _, msg := range validation.IsValidPortNum(int(port.HostPort)) {
+				errs = append(errs, field.Invalid(pp.Child("hostPort"), port.HostPort, msg))
+			}
+		}
+		if port.Protocol != "" && !protocols.Has(string(port.Protocol)) {
+			errs = append(errs, field.NotSupported(pp.Child("protocol"), port.Protocol, sets.List(protocols)))
+		}
+	}
+
+	for i, env := range c.Env {
+		ep := path.Child("env").Index(i)
+		if env.Name == "" {
+			errs = append(errs, field.Required(ep.Child("name"), ""))
+		} else {
+			// Upstream relaxed env var names (RelaxedEnvironmentVariableValidation, GA in 1.34).
+			for _, msg := range validation.IsRelaxedEnvVarName(env.Name) {
+				errs = append(errs, field.Invalid(ep.Child("name"), env.Name, msg))
+			}
+		}
+		if env.Value != "" && env.ValueFrom != nil {
+			errs = append(errs, field.Invalid(ep.Child("valueFrom"), "", "may not be specified when `value` is not empty"))
+		}
+	}
+
+	for i, m := range c.VolumeMounts {
+		mp := path.Child("volumeMounts").Index(i)
+		if m.Name == "" {
+			errs = append(errs, field.Required(mp.Child("name"), ""))
+		} else if !volumes.Has(m.Name) {
+			errs = append(errs, field.NotFound(mp.Child("name"), m.Name))
+		}
+		if m.MountPath == "" {
+			errs = append(errs, field.Required(mp.Child("mountPath"), ""))
+		}
+	}
+
+	errs = append(errs, validateResources(&c.Resources, path.Child("resources"))...)
+	errs = append(errs, validateProbe(c.LivenessProbe, path.Child("livenessProbe"), true, portNames)...)
+	errs = append(errs, validateProbe(c.ReadinessProbe, path.Child("readinessProbe"), false, portNames)...)
+	errs = append(errs, validateProbe(c.StartupProbe, path.Child("startupProbe"), true, portNames)...)
+	return errs
+}
+
+func validateResources(r *v1.ResourceRequirements, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for name, q := range r.Limits {
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(path.Child("limits").Key(string(name)), q.String(), "must be greater than or equal to 0"))
+		}
+	}
+	for name, q := range r.Requests {
+		p := path.Child("requests").Key(string(name))
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(p, q.String(), "must be greater than or equal to 0"))
+			continue
+		}
+		if limit, ok := r.Limits[name]; ok && q.Cmp(limit) > 0 {
+			errs = append(errs, field.Invalid(p, q.String(), fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
+		}
+	}
+	return errs
+}
+
+func validateProbe(p *v1.Probe, path *field.Path, successMustBeOne bool, portNames sets.Set[string]) field.ErrorList {
+	if p == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	handlers := 0
+	if p.Exec != nil {
+		handlers++
+		if len(p.Exec.Command) == 0 {
+			errs = append(errs, field.Required(path.Child("exec", "command"), ""))
+		}
+	}
+	if p.HTTPGet != nil {
+		handlers++
+		errs = append(errs, validateProbePort(p.HTTPGet.Port, path.Child("httpGet", "port"), portNames)...)
+		if s := p.HTTPGet.Scheme; s != "" && s != v1.URISchemeHTTP && s != v1.URISchemeHTTPS {
+			errs = append(errs, field.NotSupported(path.Child("httpGet", "scheme"), s, []string{string(v1.URISchemeHTTP), string(v1.URISchemeHTTPS)}))
+		}
+	}
+	if p.TCPSocket != nil {
+		handlers++
+		errs = append(errs, validateProbePort(p.TCPSocket.Port, path.Child("tcpSocket", "port"), portNames)...)
+	}
+	if p.GRPC != nil {
+		handlers++
+		for _, msg := range validation.IsValidPortNum(int(p.GRPC.Port)) {
+			errs = append(errs, field.Invalid(path.Child("grpc", "port"), p.GRPC.Port, msg))
+		}
+	}
+	switch {
+	case handlers == 0:
+		errs = append(errs, field.Required(path, "must specify a handler type"))
+	case handlers > 1:
+		errs = append(errs, field.Forbidden(path, "may not specify more than 1 handler type"))
+	}
+	nonNeg := func(name string, v int32) {
+		if v < 0 {
+			errs = append(errs, field.Invalid(path.Child(name), v, "must be greater than or equal to 0"))
+		}
+	}
+	nonNeg("initialDelaySeconds", p.InitialDelaySeconds)
+	nonNeg("timeoutSeconds", p.TimeoutSeconds)
+	nonNeg("periodSeconds", p.PeriodSeconds)
+	nonNeg("successThreshold", p.SuccessThreshold)
+	nonNeg("failureThreshold", p.FailureThreshold)
+	if successMustBeOne && p.SuccessThreshold > 1 {
+		errs = append(errs, field.Invalid(path.Child("successThreshold"), p.SuccessThreshold, "must be 1"))
+	}
+	if g := p.TerminationGracePeriodSeconds; g != nil && *g <= 0 {
+		errs = append(errs, field.Invalid(path.Child("terminationGracePeriodSeconds"), *g, "must be greater than 0"))
+	}
+	return errs
+}
+
+func validateProbePort(port intstr.IntOrString, path *field.Path, portNames sets.Set[string]) field.ErrorList {
+	if port.Type == intstr.String {
+		if !portNames.Has(port.StrVal) {
+			for _, msg := range validation.IsValidPortName(port.StrVal) {
+				return field.ErrorList{field.Invalid(path, port.StrVal, msg)}
+			}
+			return field.ErrorList{field.NotFound(path, port.StrVal)}
+		}
+		return nil
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsValidPortNum(port.IntValue()) {
+		errs = append(errs, field.Invalid(path, port.IntVal, msg))
+	}
+	return errs
+}
