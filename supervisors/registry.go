@@ -1,0 +1,257 @@
+package supervisors
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/ctxext"
+	"k8s.io/utils/clock"
+)
+
+// ActorInfo is one live actor in a Registry snapshot.
+type ActorInfo struct {
+	PID           string    `json:"pid"`
+	Kind          string    `json:"kind"`
+	Parent        string    `json:"parent,omitempty"`
+	Restarts      int       `json:"restarts"`
+	Messages      uint64    `json:"messages"`
+	LastFailure   string    `json:"lastFailure,omitempty"`
+	LastFailureAt time.Time `json:"lastFailureAt,omitzero"`
+}
+
+// Registry keeps track of live actors: those whose props carry its
+// Middleware. It is safe for concurrent use. The per-message cost is one
+// context-extension lookup (a slice index) and one atomic add.
+type Registry struct {
+	once sync.Once
+	ext  ctxext.ContextExtensionID
+	clk  clock.PassiveClock
+
+	mu     sync.RWMutex
+	actors map[string]*entry
+	kinds  map[string]int
+}
+
+type entry struct {
+	ext      ctxext.ContextExtensionID
+	pid      *actor.PID
+	kind     string
+	parent   string
+	messages atomic.Uint64
+	restarts atomic.Int64
+
+	fmu           sync.Mutex
+	lastFailure   string
+	lastFailureAt time.Time
+}
+
+func (e *entry) ExtensionID() ctxext.ContextExtensionID { return e.ext }
+
+// NewRegistry returns an empty registry. clk (may be nil: real time) stamps
+// failures. The zero Registry is also ready to use, with real time.
+func NewRegistry(clk clock.PassiveClock) *Registry {
+	r := &Registry{clk: clk}
+	r.init()
+	return r
+}
+
+func (r *Registry) init() {
+	r.once.Do(func() {
+		r.ext = ctxext.NextContextExtensionID()
+		if r.clk == nil {
+			r.clk = clock.RealClock{}
+		}
+		r.actors = make(map[string]*entry)
+		r.kinds = make(map[string]int)
+	})
+}
+
+// Middleware returns the receiver middleware that registers the actor on
+// *actor.Started (again after each restart; counters survive restarts),
+// counts every message it handles, counts restarts on *actor.Restarting
+// and removes the actor on *actor.Stopped.
+func (r *Registry) Middleware() actor.ReceiverMiddleware {
+	r.init()
+	return func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			var msg any
+			if env != nil {
+				msg = env.Message
+			}
+			switch msg.(type) {
+			case *actor.Started:
+				e := r.add(c.Self())
+				c.Set(e) // grows the extension slice: Get below is safe afterwards
+				e.messages.Add(1)
+				next(c, env)
+				return
+			case *actor.Stopped:
+				next(c, env)
+				r.remove(c.Self())
+				return
+			case *actor.Restarting:
+				if e := r.entryOf(c); e != nil {
+					e.restarts.Add(1)
+					e.messages.Add(1)
+				}
+				next(c, env)
+				return
+			}
+			if e := r.entryOf(c); e != nil {
+				e.messages.Add(1)
+			}
+			next(c, env)
+		}
+	}
+}
+
+// entryOf returns the entry stored in the actor's context, nil if the
+// actor was never started through this middleware.
+func (r *Registry) entryOf(c actor.ReceiverContext) (e *entry) {
+	defer func() {
+		// ContextExtensions.Get indexes a slice that Set grows; an actor
+		// that never ran Started through us may not have it.
+		if recover() != nil {
+			e = nil
+		}
+	}()
+	x, _ := c.Get(r.ext).(*entry)
+	return x
+}
+
+func (r *Registry) add(pid *actor.PID) *entry {
+	r.init()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.actors[pid.Id]; ok {
+		return e
+	}
+	e := &entry{ext: r.ext, pid: pid, kind: KindOf(pid), parent: parentID(pid.Id)}
+	r.actors[pid.Id] = e
+	r.kinds[e.kind]++
+	return e
+}
+
+func (r *Registry) remove(pid *actor.PID) {
+	r.init()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.actors[pid.Id]
+	if !ok {
+		return
+	}
+	delete(r.actors, pid.Id)
+	if r.kinds[e.kind]--; r.kinds[e.kind] <= 0 {
+		delete(r.kinds, e.kind)
+	}
+}
+
+func (r *Registry) lookup(pid *actor.PID) *entry {
+	r.init()
+	if pid == nil {
+		return nil
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.actors[pid.Id]
+}
+
+// NoteRestart counts a restart of pid. The registry middleware already
+// counts restarts when it sees *actor.Restarting; call this only for
+// actors that run without it.
+func (r *Registry) NoteRestart(pid *actor.PID) {
+	if e := r.lookup(pid); e != nil {
+		e.restarts.Add(1)
+	}
+}
+
+// NoteFailure records reason as pid's last failure, stamped now.
+func (r *Registry) NoteFailure(pid *actor.PID, reason any) {
+	e := r.lookup(pid)
+	if e == nil {
+		return
+	}
+	s := fmt.Sprint(reason)
+	now := r.clk.Now()
+	e.fmu.Lock()
+	e.lastFailure, e.lastFailureAt = s, now
+	e.fmu.Unlock()
+}
+
+// Live returns the PIDs of live actors of the given kinds (all kinds when
+// none is given), sorted by id.
+func (r *Registry) Live(kinds ...string) []*actor.PID {
+	r.init()
+	r.mu.RLock()
+	out := make([]*actor.PID, 0, len(r.actors))
+	for _, e := range r.actors {
+		if len(kinds) == 0 || slices.Contains(kinds, e.kind) {
+			out = append(out, e.pid)
+		}
+	}
+	r.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *actor.PID) int { return compareStrings(a.Id, b.Id) })
+	return out
+}
+
+// Count returns the number of live actors of kind.
+func (r *Registry) Count(kind string) int {
+	r.init()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.kinds[kind]
+}
+
+// Counts returns the number of live actors per kind.
+func (r *Registry) Counts() map[string]int {
+	r.init()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(map[string]int, len(r.kinds))
+	for k, n := range r.kinds {
+		out[k] = n
+	}
+	return out
+}
+
+// Snapshot returns every live actor, sorted by PID.
+func (r *Registry) Snapshot() []ActorInfo {
+	r.init()
+	r.mu.RLock()
+	es := make([]*entry, 0, len(r.actors))
+	for _, e := range r.actors {
+		es = append(es, e)
+	}
+	r.mu.RUnlock()
+	out := make([]ActorInfo, 0, len(es))
+	for _, e := range es {
+		e.fmu.Lock()
+		lf, lfa := e.lastFailure, e.lastFailureAt
+		e.fmu.Unlock()
+		out = append(out, ActorInfo{
+			PID:           e.pid.Id,
+			Kind:          e.kind,
+			Parent:        e.parent,
+			Restarts:      int(e.restarts.Load()),
+			Messages:      e.messages.Load(),
+			LastFailure:   lf,
+			LastFailureAt: lfa,
+		})
+	}
+	slices.SortFunc(out, func(a, b ActorInfo) int { return compareStrings(a.PID, b.PID) })
+	return out
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,222 @@
+package supervisors
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"k8s.io/utils/clock"
+)
+
+// StrategyConfig bounds restart intensity (OTP style) and paces restarts.
+type StrategyConfig struct {
+	// MaxRestarts is the number of restarts a child may have within Window;
+	// one more failure escalates. Default 10.
+	MaxRestarts int
+	// Window is the sliding window failures are counted in. Default 60s.
+	Window time.Duration
+	// BackoffBase is the delay before the second restart in a window; each
+	// further one doubles it. The first restart is immediate. Default 100ms.
+	BackoffBase time.Duration
+	// BackoffCap caps the delay. Default 10s.
+	BackoffCap time.Duration
+}
+
+// Defaults for StrategyConfig.
+const (
+	DefaultMaxRestarts = 10
+	DefaultWindow      = 60 * time.Second
+	DefaultBackoffBase = 100 * time.Millisecond
+	DefaultBackoffCap  = 10 * time.Second
+)
+
+func (c StrategyConfig) withDefaults() StrategyConfig {
+	if c.MaxRestarts <= 0 {
+		c.MaxRestarts = DefaultMaxRestarts
+	}
+	if c.Window <= 0 {
+		c.Window = DefaultWindow
+	}
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = DefaultBackoffBase
+	}
+	if c.BackoffCap <= 0 {
+		c.BackoffCap = DefaultBackoffCap
+	}
+	if c.BackoffCap < c.BackoffBase {
+		c.BackoffCap = c.BackoffBase
+	}
+	return c
+}
+
+// Backoff returns the delay before the restart that follows the n-th
+// failure within the window (n >= 1): 0 for the first, then base*2^(n-2),
+// capped.
+func (c StrategyConfig) Backoff(n int) time.Duration {
+	c = c.withDefaults()
+	if n <= 1 {
+		return 0
+	}
+	d := c.BackoffBase
+	for i := 2; i < n; i++ {
+		d *= 2
+		if d >= c.BackoffCap {
+			return c.BackoffCap
+		}
+	}
+	return min(d, c.BackoffCap)
+}
+
+type strategy struct {
+	cfg       StrategyConfig
+	clk       clock.Clock
+	log       *slog.Logger
+	onRestart func(kind string)
+
+	mu        sync.Mutex
+	history   map[string][]time.Time // child PID id -> failure times in the window
+	lastSweep time.Time
+}
+
+var _ actor.SupervisorStrategy = (*strategy)(nil)
+
+// NewStrategy returns a one-for-one supervisor strategy: each failure of a
+// child is counted in a sliding window (per child, pruned as it slides);
+// when the count exceeds MaxRestarts the failure is escalated to the
+// supervisor's own parent, or the child is stopped when the supervisor is
+// the top of the tree (a guardian or a parentless actor). Otherwise the
+// child is restarted: at once after its first failure in the window, then
+// after BackoffBase*2^(n-2), capped at BackoffCap, timed by clk (AfterFunc
+// when clk has it, so a fake clock paces restarts in tests). onRestart (may
+// be nil) is called with the child's kind when a restart is issued.
+//
+// The same strategy value may serve several supervisors and a guardian; it
+// is safe for concurrent use.
+func NewStrategy(cfg StrategyConfig, clk clock.Clock, log *slog.Logger, onRestart func(kind string)) actor.SupervisorStrategy {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &strategy{
+		cfg:       cfg.withDefaults(),
+		clk:       clk,
+		log:       log,
+		onRestart: onRestart,
+		history:   make(map[string][]time.Time),
+		lastSweep: clk.Now(),
+	}
+}
+
+// HandleFailure implements actor.SupervisorStrategy. It runs on the
+// supervisor's goroutine (or the failing child's, for a guardian).
+func (s *strategy) HandleFailure(_ *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, message any) {
+	kind := KindOf(child)
+	now := s.clk.Now()
+	n := s.recordFailure(child.Id, now)
+
+	if n > s.cfg.MaxRestarts {
+		s.forget(child.Id)
+		if isTop(supervisor) {
+			s.log.Error("actor failed too often, stopping it",
+				"kind", kind, "pid", child.Id, "reason", fmt.Sprint(reason),
+				"failures", n, "window", s.cfg.Window, "message", typeName(message))
+			supervisor.StopChildren(child)
+			return
+		}
+		s.log.Error("actor failed too often, escalating to its supervisor's parent",
+			"kind", kind, "pid", child.Id, "reason", fmt.Sprint(reason),
+			"failures", n, "window", s.cfg.Window, "message", typeName(message))
+		supervisor.EscalateFailure(reason, message)
+		return
+	}
+
+	delay := s.cfg.Backoff(n)
+	s.log.Warn("actor failed, restarting it",
+		"kind", kind, "pid", child.Id, "reason", fmt.Sprint(reason),
+		"failures", n, "backoff", delay, "message", typeName(message))
+	restart := func() {
+		// Runs under a fake clock's lock in tests: must not call s.clk.
+		supervisor.RestartChildren(child)
+		if s.onRestart != nil {
+			s.onRestart(kind)
+		}
+	}
+	if delay <= 0 {
+		restart()
+		return
+	}
+	s.afterFunc(delay, restart)
+}
+
+// recordFailure appends a failure at now to the child's history, prunes
+// what fell out of the window and returns the count within it. Now and
+// then it drops the histories of children with no failure in the window
+// (children that recovered or are gone).
+func (s *strategy) recordFailure(id string, now time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cutoff := now.Add(-s.cfg.Window)
+	if now.Sub(s.lastSweep) >= s.cfg.Window {
+		for k, h := range s.history {
+			if len(h) == 0 || !h[len(h)-1].After(cutoff) {
+				delete(s.history, k)
+			}
+		}
+		s.lastSweep = now
+	}
+	h := s.history[id]
+	i := 0
+	for i < len(h) && !h[i].After(cutoff) {
+		i++
+	}
+	h = append(h[i:], now)
+	s.history[id] = h
+	return len(h)
+}
+
+func (s *strategy) forget(id string) {
+	s.mu.Lock()
+	delete(s.history, id)
+	s.mu.Unlock()
+}
+
+// tracked is the number of children with a failure history (for tests).
+func (s *strategy) tracked() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.history)
+}
+
+func (s *strategy) afterFunc(d time.Duration, f func()) {
+	if c, ok := s.clk.(clock.WithDelayedExecution); ok {
+		c.AfterFunc(d, f)
+		return
+	}
+	t := s.clk.NewTimer(d)
+	go func() {
+		<-t.C()
+		f()
+	}()
+}
+
+// isTop reports whether supervisor cannot escalate: a guardian (not an
+// actor) or an actor without a parent (spawned from Root without guardian,
+// whose escalation would go to protoactor's default strategy).
+func isTop(supervisor actor.Supervisor) bool {
+	c, ok := supervisor.(interface{ Parent() *actor.PID })
+	return !ok || c.Parent() == nil
+}
+
+func typeName(m any) string {
+	if m == nil {
+		return ""
+	}
+	if e, ok := m.(*actor.MessageEnvelope); ok {
+		m = e.Message
+	}
+	return fmt.Sprintf("%T", m)
+}

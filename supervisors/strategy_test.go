@@ -1,0 +1,169 @@
+package supervisors
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// fakeSupervisor records what a strategy asks of it.
+type fakeSupervisor struct {
+	mu        sync.Mutex
+	restarted []string
+	stopped   []string
+	escalated []any
+}
+
+var _ actor.Supervisor = (*fakeSupervisor)(nil)
+
+func (f *fakeSupervisor) Children() []*actor.PID { return nil }
+func (f *fakeSupervisor) EscalateFailure(reason, _ any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.escalated = append(f.escalated, reason)
+}
+func (f *fakeSupervisor) RestartChildren(pids ...*actor.PID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range pids {
+		f.restarted = append(f.restarted, p.Id)
+	}
+}
+func (f *fakeSupervisor) StopChildren(pids ...*actor.PID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range pids {
+		f.stopped = append(f.stopped, p.Id)
+	}
+}
+func (f *fakeSupervisor) ResumeChildren(...*actor.PID) {}
+
+func (f *fakeSupervisor) counts() (restarted, stopped, escalated int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.restarted), len(f.stopped), len(f.escalated)
+}
+
+// nestedSupervisor is a supervisor that has a parent, so it can escalate.
+type nestedSupervisor struct{ fakeSupervisor }
+
+func (*nestedSupervisor) Parent() *actor.PID { return actor.NewPID("nonhost", "root") }
+
+func TestBackoff(t *testing.T) {
+	cfg := StrategyConfig{BackoffBase: 100 * time.Millisecond, BackoffCap: time.Second}
+	tests := []struct {
+		n    int
+		want time.Duration
+	}{
+		{1, 0}, {2, 100 * time.Millisecond}, {3, 200 * time.Millisecond},
+		{4, 400 * time.Millisecond}, {5, 800 * time.Millisecond}, {6, time.Second}, {60, time.Second},
+	}
+	for _, tt := range tests {
+		if got := cfg.Backoff(tt.n); got != tt.want {
+			t.Errorf("Backoff(%d) = %v, want %v", tt.n, got, tt.want)
+		}
+	}
+}
+
+func TestStrategyDecisions(t *testing.T) {
+	child := actor.NewPID("nonhost", "root/node/pod-1")
+	tests := []struct {
+		name          string
+		sup           interface{ counts() (int, int, int) }
+		failures      int
+		wantRestarted int
+		wantStopped   int
+		wantEscalated int
+	}{
+		{name: "within intensity restarts", sup: &nestedSupervisor{}, failures: 3, wantRestarted: 3},
+		{name: "beyond intensity escalates", sup: &nestedSupervisor{}, failures: 4, wantRestarted: 3, wantEscalated: 1},
+		{name: "beyond intensity at the top stops", sup: &fakeSupervisor{}, failures: 4, wantRestarted: 3, wantStopped: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			log, _ := testLogger(t)
+			var kinds []string
+			var mu sync.Mutex
+			s := NewStrategy(StrategyConfig{MaxRestarts: 3, Window: time.Minute, BackoffBase: time.Nanosecond, BackoffCap: time.Nanosecond},
+				clocktesting.NewFakeClock(time.Unix(1000, 0)), log, func(k string) { mu.Lock(); kinds = append(kinds, k); mu.Unlock() })
+			for range tt.failures {
+				s.HandleFailure(nil, tt.sup.(actor.Supervisor), child, nil, "boom", nil)
+			}
+			// Later restarts wait 1ns on the fake clock.
+			s.(*strategy).clk.(*clocktesting.FakeClock).Step(time.Nanosecond)
+			r, st, e := tt.sup.counts()
+			if r != tt.wantRestarted || st != tt.wantStopped || e != tt.wantEscalated {
+				t.Fatalf("restarted/stopped/escalated = %d/%d/%d, want %d/%d/%d", r, st, e, tt.wantRestarted, tt.wantStopped, tt.wantEscalated)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(kinds) != tt.wantRestarted || (len(kinds) > 0 && kinds[0] != KindPod) {
+				t.Fatalf("onRestart kinds = %v", kinds)
+			}
+		})
+	}
+}
+
+func TestStrategyWindowSlides(t *testing.T) {
+	log, _ := testLogger(t)
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	s := NewStrategy(StrategyConfig{MaxRestarts: 2, Window: time.Minute, BackoffBase: time.Second, BackoffCap: time.Second}, fc, log, nil)
+	sup := &nestedSupervisor{}
+	child := actor.NewPID("nonhost", "root/pleg")
+	s.HandleFailure(nil, sup, child, nil, "1", nil) // immediate
+	s.HandleFailure(nil, sup, child, nil, "2", nil) // after 1s
+	fc.Step(61 * time.Second)                       // both fall out of the window
+	s.HandleFailure(nil, sup, child, nil, "3", nil) // first in the new window: immediate, no escalation
+	r, _, e := sup.counts()
+	if r != 3 || e != 0 {
+		t.Fatalf("restarted=%d escalated=%d, want 3 and 0", r, e)
+	}
+	// A child without failures for a window is forgotten.
+	other := actor.NewPID("nonhost", "root/status")
+	fc.Step(2 * time.Minute)
+	s.HandleFailure(nil, sup, other, nil, "x", nil)
+	if got := s.(*strategy).tracked(); got != 1 {
+		t.Fatalf("tracked children = %d, want 1 (stale history pruned)", got)
+	}
+}
+
+// TestBackoffOnFakeClock runs a real tree: a child that fails repeatedly is
+// restarted at once the first time, then only after the fake clock has been
+// stepped by the (doubling, capped) backoff.
+func TestBackoffOnFakeClock(t *testing.T) {
+	sys := newSystem(t)
+	log, _ := testLogger(t)
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	reg := NewRegistry(fc)
+	strat := NewStrategy(StrategyConfig{MaxRestarts: 100, Window: time.Hour, BackoffBase: time.Second, BackoffCap: 4 * time.Second}, fc, log, nil)
+	mws := Middlewares(reg, log, nil)
+	child := actor.PropsFromProducer(func() actor.Actor { return &counter{} }, actor.WithReceiverMiddleware(mws...))
+	root, err := SpawnRoot(sys, strat, mws, []Child{{Name: "pleg", Props: child}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = Stop(sys, root) })
+	pid := pidOf(sys, "root/pleg")
+
+	crash := func() { sys.Root.Send(pid, &chaosMsg) }
+	// First failure: immediate restart.
+	crash()
+	eventually(t, "first restart", func() bool { return restartsOf(reg, pid.Id) == 1 })
+	ask(t, sys, pid, get{})
+
+	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
+		want := i + 2
+		crash()
+		eventually(t, "backoff timer armed", fc.HasWaiters)
+		fc.Step(wait - time.Millisecond)
+		never(t, "restart before the backoff elapsed", func() bool { return restartsOf(reg, pid.Id) >= want })
+		fc.Step(time.Millisecond)
+		eventually(t, "restart after the backoff", func() bool { return restartsOf(reg, pid.Id) == want })
+		if got := ask(t, sys, pid, get{}); got != 0 {
+			t.Fatalf("restarted actor has state %v, want fresh", got)
+		}
+	}
+}
