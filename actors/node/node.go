@@ -1,0 +1,319 @@
+// Package node is the NodeActor: it merges the pod sources, admits pods,
+// owns one PodActor per pod UID and routes runtime events to them.
+package node
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/actorlet/actorlet/messages"
+)
+
+// PodProps builds the props of the PodActor for uid (wiring supplies it).
+type PodProps func(uid types.UID) *actor.Props
+
+// Metrics is what the NodeActor reports. May be nil.
+type Metrics interface {
+	SetDesiredPods(static bool, n int)
+}
+
+// Config of the NodeActor.
+type Config struct {
+	NodeName string
+	MaxPods  int
+	// Sources that must deliver their first state before orphans (runtime
+	// pods no source wants) are killed.
+	Sources []string
+}
+
+// New returns the NodeActor producer.
+func New(cfg Config, status *actor.PID, podProps PodProps, m Metrics, log *slog.Logger) actor.Producer {
+	if status == nil || podProps == nil {
+		panic("node.New: status and podProps are required")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return func() actor.Actor {
+		return &Actor{cfg: cfg, status: status, podProps: podProps, m: m, log: log}
+	}
+}
+
+type entry struct {
+	pod     *v1.Pod // desired; nil for an orphan
+	source  string
+	pid     *actor.PID
+	killing *messages.KillPod
+	// respawn: the pod was desired again while being killed.
+	respawn *v1.Pod
+}
+
+// Actor is the NodeActor.
+type Actor struct {
+	cfg      Config
+	status   *actor.PID
+	podProps PodProps
+	m        Metrics
+	log      *slog.Logger
+
+	sources  map[string]map[types.UID]*v1.Pod
+	synced   map[string]bool
+	pods     map[types.UID]*entry
+	rejected map[types.UID]string // UID -> source, pods refused at admission
+	runtime  []types.UID          // last RuntimePods
+}
+
+// Receive implements actor.Actor.
+func (a *Actor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.handleStarted()
+	case *messages.PodUpdate:
+		a.handlePodUpdate(ctx, m)
+	case *messages.SourceSynced:
+		a.markSynced(ctx, m.Source)
+	case *messages.PodEvents:
+		a.handlePodEvents(ctx, m)
+	case *messages.RuntimePods:
+		a.runtime = m.UIDs
+		a.killOrphans(ctx)
+	case *messages.NeedPod:
+		a.handleNeedPod(ctx, m)
+	case *messages.PodTerminated:
+		a.handleTerminated(ctx, m)
+	}
+}
+
+func (a *Actor) handleStarted() {
+	a.sources = map[string]map[types.UID]*v1.Pod{}
+	a.synced = map[string]bool{}
+	a.pods = map[types.UID]*entry{}
+	a.rejected = map[types.UID]string{}
+}
+
+func (a *Actor) allSynced() bool {
+	for _, s := range a.cfg.Sources {
+		if !a.synced[s] {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Actor) markSynced(ctx actor.Context, source string) {
+	if a.synced[source] {
+		return
+	}
+	a.synced[source] = true
+	a.log.Info("source synced", "source", source)
+	a.killOrphans(ctx)
+}
+
+func (a *Actor) handlePodUpdate(ctx actor.Context, m *messages.PodUpdate) {
+	set := a.sources[m.Source]
+	if set == nil {
+		set = map[types.UID]*v1.Pod{}
+		a.sources[m.Source] = set
+	}
+	switch m.Op {
+	case messages.OpSet:
+		next := make(map[types.UID]*v1.Pod, len(m.Pods))
+		for _, p := range m.Pods {
+			next[p.UID] = p
+		}
+		for uid := range set {
+			if _, ok := next[uid]; !ok {
+				a.remove(ctx, uid, m.Source)
+			}
+		}
+		for _, p := range m.Pods {
+			a.upsert(ctx, p, m.Source)
+		}
+		a.sources[m.Source] = next
+		a.markSynced(ctx, m.Source)
+	case messages.OpAdd:
+		for _, p := range m.Pods {
+			set[p.UID] = p
+			a.upsert(ctx, p, m.Source)
+		}
+	case messages.OpRemove:
+		for _, p := range m.Pods {
+			delete(set, p.UID)
+			a.remove(ctx, p.UID, m.Source)
+		}
+	}
+	a.reportDesired()
+}
+
+func (a *Actor) active() int {
+	n := 0
+	for _, e := range a.pods {
+		if e.pod != nil && e.killing == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
+	if p == nil || p.UID == "" {
+		return
+	}
+	if e, ok := a.pods[p.UID]; ok {
+		if e.source != source && e.pod != nil {
+			return // the first source to claim a UID owns it
+		}
+		if e.killing != nil {
+			e.respawn = p
+			return
+		}
+		if e.pod != nil && equality.Semantic.DeepEqual(e.pod.Spec, p.Spec) &&
+			equality.Semantic.DeepEqual(e.pod.ObjectMeta, p.ObjectMeta) {
+			return
+		}
+		e.pod = p
+		ctx.Send(e.pid, &messages.SyncPod{Pod: p.DeepCopy()})
+		return
+	}
+	if _, ok := a.rejected[p.UID]; ok {
+		return
+	}
+	if a.cfg.MaxPods > 0 && a.active() >= a.cfg.MaxPods {
+		a.reject(ctx, p, source, "OutOfpods",
+			fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", a.active(), a.cfg.MaxPods))
+		return
+	}
+	a.spawn(ctx, p, source)
+}
+
+func (a *Actor) spawn(ctx actor.Context, p *v1.Pod, source string) {
+	pid, err := ctx.SpawnNamed(a.podProps(p.UID), "pod-"+string(p.UID))
+	if err != nil {
+		// The name is taken by a PodActor that is still stopping; the
+		// PodTerminated path respawns it.
+		a.log.Error("spawn pod actor", "pod", p.Namespace+"/"+p.Name, "err", err)
+		return
+	}
+	a.pods[p.UID] = &entry{pod: p, source: source, pid: pid}
+	ctx.Send(pid, &messages.SyncPod{Pod: p.DeepCopy()})
+}
+
+// reject reports a pod refused at admission: Failed with the reason, as
+// upstream (OutOfpods, OutOfcpu, ...).
+func (a *Actor) reject(ctx actor.Context, p *v1.Pod, source, reason, msg string) {
+	a.log.Warn("pod rejected", "pod", p.Namespace+"/"+p.Name, "reason", reason, "message", msg)
+	a.rejected[p.UID] = source
+	out := p.DeepCopy()
+	out.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: msg}
+	now := metav1.Now()
+	out.Status.StartTime = &now
+	ctx.Send(a.status, &messages.PodStatusUpdate{Pod: out})
+}
+
+func (a *Actor) remove(ctx actor.Context, uid types.UID, source string) {
+	if src, ok := a.rejected[uid]; ok && src == source {
+		delete(a.rejected, uid)
+		ctx.Send(a.status, &messages.PodForget{UID: uid})
+		return
+	}
+	e, ok := a.pods[uid]
+	if !ok || e.source != source {
+		return
+	}
+	e.respawn = nil
+	if e.killing != nil {
+		return
+	}
+	e.killing = &messages.KillPod{UID: uid, Reason: "removed from source " + source}
+	ctx.Send(e.pid, e.killing)
+}
+
+func (a *Actor) handlePodEvents(ctx actor.Context, m *messages.PodEvents) {
+	for i := range m.Events {
+		ev := m.Events[i]
+		if e, ok := a.pods[ev.UID]; ok {
+			ctx.Send(e.pid, &ev)
+		}
+	}
+}
+
+// killOrphans starts a terminating PodActor for every pod in the runtime
+// that no source wants, once every source has delivered its state.
+func (a *Actor) killOrphans(ctx actor.Context) {
+	if !a.allSynced() {
+		return
+	}
+	for _, uid := range a.runtime {
+		if _, ok := a.pods[uid]; ok {
+			continue
+		}
+		pid, err := ctx.SpawnNamed(a.podProps(uid), "pod-"+string(uid))
+		if err != nil {
+			a.log.Error("spawn orphan killer", "uid", uid, "err", err)
+			continue
+		}
+		a.log.Info("killing orphaned pod", "uid", uid)
+		e := &entry{pid: pid, killing: &messages.KillPod{UID: uid, Reason: "orphaned: no source wants it"}}
+		a.pods[uid] = e
+		ctx.Send(pid, e.killing)
+	}
+}
+
+func (a *Actor) handleNeedPod(ctx actor.Context, m *messages.NeedPod) {
+	e, ok := a.pods[m.UID]
+	if !ok {
+		return
+	}
+	if e.killing != nil {
+		ctx.Send(e.pid, e.killing)
+		return
+	}
+	ctx.Send(e.pid, &messages.SyncPod{Pod: e.pod.DeepCopy()})
+}
+
+func (a *Actor) handleTerminated(ctx actor.Context, m *messages.PodTerminated) {
+	e, ok := a.pods[m.UID]
+	if !ok {
+		return
+	}
+	delete(a.pods, m.UID)
+	ctx.Send(a.status, &messages.PodForget{UID: m.UID})
+	respawn := e.respawn
+	source := e.source
+	// Stop the child, then respawn if the pod came back meanwhile: the
+	// name is free once the stop has completed.
+	f := ctx.StopFuture(e.pid)
+	if respawn == nil {
+		return
+	}
+	ctx.ReenterAfter(f, func(any, error) {
+		if _, again := a.pods[respawn.UID]; !again {
+			a.upsert(ctx, respawn, source)
+		}
+	})
+}
+
+func (a *Actor) reportDesired() {
+	if a.m == nil {
+		return
+	}
+	var static, api int
+	for _, e := range a.pods {
+		if e.pod == nil || e.killing != nil {
+			continue
+		}
+		if e.source == messages.SourceAPI {
+			api++
+		} else {
+			static++
+		}
+	}
+	a.m.SetDesiredPods(true, static)
+	a.m.SetDesiredPods(false, api)
+}

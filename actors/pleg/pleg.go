@@ -1,0 +1,297 @@
+// Package pleg is the PLEGActor: it relists the runtime periodically, diffs
+// the result against the previous relist and tells the NodeActor which pods
+// changed (the NodeActor routes each event to the owning PodActor).
+package pleg
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/actorlet/actorlet/messages"
+)
+
+const labelPodUID = "io.kubernetes.pod.uid"
+
+// Lister lists everything the runtime holds.
+type Lister interface {
+	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+}
+
+// Metrics is what the PLEG reports. May be nil.
+type Metrics interface {
+	ObservePLEGRelist(duration, interval time.Duration)
+	SetPLEGLastSeen(t time.Time)
+	SetRunningPods(n int)
+	SetRunningContainers(state string, n int)
+}
+
+// Config of the PLEG.
+type Config struct {
+	Period    time.Duration // relist period, upstream 1 s
+	Threshold time.Duration // relist older than this makes the node unhealthy, upstream 3 min
+	Timeout   time.Duration // one relist's deadline
+}
+
+// New returns the PLEGActor producer; node receives PodEvents and RuntimePods.
+func New(node *actor.PID, rt Lister, clk clock.WithDelayedExecution, cfg Config, m Metrics, log *slog.Logger) actor.Producer {
+	if node == nil || rt == nil || clk == nil {
+		panic("pleg.New: node, runtime and clock are required")
+	}
+	if cfg.Period <= 0 {
+		cfg.Period = time.Second
+	}
+	if cfg.Threshold <= 0 {
+		cfg.Threshold = 3 * time.Minute
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Minute
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return func() actor.Actor {
+		return &Actor{node: node, rt: rt, clk: clk, cfg: cfg, m: m, log: log}
+	}
+}
+
+type record struct {
+	uid   types.UID
+	state int32
+}
+
+// Actor is the PLEGActor.
+type Actor struct {
+	node *actor.PID
+	rt   Lister
+	clk  clock.WithDelayedExecution
+	cfg  Config
+	m    Metrics
+	log  *slog.Logger
+
+	sys   *actor.ActorSystem
+	self  *actor.PID
+	gen   uint64
+	timer clock.Timer
+
+	relisting  bool
+	haveFirst  bool
+	containers map[string]record
+	sandboxes  map[string]record
+	uids       map[types.UID]struct{}
+	lastOK     time.Time
+	lastStart  time.Time
+	lastErr    string
+}
+
+type relisted struct {
+	gen        uint64
+	started    time.Time
+	sandboxes  []*runtimeapi.PodSandbox
+	containers []*runtimeapi.Container
+	err        error
+}
+
+// Receive implements actor.Actor.
+func (a *Actor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.handleStarted(ctx)
+	case *actor.Restarting, *actor.Stopping:
+		if a.timer != nil {
+			a.timer.Stop()
+		}
+	case *messages.Tick:
+		if m.Gen == a.gen {
+			a.Relist()
+		}
+	case *relisted:
+		a.handleRelisted(ctx, m)
+	case *messages.GetHealth:
+		ctx.Respond(&messages.Health{RuntimeErr: a.lastErr, LastRelist: a.lastOK, Threshold: a.cfg.Threshold})
+	}
+}
+
+func (a *Actor) handleStarted(ctx actor.Context) {
+	a.sys, a.self = ctx.ActorSystem(), ctx.Self()
+	a.gen = rand.Uint64()
+	// A restarted PLEG starts from an empty view: its first relist reports
+	// every pod as changed, which makes every PodActor look again — safe,
+	// since PodActors act on what they inspect, not on the events.
+	a.containers, a.sandboxes = map[string]record{}, map[string]record{}
+	a.Relist()
+}
+
+// Relist starts one relist unless one is in flight; the next is armed when
+// its result arrives.
+func (a *Actor) Relist() {
+	if a.relisting {
+		return
+	}
+	a.relisting = true
+	rt, sys, self, gen, timeout := a.rt, a.sys, a.self, a.gen, a.cfg.Timeout
+	start := a.clk.Now()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		res := &relisted{gen: gen, started: start}
+		res.sandboxes, res.err = rt.ListPodSandbox(ctx, nil)
+		if res.err == nil {
+			res.containers, res.err = rt.ListContainers(ctx, nil)
+		}
+		sys.Root.Send(self, res)
+	}()
+}
+
+func (a *Actor) arm() {
+	sys, self, msg := a.sys, a.self, &messages.Tick{Gen: a.gen}
+	a.timer = a.clk.AfterFunc(a.cfg.Period, func() { sys.Root.Send(self, msg) })
+}
+
+func (a *Actor) handleRelisted(ctx actor.Context, m *relisted) {
+	if m.gen != a.gen {
+		return
+	}
+	a.relisting = false
+	defer a.arm()
+	now := a.clk.Now()
+	if m.err != nil {
+		if a.lastErr == "" {
+			a.log.Warn("relist failed", "err", m.err)
+		}
+		a.lastErr = m.err.Error()
+		return
+	}
+	if a.lastErr != "" {
+		a.log.Info("relist recovered")
+	}
+	a.lastErr = ""
+	if a.m != nil {
+		interval := time.Duration(0)
+		if !a.lastStart.IsZero() {
+			interval = m.started.Sub(a.lastStart)
+		}
+		a.m.ObservePLEGRelist(now.Sub(m.started), interval)
+		a.m.SetPLEGLastSeen(now)
+	}
+	a.lastStart, a.lastOK = m.started, now
+
+	events := a.diff(m)
+	if len(events) > 0 {
+		ctx.Send(a.node, &messages.PodEvents{Events: events})
+	}
+	uids := make(map[types.UID]struct{}, len(a.uids))
+	for _, r := range a.sandboxes {
+		uids[r.uid] = struct{}{}
+	}
+	for _, r := range a.containers {
+		uids[r.uid] = struct{}{}
+	}
+	if !a.haveFirst || !sameSet(uids, a.uids) {
+		list := make([]types.UID, 0, len(uids))
+		for u := range uids {
+			list = append(list, u)
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i] < list[j] })
+		ctx.Send(a.node, &messages.RuntimePods{UIDs: list})
+	}
+	a.uids, a.haveFirst = uids, true
+}
+
+// diff compares a relist with the previous one; objects without a pod UID
+// label are not actorlet's and are ignored.
+func (a *Actor) diff(m *relisted) []messages.PodLifecycleEvent {
+	var events []messages.PodLifecycleEvent
+	newC := make(map[string]record, len(m.containers))
+	runningPods := map[types.UID]struct{}{}
+	counts := map[string]int{}
+	for _, c := range m.containers {
+		uid := types.UID(c.Labels[labelPodUID])
+		if uid == "" {
+			continue
+		}
+		r := record{uid: uid, state: int32(c.State)}
+		newC[c.Id] = r
+		counts[stateName(c.State)]++
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			runningPods[uid] = struct{}{}
+		}
+		old, ok := a.containers[c.Id]
+		switch {
+		case !ok && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
+			events = append(events, messages.PodLifecycleEvent{UID: uid, Type: messages.ContainerStarted, ID: c.Id})
+		case ok && old.state == r.state:
+		case c.State == runtimeapi.ContainerState_CONTAINER_EXITED:
+			events = append(events, messages.PodLifecycleEvent{UID: uid, Type: messages.ContainerDied, ID: c.Id})
+		case c.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
+			events = append(events, messages.PodLifecycleEvent{UID: uid, Type: messages.ContainerStarted, ID: c.Id})
+		default:
+			events = append(events, messages.PodLifecycleEvent{UID: uid, Type: messages.ContainerChanged, ID: c.Id})
+		}
+	}
+	for id, old := range a.containers {
+		if _, ok := newC[id]; !ok {
+			events = append(events, messages.PodLifecycleEvent{UID: old.uid, Type: messages.ContainerRemoved, ID: id})
+		}
+	}
+	newS := make(map[string]record, len(m.sandboxes))
+	for _, s := range m.sandboxes {
+		uid := types.UID(s.Labels[labelPodUID])
+		if uid == "" {
+			uid = types.UID(s.GetMetadata().GetUid())
+		}
+		if uid == "" {
+			continue
+		}
+		r := record{uid: uid, state: int32(s.State)}
+		newS[s.Id] = r
+		if old, ok := a.sandboxes[s.Id]; !ok || old.state != r.state {
+			events = append(events, messages.PodLifecycleEvent{UID: uid, Type: messages.SandboxChanged, ID: s.Id})
+		}
+	}
+	for id, old := range a.sandboxes {
+		if _, ok := newS[id]; !ok {
+			events = append(events, messages.PodLifecycleEvent{UID: old.uid, Type: messages.SandboxChanged, ID: id})
+		}
+	}
+	a.containers, a.sandboxes = newC, newS
+	if a.m != nil {
+		a.m.SetRunningPods(len(runningPods))
+		for _, s := range []string{"running", "exited", "created", "unknown"} {
+			a.m.SetRunningContainers(s, counts[s])
+		}
+	}
+	return events
+}
+
+func stateName(s runtimeapi.ContainerState) string {
+	switch s {
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return "running"
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		return "exited"
+	case runtimeapi.ContainerState_CONTAINER_CREATED:
+		return "created"
+	}
+	return "unknown"
+}
+
+func sameSet(a, b map[types.UID]struct{}) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,68 @@
+// Package status is the StatusActor: it keeps the newest status of every pod
+// and serves reads. In standalone mode that is all; writing to the API server
+// comes with cluster mode.
+package status
+
+import (
+	"sort"
+
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/actorlet/actorlet/messages"
+)
+
+// New returns the StatusActor producer.
+func New() actor.Producer {
+	return func() actor.Actor { return &Actor{} }
+}
+
+// Actor is the StatusActor. Pods it stores are never mutated after they
+// arrive (senders deep-copy), so reads may share them.
+type Actor struct {
+	pods map[types.UID]*v1.Pod
+}
+
+// Receive implements actor.Actor.
+func (a *Actor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		// A restarted StatusActor starts empty; PodActors republish on their
+		// next change and at every sync period.
+		a.pods = map[types.UID]*v1.Pod{}
+	case *messages.PodStatusUpdate:
+		a.handleUpdate(m)
+	case *messages.PodForget:
+		delete(a.pods, m.UID)
+	case *messages.GetPods:
+		ctx.Respond(a.list())
+	}
+}
+
+func (a *Actor) handleUpdate(m *messages.PodStatusUpdate) {
+	if m.Pod == nil {
+		return
+	}
+	if old, ok := a.pods[m.Pod.UID]; ok && terminal(old.Status.Phase) && !terminal(m.Pod.Status.Phase) {
+		// Never move a pod back from a terminal phase (as upstream).
+		return
+	}
+	a.pods[m.Pod.UID] = m.Pod
+}
+
+func terminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
+
+func (a *Actor) list() *messages.PodList {
+	out := &messages.PodList{Items: make([]v1.Pod, 0, len(a.pods))}
+	for _, p := range a.pods {
+		out.Items = append(out.Items, *p)
+	}
+	sort.Slice(out.Items, func(i, j int) bool {
+		if out.Items[i].Namespace != out.Items[j].Namespace {
+			return out.Items[i].Namespace < out.Items[j].Namespace
+		}
+		return out.Items[i].Name < out.Items[j].Name
+	})
+	return out
+}
