@@ -1,0 +1,503 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+const exitKilled = 137
+
+type container struct {
+	id          string
+	name        string // reservation key
+	seq         uint64
+	sb          *sandbox
+	meta        *runtimeapi.ContainerMetadata
+	imageID     string
+	imageSpec   *runtimeapi.ImageSpec
+	labels      map[string]string
+	annotations map[string]string
+	mounts      []*runtimeapi.Mount
+	logPath     string // absolute (sandbox log dir joined with the config's path) or ""
+	env         map[string]string
+	argv        []string
+	resources   *runtimeapi.ContainerResources
+	stopSignal  runtimeapi.Signal
+
+	state      runtimeapi.ContainerState
+	starting   bool
+	createdAt  int64
+	startedAt  int64
+	finishedAt int64
+	exitCode   int32
+	reason     string
+	message    string
+
+	fs    map[string][]byte // the container's tiny filesystem
+	proc  *proc             // main program while running
+	execs map[*proc]struct{}
+}
+
+// killAll stops the main program and every exec without reporting; the
+// caller holds r.mu.
+func (c *container) killAll() {
+	if c.proc != nil {
+		c.proc.kill()
+	}
+	for p := range c.execs {
+		p.finish(exitKilled)
+	}
+	c.execs = nil
+}
+
+func containerName(m *runtimeapi.ContainerMetadata, sb *sandbox) string {
+	return strings.Join([]string{m.GetName(), sb.meta.GetName(), sb.meta.GetNamespace(), sb.meta.GetUid(), fmt.Sprint(m.GetAttempt())}, "_")
+}
+
+// CreateContainer creates a container in a ready sandbox. The image must be
+// present (pulled or preloaded) and the (sandbox, name, attempt) triple free.
+func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
+	cfg := req.GetConfig()
+	if cfg.GetMetadata() == nil || cfg.GetMetadata().GetName() == "" {
+		return nil, status.Error(codes.InvalidArgument, "container config must include metadata with a name")
+	}
+	if cfg.GetImage().GetImage() == "" {
+		return nil, status.Error(codes.InvalidArgument, "container config must include an image")
+	}
+	env := map[string]string{}
+	for _, kv := range cfg.GetEnvs() {
+		env[kv.GetKey()] = string(kv.GetValue())
+	}
+	argv := append(append([]string(nil), cfg.GetCommand()...), cfg.GetArgs()...)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb, ok := r.sandboxes[req.GetPodSandboxId()]
+	if !ok {
+		return nil, notFound("sandbox", req.GetPodSandboxId())
+	}
+	if sb.state != runtimeapi.PodSandboxState_SANDBOX_READY {
+		return nil, status.Errorf(codes.FailedPrecondition, "sandbox %q is not ready", sb.id)
+	}
+	name := containerName(cfg.GetMetadata(), sb)
+	if id, ok := r.ctrNames[name]; ok {
+		return nil, status.Errorf(codes.AlreadyExists, "failed to reserve container name %q: name %q is reserved for %q", name, name, id)
+	}
+	img := r.resolveImageLocked(cfg.GetImage().GetImage())
+	if img == nil {
+		return nil, status.Errorf(codes.NotFound, "failed to get image %q: image not found (pull it first)", cfg.GetImage().GetImage())
+	}
+	if _, ok := env["HOSTNAME"]; !ok && sb.hostname != "" {
+		env["HOSTNAME"] = sb.hostname
+	}
+	logPath := ""
+	if sb.logDir != "" && cfg.GetLogPath() != "" {
+		logPath = filepath.Join(sb.logDir, cfg.GetLogPath())
+	}
+	var res *runtimeapi.ContainerResources
+	if l := cfg.GetLinux().GetResources(); l != nil {
+		res = &runtimeapi.ContainerResources{Linux: l}
+	}
+	c := &container{
+		id:          newID(),
+		name:        name,
+		sb:          sb,
+		meta:        cfg.GetMetadata(),
+		imageID:     img.id,
+		imageSpec:   cfg.GetImage(),
+		labels:      cfg.GetLabels(),
+		annotations: cfg.GetAnnotations(),
+		mounts:      cfg.GetMounts(),
+		logPath:     logPath,
+		env:         env,
+		argv:        argv,
+		resources:   res,
+		stopSignal:  cfg.GetStopSignal(),
+		state:       runtimeapi.ContainerState_CONTAINER_CREATED,
+		createdAt:   now(),
+		fs:          map[string][]byte{},
+	}
+	r.seq++
+	c.seq = r.seq
+	r.containers[c.id] = c
+	r.ctrNames[name] = c.id
+	sb.containers[c.id] = c
+	r.publish(c.id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, sb)
+	return &runtimeapi.CreateContainerResponse{ContainerId: c.id}, nil
+}
+
+// StartContainer starts a CREATED container after StartLatency and runs its
+// program.
+func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
+	id := req.GetContainerId()
+	r.mu.Lock()
+	c, ok := r.containers[id]
+	if !ok {
+		r.mu.Unlock()
+		return nil, notFound("container", id)
+	}
+	if c.state != runtimeapi.ContainerState_CONTAINER_CREATED || c.starting {
+		st := c.state
+		r.mu.Unlock()
+		return nil, status.Errorf(codes.FailedPrecondition, "container %q is in %s state, want CONTAINER_CREATED", id, st)
+	}
+	if c.sb.state != runtimeapi.PodSandboxState_SANDBOX_READY {
+		r.mu.Unlock()
+		return nil, status.Errorf(codes.FailedPrecondition, "sandbox %q of container %q is not ready", c.sb.id, id)
+	}
+	c.starting = true
+	logPath := c.logPath
+	r.mu.Unlock()
+
+	err := r.wait(ctx, r.cfg.StartLatency)
+	if err == nil && logPath != "" {
+		err = createLog(logPath)
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c.starting = false
+	if r.containers[id] != c {
+		return nil, status.Errorf(codes.NotFound, "container %q was removed while starting", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c.sb.state != runtimeapi.PodSandboxState_SANDBOX_READY {
+		return nil, status.Errorf(codes.FailedPrecondition, "sandbox %q was stopped while container %q was starting", c.sb.id, id)
+	}
+	c.state = runtimeapi.ContainerState_CONTAINER_RUNNING
+	c.startedAt = now()
+	r.publish(c.id, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, c.sb)
+	p := &proc{r: r, c: c}
+	p.onExit = func(code int) { r.containerExitedLocked(c, p, code) }
+	c.proc = p
+	p.start(c.argv)
+	return &runtimeapi.StartContainerResponse{}, nil
+}
+
+func createLog(p string) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return status.Errorf(codes.Internal, "create container log directory: %v", err)
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return status.Errorf(codes.Internal, "create container log: %v", err)
+	}
+	return f.Close()
+}
+
+// containerExitedLocked records the natural end of a container's program.
+func (r *Runtime) containerExitedLocked(c *container, p *proc, code int) {
+	if c.proc != p || c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return
+	}
+	reason := "Completed"
+	if code != 0 {
+		reason = "Error"
+	}
+	r.markExitedLocked(c, code, reason)
+}
+
+// killContainerLocked ends a running container with code; others are left as
+// they are.
+func (r *Runtime) killContainerLocked(c *container, code int, reason string) {
+	if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return
+	}
+	r.markExitedLocked(c, code, reason)
+}
+
+func (r *Runtime) markExitedLocked(c *container, code int, reason string) {
+	c.killAll()
+	c.proc = nil
+	c.state = runtimeapi.ContainerState_CONTAINER_EXITED
+	c.exitCode = int32(code)
+	c.reason = reason
+	c.finishedAt = now()
+	r.publish(c.id, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, c.sb)
+}
+
+// StopContainer ends a running container with exit code 137 after
+// StopLatency (capped by the request's timeout). Stopping a container that is
+// not running is a no-op.
+func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+	id := req.GetContainerId()
+	r.mu.Lock()
+	c, ok := r.containers[id]
+	if !ok {
+		r.mu.Unlock()
+		return nil, notFound("container", id)
+	}
+	running := c.state == runtimeapi.ContainerState_CONTAINER_RUNNING
+	r.mu.Unlock()
+	if !running {
+		return &runtimeapi.StopContainerResponse{}, nil
+	}
+	delay := r.cfg.StopLatency
+	if t := time.Duration(req.GetTimeout()) * time.Second; t < delay {
+		delay = max(t, 0)
+	}
+	if err := r.wait(ctx, delay); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.killContainerLocked(c, exitKilled, "Error")
+	return &runtimeapi.StopContainerResponse{}, nil
+}
+
+// RemoveContainer forcibly stops and removes a container. Removing an
+// unknown container is not an error (the CRI asks for idempotence).
+func (r *Runtime) RemoveContainer(_ context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.containers[req.GetContainerId()]
+	if !ok {
+		return &runtimeapi.RemoveContainerResponse{}, nil
+	}
+	r.killContainerLocked(c, exitKilled, "Error")
+	r.removeContainerLocked(c)
+	return &runtimeapi.RemoveContainerResponse{}, nil
+}
+
+func (r *Runtime) removeContainerLocked(c *container) {
+	c.killAll()
+	delete(r.containers, c.id)
+	delete(r.ctrNames, c.name)
+	delete(c.sb.containers, c.id)
+	r.publish(c.id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, c.sb)
+}
+
+// containerStatus builds the status; the caller holds r.mu.
+func (r *Runtime) containerStatus(c *container) *runtimeapi.ContainerStatus {
+	spec, ref := r.imageNames(c)
+	return &runtimeapi.ContainerStatus{
+		Id:          c.id,
+		Metadata:    c.meta,
+		State:       c.state,
+		CreatedAt:   c.createdAt,
+		StartedAt:   c.startedAt,
+		FinishedAt:  c.finishedAt,
+		ExitCode:    c.exitCode,
+		Image:       spec,
+		ImageRef:    ref,
+		ImageId:     c.imageID,
+		Reason:      c.reason,
+		Message:     c.message,
+		Labels:      c.labels,
+		Annotations: c.annotations,
+		Mounts:      c.mounts,
+		LogPath:     c.logPath,
+		Resources:   c.resources,
+		StopSignal:  c.stopSignal,
+	}
+}
+
+// imageNames returns the image spec and reference shown in statuses, the way
+// containerd does: the first repo tag and the first repo digest.
+func (r *Runtime) imageNames(c *container) (*runtimeapi.ImageSpec, string) {
+	img, ok := r.images[c.imageID]
+	if !ok {
+		return c.imageSpec, c.imageID
+	}
+	spec, ref := c.imageSpec, c.imageID
+	if len(img.repoTags) > 0 {
+		spec = &runtimeapi.ImageSpec{Image: img.repoTags[0]}
+	}
+	if len(img.repoDigests) > 0 {
+		ref = img.repoDigests[0]
+	}
+	return spec, ref
+}
+
+// ContainerStatus returns one container's status.
+func (r *Runtime) ContainerStatus(_ context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.containers[req.GetContainerId()]
+	if !ok {
+		return nil, notFound("container", req.GetContainerId())
+	}
+	resp := &runtimeapi.ContainerStatusResponse{Status: r.containerStatus(c)}
+	if req.GetVerbose() {
+		resp.Info = map[string]string{"info": fmt.Sprintf(`{"runtime":%q,"sandboxID":%q,"argv":%q}`, RuntimeName, c.sb.id, c.argv)}
+	}
+	return resp, nil
+}
+
+// filterContainers returns the containers matching id, sandbox and labels,
+// in creation order; the caller holds r.mu.
+func (r *Runtime) filterContainers(id, sandboxID string, labels map[string]string, state *runtimeapi.ContainerStateValue) []*container {
+	var cands []*container
+	switch {
+	case id != "":
+		if c, ok := r.containers[id]; ok {
+			cands = []*container{c}
+		} else {
+			for cid, c := range r.containers {
+				if strings.HasPrefix(cid, id) {
+					cands = append(cands, c)
+				}
+			}
+		}
+	case sandboxID != "":
+		sb, ok := r.sandboxes[sandboxID]
+		if !ok {
+			return nil
+		}
+		cands = make([]*container, 0, len(sb.containers))
+		for _, c := range sb.containers {
+			cands = append(cands, c)
+		}
+	default:
+		cands = make([]*container, 0, len(r.containers))
+		for _, c := range r.containers {
+			cands = append(cands, c)
+		}
+	}
+	out := cands[:0]
+	for _, c := range cands {
+		if sandboxID != "" && c.sb.id != sandboxID {
+			continue
+		}
+		if state != nil && state.GetState() != c.state {
+			continue
+		}
+		if !matchLabels(c.labels, labels) {
+			continue
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out
+}
+
+// ListContainers lists containers matching the filter (id, state, sandbox,
+// labels).
+func (r *Runtime) ListContainers(_ context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	f := req.GetFilter()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cs := r.filterContainers(f.GetId(), f.GetPodSandboxId(), f.GetLabelSelector(), f.GetState())
+	out := make([]*runtimeapi.Container, 0, len(cs))
+	for _, c := range cs {
+		spec, _ := r.imageNames(c)
+		out = append(out, &runtimeapi.Container{
+			Id:           c.id,
+			PodSandboxId: c.sb.id,
+			Metadata:     c.meta,
+			Image:        spec,
+			ImageRef:     c.imageID,
+			ImageId:      c.imageID,
+			State:        c.state,
+			CreatedAt:    c.createdAt,
+			Labels:       c.labels,
+			Annotations:  c.annotations,
+		})
+	}
+	return &runtimeapi.ListContainersResponse{Containers: out}, nil
+}
+
+// UpdateContainerResources records the new resources.
+func (r *Runtime) UpdateContainerResources(_ context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.containers[req.GetContainerId()]
+	if !ok {
+		return nil, notFound("container", req.GetContainerId())
+	}
+	if c.state != runtimeapi.ContainerState_CONTAINER_CREATED && c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return nil, status.Errorf(codes.FailedPrecondition, "container %q is not created or running", c.id)
+	}
+	if req.GetLinux() != nil {
+		c.resources = &runtimeapi.ContainerResources{Linux: req.GetLinux()}
+	}
+	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+}
+
+// ReopenContainerLog makes sure the log file exists again (after a
+// rotation). Log lines are written with open-append-close, so there is no
+// descriptor to reopen.
+func (r *Runtime) ReopenContainerLog(_ context.Context, req *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
+	r.mu.Lock()
+	c, ok := r.containers[req.GetContainerId()]
+	if !ok {
+		r.mu.Unlock()
+		return nil, notFound("container", req.GetContainerId())
+	}
+	running := c.state == runtimeapi.ContainerState_CONTAINER_RUNNING
+	logPath := c.logPath
+	r.mu.Unlock()
+	if !running {
+		return nil, status.Errorf(codes.FailedPrecondition, "container %q is not running", c.id)
+	}
+	if logPath != "" {
+		if err := createLog(logPath); err != nil {
+			return nil, err
+		}
+	}
+	return &runtimeapi.ReopenContainerLogResponse{}, nil
+}
+
+// ExecSync runs cmd (the same shell subset as containers) against the
+// container's filesystem, honouring the timeout in seconds (0 = none).
+func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+	if len(req.GetCmd()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "exec: empty command")
+	}
+	done := make(chan int, 1)
+	r.mu.Lock()
+	c, ok := r.containers[req.GetContainerId()]
+	if !ok {
+		r.mu.Unlock()
+		return nil, notFound("container", req.GetContainerId())
+	}
+	if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		r.mu.Unlock()
+		return nil, status.Errorf(codes.FailedPrecondition, "container %q is not in running state", c.id)
+	}
+	p := &proc{r: r, c: c, exec: true}
+	p.onExit = func(code int) { done <- code }
+	if c.execs == nil {
+		c.execs = map[*proc]struct{}{}
+	}
+	c.execs[p] = struct{}{}
+	p.start(req.GetCmd())
+	r.mu.Unlock()
+
+	var timeout <-chan time.Time
+	if req.GetTimeout() > 0 {
+		t := time.NewTimer(time.Duration(req.GetTimeout()) * time.Second)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var err error
+	select {
+	case code := <-done:
+		r.mu.Lock()
+		delete(c.execs, p)
+		resp := &runtimeapi.ExecSyncResponse{Stdout: p.stdout.Bytes(), Stderr: p.stderr.Bytes(), ExitCode: int32(code)}
+		r.mu.Unlock()
+		return resp, nil
+	case <-timeout:
+		err = status.Errorf(codes.DeadlineExceeded, "command %q timed out after %ds", req.GetCmd(), req.GetTimeout())
+	case <-ctx.Done():
+		err = status.FromContextError(ctx.Err()).Err()
+	case <-r.done:
+		err = status.Error(codes.Unavailable, "sim: runtime closed")
+	}
+	r.mu.Lock()
+	p.kill()
+	delete(c.execs, p)
+	r.mu.Unlock()
+	return nil, err
+}

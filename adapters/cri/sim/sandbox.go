@@ -1,0 +1,250 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+type sandbox struct {
+	id          string
+	name        string // reservation key
+	seq         uint64
+	meta        *runtimeapi.PodSandboxMetadata
+	labels      map[string]string
+	annotations map[string]string
+	handler     string
+	hostname    string
+	logDir      string
+	nsOptions   *runtimeapi.NamespaceOption
+	hostNetwork bool
+	state       runtimeapi.PodSandboxState
+	createdAt   int64
+	ip          uint32 // 0 for host network
+	containers  map[string]*container
+}
+
+// listenAddr is the address container listeners bind to.
+func (sb *sandbox) listenAddr() string {
+	if sb.ip == 0 {
+		return "127.0.0.1"
+	}
+	return ipString(sb.ip)
+}
+
+func sandboxName(m *runtimeapi.PodSandboxMetadata) string {
+	return strings.Join([]string{m.GetName(), m.GetNamespace(), m.GetUid(), fmt.Sprint(m.GetAttempt())}, "_")
+}
+
+// RunPodSandbox creates a ready sandbox with its own loopback address.
+func (r *Runtime) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
+	cfg := req.GetConfig()
+	if cfg.GetMetadata() == nil || cfg.GetMetadata().GetName() == "" {
+		return nil, status.Error(codes.InvalidArgument, "sandbox config must include metadata with a name")
+	}
+	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	if nsOpts == nil {
+		nsOpts = &runtimeapi.NamespaceOption{}
+	}
+	sb := &sandbox{
+		id:          newID(),
+		name:        sandboxName(cfg.GetMetadata()),
+		meta:        cfg.GetMetadata(),
+		labels:      cfg.GetLabels(),
+		annotations: cfg.GetAnnotations(),
+		handler:     req.GetRuntimeHandler(),
+		hostname:    cfg.GetHostname(),
+		logDir:      cfg.GetLogDirectory(),
+		nsOptions:   nsOpts,
+		hostNetwork: nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE,
+		state:       runtimeapi.PodSandboxState_SANDBOX_READY,
+		containers:  map[string]*container{},
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, status.Error(codes.Unavailable, "sim: runtime closed")
+	}
+	if id, ok := r.sbNames[sb.name]; ok {
+		return nil, status.Errorf(codes.AlreadyExists, "failed to reserve sandbox name %q: name %q is reserved for %q", sb.name, sb.name, id)
+	}
+	if !sb.hostNetwork {
+		ip, err := r.allocIP()
+		if err != nil {
+			return nil, err
+		}
+		sb.ip = ip
+	}
+	r.seq++
+	sb.seq = r.seq
+	sb.createdAt = now()
+	r.sandboxes[sb.id] = sb
+	r.sbNames[sb.name] = sb.id
+	r.publish(sb.id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, sb)
+	r.publish(sb.id, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, sb)
+	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: sb.id}, nil
+}
+
+// StopPodSandbox stops every container of the sandbox (after StopLatency)
+// and marks it NOTREADY. Stopping a stopped sandbox is a no-op.
+func (r *Runtime) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
+	id := req.GetPodSandboxId()
+	r.mu.Lock()
+	sb, ok := r.sandboxes[id]
+	if !ok {
+		r.mu.Unlock()
+		return nil, notFound("sandbox", id)
+	}
+	ready := sb.state == runtimeapi.PodSandboxState_SANDBOX_READY
+	r.mu.Unlock()
+	if ready {
+		if err := r.wait(ctx, r.cfg.StopLatency); err != nil {
+			return nil, err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sandboxes[id] != sb {
+		return &runtimeapi.StopPodSandboxResponse{}, nil // removed meanwhile
+	}
+	r.stopSandboxLocked(sb)
+	return &runtimeapi.StopPodSandboxResponse{}, nil
+}
+
+func (r *Runtime) stopSandboxLocked(sb *sandbox) {
+	for _, c := range sb.sortedContainers() {
+		r.killContainerLocked(c, exitKilled, "Error")
+	}
+	if sb.state != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+		sb.state = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+		r.publish(sb.id, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, sb)
+	}
+}
+
+// RemovePodSandbox forcibly stops and removes the sandbox and its
+// containers, and frees its name and address. Removing an unknown sandbox is
+// not an error (the CRI asks for idempotence).
+func (r *Runtime) RemovePodSandbox(_ context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb, ok := r.sandboxes[req.GetPodSandboxId()]
+	if !ok {
+		return &runtimeapi.RemovePodSandboxResponse{}, nil
+	}
+	r.stopSandboxLocked(sb)
+	for _, c := range sb.sortedContainers() {
+		r.removeContainerLocked(c)
+	}
+	delete(r.sandboxes, sb.id)
+	delete(r.sbNames, sb.name)
+	if sb.ip != 0 {
+		delete(r.ipUsed, sb.ip)
+	}
+	r.publish(sb.id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, nil)
+	return &runtimeapi.RemovePodSandboxResponse{}, nil
+}
+
+func (sb *sandbox) sortedContainers() []*container {
+	out := make([]*container, 0, len(sb.containers))
+	for _, c := range sb.containers {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out
+}
+
+// sandboxStatus builds the status; the caller holds r.mu.
+func (r *Runtime) sandboxStatus(sb *sandbox) *runtimeapi.PodSandboxStatus {
+	net := &runtimeapi.PodSandboxNetworkStatus{}
+	if sb.ip != 0 {
+		net.Ip = ipString(sb.ip)
+	}
+	return &runtimeapi.PodSandboxStatus{
+		Id:             sb.id,
+		Metadata:       sb.meta,
+		State:          sb.state,
+		CreatedAt:      sb.createdAt,
+		Network:        net,
+		Linux:          &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: sb.nsOptions}},
+		Labels:         sb.labels,
+		Annotations:    sb.annotations,
+		RuntimeHandler: sb.handler,
+	}
+}
+
+func (r *Runtime) sandboxContainerStatuses(sb *sandbox) []*runtimeapi.ContainerStatus {
+	cs := sb.sortedContainers()
+	out := make([]*runtimeapi.ContainerStatus, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, r.containerStatus(c))
+	}
+	return out
+}
+
+// PodSandboxStatus returns the sandbox's status and its containers' statuses.
+func (r *Runtime) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb, ok := r.sandboxes[req.GetPodSandboxId()]
+	if !ok {
+		return nil, notFound("sandbox", req.GetPodSandboxId())
+	}
+	resp := &runtimeapi.PodSandboxStatusResponse{
+		Status:             r.sandboxStatus(sb),
+		ContainersStatuses: r.sandboxContainerStatuses(sb),
+		Timestamp:          now(),
+	}
+	if req.GetVerbose() {
+		resp.Info = map[string]string{"info": fmt.Sprintf(`{"runtime":%q,"address":%q,"hostNetwork":%t}`, RuntimeName, sb.listenAddr(), sb.hostNetwork)}
+	}
+	return resp, nil
+}
+
+// ListPodSandbox lists sandboxes matching the filter (id, state, labels).
+func (r *Runtime) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	f := req.GetFilter()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var cands []*sandbox
+	if id := f.GetId(); id != "" {
+		if sb, ok := r.sandboxes[id]; ok {
+			cands = []*sandbox{sb}
+		} else {
+			for sid, sb := range r.sandboxes {
+				if strings.HasPrefix(sid, id) {
+					cands = append(cands, sb)
+				}
+			}
+		}
+	} else {
+		cands = make([]*sandbox, 0, len(r.sandboxes))
+		for _, sb := range r.sandboxes {
+			cands = append(cands, sb)
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].seq < cands[j].seq })
+	out := make([]*runtimeapi.PodSandbox, 0, len(cands))
+	for _, sb := range cands {
+		if st := f.GetState(); st != nil && st.GetState() != sb.state {
+			continue
+		}
+		if !matchLabels(sb.labels, f.GetLabelSelector()) {
+			continue
+		}
+		out = append(out, &runtimeapi.PodSandbox{
+			Id:             sb.id,
+			Metadata:       sb.meta,
+			State:          sb.state,
+			CreatedAt:      sb.createdAt,
+			Labels:         sb.labels,
+			Annotations:    sb.annotations,
+			RuntimeHandler: sb.handler,
+		})
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
+}

@@ -1,0 +1,140 @@
+package sim
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Plausible, small numbers: a running container uses 1% of a core and
+// 4 MiB; a sandbox's pause process 512 KiB.
+const (
+	ctrNanoCores   = 10_000_000
+	ctrMemoryBytes = 4 << 20
+	pauseMemory    = 512 << 10
+)
+
+func u64(v uint64) *runtimeapi.UInt64Value { return &runtimeapi.UInt64Value{Value: v} }
+
+// containerStats builds stats; the caller holds r.mu.
+func (r *Runtime) containerStats(c *container, ts int64) *runtimeapi.ContainerStats {
+	var cpuNanos, cores, mem uint64
+	if c.startedAt > 0 {
+		end := ts
+		if c.finishedAt > 0 {
+			end = c.finishedAt
+		}
+		if end > c.startedAt {
+			cpuNanos = uint64(end-c.startedAt) / 100
+		}
+	}
+	if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		cores, mem = ctrNanoCores, ctrMemoryBytes
+	}
+	var fsBytes uint64 = 4096
+	for _, b := range c.fs {
+		fsBytes += 4096 + uint64(len(b))
+	}
+	return &runtimeapi.ContainerStats{
+		Attributes: &runtimeapi.ContainerAttributes{Id: c.id, Metadata: c.meta, Labels: c.labels, Annotations: c.annotations},
+		Cpu:        &runtimeapi.CpuUsage{Timestamp: ts, UsageCoreNanoSeconds: u64(cpuNanos), UsageNanoCores: u64(cores)},
+		Memory: &runtimeapi.MemoryUsage{Timestamp: ts, WorkingSetBytes: u64(mem), UsageBytes: u64(mem), RssBytes: u64(mem / 2),
+			AvailableBytes: u64(0), PageFaults: u64(0), MajorPageFaults: u64(0)},
+		WritableLayer: &runtimeapi.FilesystemUsage{Timestamp: ts,
+			FsId:      &runtimeapi.FilesystemIdentifier{Mountpoint: "/var/lib/actorlet-sim/containers"},
+			UsedBytes: u64(fsBytes), InodesUsed: u64(uint64(1 + len(c.fs)))},
+	}
+}
+
+// ContainerStats returns one container's stats.
+func (r *Runtime) ContainerStats(_ context.Context, req *runtimeapi.ContainerStatsRequest) (*runtimeapi.ContainerStatsResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.containers[req.GetContainerId()]
+	if !ok {
+		return nil, notFound("container", req.GetContainerId())
+	}
+	return &runtimeapi.ContainerStatsResponse{Stats: r.containerStats(c, now())}, nil
+}
+
+// ListContainerStats returns stats of the containers matching the filter.
+func (r *Runtime) ListContainerStats(_ context.Context, req *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
+	f := req.GetFilter()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ts := now()
+	cs := r.filterContainers(f.GetId(), f.GetPodSandboxId(), f.GetLabelSelector(), nil)
+	out := make([]*runtimeapi.ContainerStats, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, r.containerStats(c, ts))
+	}
+	return &runtimeapi.ListContainerStatsResponse{Stats: out}, nil
+}
+
+func (r *Runtime) sandboxStats(sb *sandbox, ts int64) *runtimeapi.PodSandboxStats {
+	var cpuNanos, cores, mem uint64 = 0, 0, 0
+	var procs uint64
+	ctrs := make([]*runtimeapi.ContainerStats, 0, len(sb.containers))
+	for _, c := range sb.sortedContainers() {
+		st := r.containerStats(c, ts)
+		ctrs = append(ctrs, st)
+		cpuNanos += st.Cpu.UsageCoreNanoSeconds.Value
+		cores += st.Cpu.UsageNanoCores.Value
+		mem += st.Memory.WorkingSetBytes.Value
+		if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			procs++
+		}
+	}
+	if sb.state == runtimeapi.PodSandboxState_SANDBOX_READY {
+		mem += pauseMemory
+		procs++
+	}
+	return &runtimeapi.PodSandboxStats{
+		Attributes: &runtimeapi.PodSandboxAttributes{Id: sb.id, Metadata: sb.meta, Labels: sb.labels, Annotations: sb.annotations},
+		Linux: &runtimeapi.LinuxPodSandboxStats{
+			Cpu:    &runtimeapi.CpuUsage{Timestamp: ts, UsageCoreNanoSeconds: u64(cpuNanos), UsageNanoCores: u64(cores)},
+			Memory: &runtimeapi.MemoryUsage{Timestamp: ts, WorkingSetBytes: u64(mem), UsageBytes: u64(mem), RssBytes: u64(mem / 2)},
+			Network: &runtimeapi.NetworkUsage{Timestamp: ts, DefaultInterface: &runtimeapi.NetworkInterfaceUsage{
+				Name: "eth0", RxBytes: u64(procs * 1024), TxBytes: u64(procs * 512), RxErrors: u64(0), TxErrors: u64(0)}},
+			Process:    &runtimeapi.ProcessUsage{Timestamp: ts, ProcessCount: u64(procs)},
+			Containers: ctrs,
+		},
+	}
+}
+
+// PodSandboxStats returns one sandbox's stats.
+func (r *Runtime) PodSandboxStats(_ context.Context, req *runtimeapi.PodSandboxStatsRequest) (*runtimeapi.PodSandboxStatsResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb, ok := r.sandboxes[req.GetPodSandboxId()]
+	if !ok {
+		return nil, notFound("sandbox", req.GetPodSandboxId())
+	}
+	return &runtimeapi.PodSandboxStatsResponse{Stats: r.sandboxStats(sb, now())}, nil
+}
+
+// ListPodSandboxStats returns stats of the sandboxes matching the filter.
+func (r *Runtime) ListPodSandboxStats(_ context.Context, req *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error) {
+	f := req.GetFilter()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ts := now()
+	var sbs []*sandbox
+	for id, sb := range r.sandboxes {
+		if f.GetId() != "" && !strings.HasPrefix(id, f.GetId()) {
+			continue
+		}
+		if !matchLabels(sb.labels, f.GetLabelSelector()) {
+			continue
+		}
+		sbs = append(sbs, sb)
+	}
+	sort.Slice(sbs, func(i, j int) bool { return sbs[i].seq < sbs[j].seq })
+	out := make([]*runtimeapi.PodSandboxStats, 0, len(sbs))
+	for _, sb := range sbs {
+		out = append(out, r.sandboxStats(sb, ts))
+	}
+	return &runtimeapi.ListPodSandboxStatsResponse{Stats: out}, nil
+}
