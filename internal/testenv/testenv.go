@@ -1,0 +1,177 @@
+// Package testenv holds helpers for actorlet's integration tests: it brings
+// up the real parts (a local containerd) through the scripts in deploy/ and
+// waits on conditions with deadlines. Import it only from _test.go files.
+package testenv
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// ExitCannotRun is the exit code of the deploy/ scripts for "this machine
+// cannot run it" (not root, unsupported OS, packages not installable).
+const ExitCannotRun = 3
+
+// scriptTimeout bounds one run of a deploy script (a cold run may apt-get).
+const scriptTimeout = 10 * time.Minute
+
+// ContainerdEnv is what deploy/local/containerd.sh up prints.
+type ContainerdEnv struct {
+	Endpoint     string // CONTAINER_RUNTIME_ENDPOINT, unix:///...
+	BusyboxImage string // BUSYBOX_IMAGE
+	PauseImage   string // PAUSE_IMAGE
+}
+
+var containerd struct {
+	once    sync.Once
+	env     ContainerdEnv
+	skipMsg string // the machine cannot run it
+	failMsg string // it broke
+}
+
+// Containerd brings up the local containerd through deploy/local/containerd.sh
+// up (once per test process) and returns its endpoint and busybox image. When
+// the machine cannot run it (not root, script exit 3) the test is skipped with
+// the reason, or fails when CI=true. Any other failure fails the test with the
+// tail of the script's stderr. The containerd stays up after the tests (fast
+// re-runs); `deploy/local/containerd.sh down` removes it.
+func Containerd(t testing.TB) (endpoint, busyboxImage string) {
+	t.Helper()
+	env := ContainerdInfo(t)
+	return env.Endpoint, env.BusyboxImage
+}
+
+// ContainerdInfo is Containerd returning everything the script printed.
+func ContainerdInfo(t testing.TB) ContainerdEnv {
+	t.Helper()
+	root := RepoRoot(t)
+	containerd.once.Do(func() { upContainerd(root) })
+	switch {
+	case containerd.skipMsg != "" && os.Getenv("CI") == "true":
+		t.Fatalf("containerd needed but this machine cannot run it (CI=true): %s", containerd.skipMsg)
+	case containerd.skipMsg != "":
+		t.Skipf("skipping: this machine cannot run the local containerd: %s", containerd.skipMsg)
+	case containerd.failMsg != "":
+		t.Fatalf("deploy/local/containerd.sh up failed: %s", containerd.failMsg)
+	}
+	return containerd.env
+}
+
+func upContainerd(root string) {
+	if os.Geteuid() != 0 {
+		containerd.skipMsg = fmt.Sprintf("needs root (euid %d)", os.Geteuid())
+		return
+	}
+	script := filepath.Join(root, "deploy", "local", "containerd.sh")
+	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, script, "up")
+	cmd.Dir = root
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr) && exitErr.ExitCode() == ExitCannotRun:
+		containerd.skipMsg = tail(stderr.String(), 5)
+		return
+	case err != nil:
+		containerd.failMsg = fmt.Sprintf("%v\n%s", err, tail(stderr.String(), 30))
+		return
+	}
+	vals := parseLines(stdout.String())
+	containerd.env = ContainerdEnv{
+		Endpoint:     vals["CONTAINER_RUNTIME_ENDPOINT"],
+		BusyboxImage: vals["BUSYBOX_IMAGE"],
+		PauseImage:   vals["PAUSE_IMAGE"],
+	}
+	if containerd.env.Endpoint == "" || containerd.env.BusyboxImage == "" {
+		containerd.failMsg = fmt.Sprintf("unexpected output %q\n%s", stdout.String(), tail(stderr.String(), 30))
+	}
+}
+
+// parseLines reads KEY=VALUE lines.
+func parseLines(s string) map[string]string {
+	out := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), "="); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// RepoRoot returns the repository root: the nearest directory at or above the
+// working directory that holds go.mod.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("getwd: %v", err)
+		return ""
+	}
+	root, err := findRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func findRoot(dir string) (string, error) {
+	for d := dir; ; {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("no go.mod at or above %s", dir)
+		}
+		d = parent
+	}
+}
+
+// WaitFor polls cond until it returns true or timeout passes, then fails the
+// test naming what it waited for and cond's last error. cond's errors do not
+// stop the wait. The poll interval starts short and grows to 250ms.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	interval := 10 * time.Millisecond
+	var lastErr error
+	for {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		if err != nil {
+			lastErr = err
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s (last error: %v)", timeout, what, lastErr)
+			return
+		}
+		time.Sleep(min(interval, time.Until(deadline)+time.Millisecond))
+		interval = min(2*interval, 250*time.Millisecond)
+	}
+}
