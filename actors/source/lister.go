@@ -1,0 +1,228 @@
+// Package source holds the inbound pod sources: the manifest-directory and
+// manifest-URL pollers and the push source behind the node API. Each sends
+// messages.PodUpdate to the NodeActor PID it is given.
+package source
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/clock"
+
+	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/messages"
+)
+
+// Lister lists a source's desired pods, decoded, defaulted and validated.
+//
+// errs name the file (or URL) and field of each pod left out; the pods
+// returned are still the source's whole set. When the listing failed as a
+// whole (an unreadable directory, an unreachable URL) errs holds an error of
+// class errdefs.ErrUnavailable and the source keeps the set it last sent. A
+// missing directory is not that: it lists as empty.
+//
+// adapters/manifest.DirLister and URLLister satisfy it.
+type Lister interface {
+	List(ctx context.Context) ([]*v1.Pod, []error)
+}
+
+// seenAnnotation is the upstream kubelet's kubernetes.io/config.seen: the
+// time a pod was first seen. It changes on every listing, so the poller keeps
+// the first value for a pod UID it has already sent.
+const seenAnnotation = "kubernetes.io/config.seen"
+
+// generations are unique across every incarnation of every poller, so a
+// result or tick from before a restart is never taken for a current one.
+var generations atomic.Uint64
+
+// listed is a Lister's result, sent back to the poller.
+type listed struct {
+	gen  uint64
+	pods []*v1.Pod
+	errs []error
+}
+
+// poller is the file and URL source: it lists on start and then every
+// `every` after the previous listing finished, and sends an OpSet when the
+// set changed and always the first time (which marks the source synced).
+//
+// A pod whose file no longer decodes or validates is left out of the next
+// set, so the NodeActor stops it: that is what the upstream kubelet's file
+// source does (extractFromDir skips the file and replaceStore drops its
+// pod). Other files are not disturbed. A listing that failed as a whole
+// (errdefs.ErrUnavailable) changes nothing, as upstream's HTTP source, which
+// sends no update when a fetch fails (the source stays unsynced until one
+// succeeds).
+type poller struct {
+	node   *actor.PID
+	lister Lister
+	every  time.Duration
+	clk    clock.WithDelayedExecution
+	log    *slog.Logger
+	source string
+
+	gen     uint64
+	cancel  context.CancelFunc
+	timer   clock.Timer
+	sent    bool
+	last    []*v1.Pod // sorted by UID, as sent
+	lastErr int       // number of errors in the previous listing, to log changes
+}
+
+// NewFile returns the manifest-directory source (messages.SourceFile),
+// listing every `every` (upstream FileCheckFrequency: 20s).
+func NewFile(node *actor.PID, lister Lister, every time.Duration, clk clock.WithDelayedExecution, log *slog.Logger) actor.Producer {
+	return newPoller(messages.SourceFile, node, lister, every, clk, log)
+}
+
+// NewURL returns the manifest-URL source (messages.SourceURL), listing every
+// `every` (upstream HTTPCheckFrequency: 20s).
+func NewURL(node *actor.PID, lister Lister, every time.Duration, clk clock.WithDelayedExecution, log *slog.Logger) actor.Producer {
+	return newPoller(messages.SourceURL, node, lister, every, clk, log)
+}
+
+func newPoller(source string, node *actor.PID, lister Lister, every time.Duration, clk clock.WithDelayedExecution, log *slog.Logger) actor.Producer {
+	if node == nil || lister == nil || clk == nil {
+		panic("source: node, lister and clock are required")
+	}
+	if every <= 0 {
+		every = 20 * time.Second
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("source", source)
+	return func() actor.Actor {
+		return &poller{node: node, lister: lister, every: every, clk: clk, log: log, source: source}
+	}
+}
+
+// Receive implements actor.Actor.
+func (p *poller) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		p.handleStarted(ctx)
+	case *actor.Restarting:
+		p.handleStop()
+	case *actor.Stopping:
+		p.handleStop()
+	case *messages.Tick:
+		p.handleTick(ctx, m)
+	case *listed:
+		p.handleListed(ctx, m)
+	}
+}
+
+func (p *poller) handleStarted(ctx actor.Context) {
+	p.gen = generations.Add(1)
+	p.startList(ctx)
+}
+
+func (p *poller) handleStop() {
+	p.gen = generations.Add(1) // anything still in flight is now stale
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	if p.cancel != nil {
+		p.cancel()
+		p.cancel = nil
+	}
+}
+
+func (p *poller) handleTick(ctx actor.Context, m *messages.Tick) {
+	if m.Gen != p.gen {
+		return
+	}
+	p.timer = nil
+	p.startList(ctx)
+}
+
+// startList runs the Lister in a goroutine; its result comes back as listed.
+func (p *poller) startList(ctx actor.Context) {
+	sys, self, gen, lister := ctx.ActorSystem(), ctx.Self(), p.gen, p.lister
+	// A listing may take up to the period plus a margin; a hung URL must not
+	// stop the polling for good.
+	lctx, cancel := context.WithTimeout(context.Background(), p.every+30*time.Second)
+	p.cancel = cancel
+	go func() {
+		defer cancel()
+		pods, errs := lister.List(lctx)
+		sys.Root.Send(self, &listed{gen: gen, pods: pods, errs: errs})
+	}()
+}
+
+func (p *poller) handleListed(ctx actor.Context, m *listed) {
+	if m.gen != p.gen {
+		return
+	}
+	p.cancel = nil
+	defer p.arm(ctx)
+
+	for _, err := range m.errs {
+		p.log.Warn("pod manifest skipped", "err", err)
+	}
+	for _, err := range m.errs {
+		if errors.Is(err, errdefs.ErrUnavailable) {
+			p.log.Warn("listing failed, keeping the previous pods", "pods", len(p.last), "synced", p.sent)
+			return
+		}
+	}
+
+	next := p.normalise(m.pods)
+	if p.sent && equality.Semantic.DeepEqual(next, p.last) {
+		return
+	}
+	out := make([]*v1.Pod, len(next))
+	for i, pod := range next {
+		out[i] = pod.DeepCopy()
+	}
+	ctx.Send(p.node, &messages.PodUpdate{Source: p.source, Op: messages.OpSet, Pods: out})
+	p.log.Info("pods updated", "pods", len(out), "first", !p.sent)
+	p.sent = true
+	p.last = next
+}
+
+// normalise sorts pods by UID and keeps the first config.seen of each UID
+// already sent.
+func (p *poller) normalise(pods []*v1.Pod) []*v1.Pod {
+	seen := make(map[string]string, len(p.last))
+	for _, pod := range p.last {
+		if v, ok := pod.Annotations[seenAnnotation]; ok {
+			seen[string(pod.UID)] = v
+		}
+	}
+	next := make([]*v1.Pod, 0, len(pods))
+	for _, pod := range pods {
+		if pod == nil {
+			continue
+		}
+		pod = pod.DeepCopy()
+		if v, ok := seen[string(pod.UID)]; ok && pod.Annotations != nil {
+			if _, has := pod.Annotations[seenAnnotation]; has {
+				pod.Annotations[seenAnnotation] = v
+			}
+		}
+		next = append(next, pod)
+	}
+	sort.SliceStable(next, func(i, j int) bool { return next[i].UID < next[j].UID })
+	return next
+}
+
+// arm schedules the next listing.
+func (p *poller) arm(ctx actor.Context) {
+	sys, self, gen := ctx.ActorSystem(), ctx.Self(), p.gen
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.timer = p.clk.AfterFunc(p.every, func() {
+		sys.Root.Send(self, &messages.Tick{Gen: gen})
+	})
+}

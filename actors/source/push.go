@@ -1,0 +1,116 @@
+package source
+
+import (
+	"log/slog"
+	"sort"
+
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/actorlet/actorlet/messages"
+)
+
+// pushStore holds the push source's pods. It belongs to one producer and is
+// used by one actor incarnation at a time (a restart runs on the mailbox), so
+// the pods survive a restart of the actor (not of the process).
+type pushStore struct {
+	pods map[string]*v1.Pod // by namespace/name
+}
+
+// push is the node API's push source (messages.SourcePush). Pods arrive
+// already decoded, validated and defaulted by the node API layer; the actor
+// keys them by namespace/name and tells the NodeActor what changed.
+//
+// Restarts: the pods are kept in a store owned by the producer, so a
+// restarted push actor still knows them; on Started it re-sends them all as
+// an OpSet (idempotent for the NodeActor) before SourceSynced. Pods pushed
+// before a process restart are lost, as upstream has no push source to copy:
+// their containers are orphans once all sources are synced.
+type push struct {
+	node     *actor.PID
+	nodeName string
+	log      *slog.Logger
+	store    *pushStore
+}
+
+// NewPush returns the push source. nodeName is informational (logged).
+func NewPush(node *actor.PID, nodeName string, log *slog.Logger) actor.Producer {
+	if node == nil {
+		panic("source: node is required")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("source", messages.SourcePush)
+	store := &pushStore{pods: map[string]*v1.Pod{}}
+	return func() actor.Actor {
+		return &push{node: node, nodeName: nodeName, log: log, store: store}
+	}
+}
+
+// Receive implements actor.Actor.
+func (a *push) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.handleStarted(ctx)
+	case *actor.Restarting:
+		a.handleRestarting()
+	case *actor.Stopping:
+		a.handleStopping()
+	case *messages.PushPod:
+		a.handlePushPod(ctx, m)
+	case *messages.RemovePushedPod:
+		a.handleRemovePushedPod(ctx, m)
+	}
+}
+
+func (a *push) handleStarted(ctx actor.Context) {
+	if n := len(a.store.pods); n > 0 {
+		keys := make([]string, 0, n)
+		for k := range a.store.pods {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		pods := make([]*v1.Pod, 0, n)
+		for _, k := range keys {
+			pods = append(pods, a.store.pods[k].DeepCopy())
+		}
+		a.log.Info("restarted, re-sending pushed pods", "pods", n)
+		ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourcePush, Op: messages.OpSet, Pods: pods})
+	}
+	ctx.Send(a.node, &messages.SourceSynced{Source: messages.SourcePush})
+}
+
+func (a *push) handleRestarting() {
+	a.log.Warn("restarting; pushed pods are kept", "pods", len(a.store.pods))
+}
+
+func (a *push) handleStopping() {}
+
+func (a *push) handlePushPod(ctx actor.Context, m *messages.PushPod) {
+	if m.Pod == nil || m.Pod.Name == "" || m.Pod.UID == "" {
+		ctx.Respond(&messages.PushResult{Err: "pod with a name and a UID is required"})
+		return
+	}
+	pod := m.Pod.DeepCopy()
+	key := pod.Namespace + "/" + pod.Name
+	if old, ok := a.store.pods[key]; ok && old.UID != pod.UID {
+		ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourcePush, Op: messages.OpRemove, Pods: []*v1.Pod{old.DeepCopy()}})
+		a.log.Info("pushed pod replaced", "pod", key, "old", old.UID, "uid", pod.UID)
+	}
+	a.store.pods[key] = pod
+	ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourcePush, Op: messages.OpAdd, Pods: []*v1.Pod{pod.DeepCopy()}})
+	ctx.Respond(&messages.PushResult{UID: pod.UID, Name: pod.Name})
+}
+
+func (a *push) handleRemovePushedPod(ctx actor.Context, m *messages.RemovePushedPod) {
+	key := m.Namespace + "/" + m.Name
+	old, ok := a.store.pods[key]
+	if !ok {
+		ctx.Respond(&messages.PushResult{Name: m.Name, NotFound: true})
+		return
+	}
+	delete(a.store.pods, key)
+	ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourcePush, Op: messages.OpRemove, Pods: []*v1.Pod{old.DeepCopy()}})
+	ctx.Respond(&messages.PushResult{UID: old.UID, Name: old.Name})
+}
