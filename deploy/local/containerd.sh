@@ -358,17 +358,24 @@ our_shims() {
   return 0
 }
 
+# alive PID: exists and is not a zombie (PID 1 in some containers does not reap).
+alive() {
+  local st
+  st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+
 stop_containerd() {
   [ -f "$PIDF" ] || return 0
   local pid i
   pid=$(cat "$PIDF")
   if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "--config $CFG"; then
     kill "$pid"
-    for i in $(seq 50); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
+    for i in $(seq 100); do
+      alive "$pid" || break
+      sleep 0.05
     done
-    kill -9 "$pid" 2>/dev/null || true
+    if alive "$pid"; then kill -9 "$pid" 2>/dev/null || true; fi
   fi
   rm -f "$PIDF"
 }
