@@ -222,16 +222,23 @@ func (p planner) runningContainers(keepSandbox string) []string {
 	return ids
 }
 
-// deadContainers are exited containers older than the newest of their name;
-// the newest stays for lastState and the restart count, as upstream keeps
+// deadContainers are the exited containers beyond what status needs: per
+// container name the newest container and the newest exited one before it
+// stay (current state, lastState and the restart count), as upstream keeps
 // one dead container per container name.
 func (p planner) deadContainers() []string {
 	var ids []string
 	for _, cs := range p.snap.containers {
+		keptDead := false
 		for _, c := range cs[1:] {
-			if c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
-				ids = append(ids, c.Id)
+			if c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+				continue
 			}
+			if !keptDead {
+				keptDead = true
+				continue
+			}
+			ids = append(ids, c.Id)
 		}
 	}
 	return ids

@@ -1,0 +1,430 @@
+package pod
+
+import (
+	"errors"
+	"log/slog"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/supervisors"
+)
+
+// harness runs one PodActor under a test parent, with a fake runtime, a
+// fake clock, an image actor that always succeeds and a status sink.
+type harness struct {
+	t      *testing.T
+	sys    *actor.ActorSystem
+	clk    *clocktesting.FakeClock
+	rt     *fakeRuntime
+	pod    *v1.Pod
+	parent *actor.PID
+
+	mu         sync.Mutex
+	statuses   []v1.PodStatus
+	terminated bool
+	needPods   int
+	pulls      int
+	pullFail   string // reason to fail pulls with, when set
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+type spawnPod struct{}
+type getChild struct{}
+
+func newHarness(t *testing.T, pod *v1.Pod) *harness {
+	t.Helper()
+	h := &harness{t: t, sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })), clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), pod: pod}
+	h.rt = newFakeRuntime(h.clk)
+	status := h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if m, ok := c.Message().(*messages.PodStatusUpdate); ok {
+			h.mu.Lock()
+			h.statuses = append(h.statuses, m.Pod.Status)
+			h.mu.Unlock()
+		}
+	}))
+	images := h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if m, ok := c.Message().(*messages.EnsureImage); ok {
+			h.mu.Lock()
+			h.pulls++
+			fail := h.pullFail
+			h.mu.Unlock()
+			res := &messages.ImageResult{RequestID: m.RequestID, Image: m.Image, ImageRef: "sha256:" + m.Image}
+			if fail != "" {
+				res = &messages.ImageResult{RequestID: m.RequestID, Image: m.Image, Reason: fail, Message: "no such image"}
+			}
+			c.Send(m.ReplyTo, res)
+		}
+	}))
+	deps := Deps{Runtime: h.rt, Images: images, Status: status, Clock: h.clk, Log: quiet,
+		Config: Config{RuntimeName: "fake", HostIP: "192.0.2.1", PodLogsDir: t.TempDir(), BackoffBase: 10 * time.Second, BackoffMax: 40 * time.Second}}
+	var child *actor.PID
+	parentProps := actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case spawnPod:
+			props := actor.PropsFromProducer(New(pod.UID, deps), actor.WithReceiverMiddleware(supervisors.Chaos()))
+			child = c.Spawn(props)
+			c.Send(child, &messages.SyncPod{Pod: pod.DeepCopy()})
+		case getChild:
+			c.Respond(child)
+		case *messages.NeedPod:
+			h.mu.Lock()
+			h.needPods++
+			h.mu.Unlock()
+			c.Send(child, &messages.SyncPod{Pod: pod.DeepCopy()})
+		case *messages.PodTerminated:
+			h.mu.Lock()
+			h.terminated = true
+			h.mu.Unlock()
+		case *messages.KillPod, *messages.PodLifecycleEvent, *messages.ChaosPanic:
+			c.Send(child, m)
+		}
+	}, actor.WithSupervisor(actor.NewRestartingStrategy()))
+	h.parent = h.sys.Root.Spawn(parentProps)
+	h.sys.Root.Send(h.parent, spawnPod{})
+	t.Cleanup(func() { h.sys.Root.Stop(h.parent) })
+	return h
+}
+
+func (h *harness) send(m any) { h.sys.Root.Send(h.parent, m) }
+
+// poke tells the PodActor the runtime changed, as the PLEG would.
+func (h *harness) poke() {
+	h.send(&messages.PodLifecycleEvent{UID: h.pod.UID, Type: messages.ContainerChanged})
+}
+
+func (h *harness) latest() *v1.PodStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.statuses) == 0 {
+		return nil
+	}
+	s := h.statuses[len(h.statuses)-1]
+	return &s
+}
+
+// waitStatus waits until the newest published status satisfies cond.
+func (h *harness) waitStatus(what string, cond func(*v1.PodStatus) bool) *v1.PodStatus {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if s := h.latest(); s != nil && cond(s) {
+			return s
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	h.t.Fatalf("timed out waiting for %s; last status: %+v", what, h.latest())
+	return nil
+}
+
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	h.t.Fatalf("timed out waiting for %s", what)
+}
+
+func testPod(policy v1.RestartPolicy, containers ...string) *v1.Pod {
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-node1", Namespace: "default", UID: types.UID("uid-1")},
+		Spec:       v1.PodSpec{RestartPolicy: policy},
+	}
+	for _, c := range containers {
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: c, Image: "busybox:1", ImagePullPolicy: v1.PullIfNotPresent})
+	}
+	return p
+}
+
+func running(s *v1.PodStatus) bool {
+	if s.Phase != v1.PodRunning {
+		return false
+	}
+	for _, cs := range s.ContainerStatuses {
+		if cs.State.Running == nil {
+			return false
+		}
+	}
+	return true
+}
+
+func TestPodReachesRunning(t *testing.T) {
+	h := newHarness(t, testPod(v1.RestartPolicyAlways, "app", "sidecar"))
+	st := h.waitStatus("Running", running)
+	if st.PodIP == "" || st.HostIP != "192.0.2.1" {
+		t.Errorf("podIP %q hostIP %q", st.PodIP, st.HostIP)
+	}
+	if st.QOSClass != v1.PodQOSBestEffort {
+		t.Errorf("qos %s", st.QOSClass)
+	}
+	for _, c := range st.Conditions {
+		if c.Status != v1.ConditionTrue {
+			t.Errorf("condition %s is %s (%s)", c.Type, c.Status, c.Message)
+		}
+	}
+	if got := h.rt.count("CreateContainer"); got != 2 {
+		t.Errorf("CreateContainer calls = %d, want 2", got)
+	}
+	for _, c := range h.rt.list() {
+		if c.Labels[LabelPodUID] != "uid-1" || c.Labels[LabelContainerName] == "" || c.Annotations[AnnotationContainerHash] == "" {
+			t.Errorf("container %s lacks upstream labels: %v %v", c.Id, c.Labels, c.Annotations)
+		}
+	}
+}
+
+func TestCrashLoopBackOffGrowsAndCaps(t *testing.T) {
+	h := newHarness(t, testPod(v1.RestartPolicyAlways, "app"))
+	h.waitStatus("Running", running)
+
+	// The first crash restarts at once (as upstream), then 10 s, 20 s, 40 s, 40 s.
+	for i, wantDelay := range []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second, 40 * time.Second} {
+		restarts := int32(i + 1)
+		if !h.rt.exitContainer("app", 3) {
+			t.Fatalf("crash %d: no running container", i)
+		}
+		h.poke()
+		if wantDelay > 0 {
+			st := h.waitStatus("CrashLoopBackOff", func(s *v1.PodStatus) bool {
+				w := s.ContainerStatuses[0].State.Waiting
+				return w != nil && w.Reason == ReasonCrashLoopBackOff
+			})
+			cs := st.ContainerStatuses[0]
+			if cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 3 {
+				t.Fatalf("crash %d: lastState %+v", i, cs.LastTerminationState)
+			}
+			if want := fmt.Sprintf("back-off %s", wantDelay); !contains(cs.State.Waiting.Message, want) {
+				t.Fatalf("crash %d: message %q, want %q", i, cs.State.Waiting.Message, want)
+			}
+			// Step to just before the end of the back-off, let the actor
+			// look, then step the last second: the restart must start at
+			// exactly finish+delay on the fake clock, not a second early.
+			h.clk.Step(wantDelay - time.Second)
+			h.poke()
+			h.clk.Step(time.Second)
+		}
+		st := h.waitStatus(fmt.Sprintf("restart %d", restarts), func(s *v1.PodStatus) bool {
+			return running(s) && s.ContainerStatuses[0].RestartCount == restarts
+		})
+		cs := st.ContainerStatuses[0]
+		gap := cs.State.Running.StartedAt.Sub(cs.LastTerminationState.Terminated.FinishedAt.Time)
+		if gap != wantDelay {
+			t.Fatalf("crash %d: restarted %s after the crash, want %s", i, gap, wantDelay)
+		}
+	}
+}
+
+func contains(s, sub string) bool {
+	return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0)
+}
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestRestartPolicies(t *testing.T) {
+	tests := []struct {
+		name      string
+		policy    v1.RestartPolicy
+		exitCode  int32
+		wantPhase v1.PodPhase
+		restarts  bool
+	}{
+		{name: "Never success", policy: v1.RestartPolicyNever, exitCode: 0, wantPhase: v1.PodSucceeded},
+		{name: "Never failure", policy: v1.RestartPolicyNever, exitCode: 2, wantPhase: v1.PodFailed},
+		{name: "OnFailure success", policy: v1.RestartPolicyOnFailure, exitCode: 0, wantPhase: v1.PodSucceeded},
+		{name: "OnFailure failure restarts", policy: v1.RestartPolicyOnFailure, exitCode: 2, wantPhase: v1.PodRunning, restarts: true},
+		{name: "Always success restarts", policy: v1.RestartPolicyAlways, exitCode: 0, wantPhase: v1.PodRunning, restarts: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, testPod(tt.policy, "app"))
+			h.waitStatus("Running", running)
+			h.rt.exitContainer("app", tt.exitCode)
+			h.poke()
+			if tt.restarts {
+				h.waitStatus("restarted", func(s *v1.PodStatus) bool {
+					return running(s) && s.ContainerStatuses[0].RestartCount == 1
+				})
+				return
+			}
+			st := h.waitStatus(string(tt.wantPhase), func(s *v1.PodStatus) bool { return s.Phase == tt.wantPhase })
+			if term := st.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != tt.exitCode {
+				t.Fatalf("terminated state %+v", st.ContainerStatuses[0].State)
+			}
+			// A finished pod's sandbox is stopped; no container is restarted.
+			h.waitFor("sandbox stopped", func() bool { return h.rt.count("StopPodSandbox") == 1 })
+			if got := h.rt.count("CreateContainer"); got != 1 {
+				t.Fatalf("CreateContainer calls = %d, want 1", got)
+			}
+		})
+	}
+}
+
+func TestInitContainersRunInOrder(t *testing.T) {
+	p := testPod(v1.RestartPolicyAlways, "app")
+	p.Spec.InitContainers = []v1.Container{{Name: "init-a", Image: "busybox:1"}, {Name: "init-b", Image: "busybox:1"}}
+	h := newHarness(t, p)
+	h.waitStatus("init-a running", func(s *v1.PodStatus) bool {
+		return s.Phase == v1.PodPending && s.InitContainerStatuses[0].State.Running != nil &&
+			s.InitContainerStatuses[1].State.Waiting != nil &&
+			s.ContainerStatuses[0].State.Waiting != nil && s.ContainerStatuses[0].State.Waiting.Reason == ReasonPodInitializing
+	})
+	h.rt.exitContainer("init-a", 0)
+	h.poke()
+	h.waitStatus("init-b running", func(s *v1.PodStatus) bool { return s.InitContainerStatuses[1].State.Running != nil })
+	// init-b fails once: with restartPolicy Always it is run again.
+	h.rt.exitContainer("init-b", 1)
+	h.poke()
+	h.waitStatus("init-b rerun", func(s *v1.PodStatus) bool {
+		return s.InitContainerStatuses[1].State.Running != nil && s.InitContainerStatuses[1].RestartCount == 1
+	})
+	h.rt.exitContainer("init-b", 0)
+	h.poke()
+	st := h.waitStatus("Running", running)
+	if st.InitContainerStatuses[0].State.Terminated == nil || st.InitContainerStatuses[1].State.Terminated == nil {
+		t.Fatalf("init statuses %+v", st.InitContainerStatuses)
+	}
+	var order []string
+	for _, c := range h.rt.list() {
+		order = append(order, c.Metadata.Name)
+	}
+	if len(order) != 4 {
+		t.Fatalf("containers %v: want init-a, init-b and its failed attempt, app", order)
+	}
+}
+
+func TestInitContainerFailureWithNeverFailsPod(t *testing.T) {
+	p := testPod(v1.RestartPolicyNever, "app")
+	p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "busybox:1"}}
+	h := newHarness(t, p)
+	h.waitStatus("init running", func(s *v1.PodStatus) bool { return s.InitContainerStatuses[0].State.Running != nil })
+	h.rt.exitContainer("init", 1)
+	h.poke()
+	h.waitStatus("Failed", func(s *v1.PodStatus) bool { return s.Phase == v1.PodFailed })
+	if h.rt.count("CreateContainer") != 1 {
+		t.Fatalf("app container must never be created")
+	}
+}
+
+func TestKillPodRemovesEverything(t *testing.T) {
+	h := newHarness(t, testPod(v1.RestartPolicyAlways, "app"))
+	h.waitStatus("Running", running)
+	h.send(&messages.KillPod{UID: "uid-1", Reason: "test"})
+	h.waitFor("terminated", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.terminated
+	})
+	if n := len(h.rt.list()); n != 0 || h.rt.sandboxCount() != 0 {
+		t.Fatalf("left behind: %d containers, %d sandboxes", n, h.rt.sandboxCount())
+	}
+}
+
+func TestRestartedActorAdoptsContainers(t *testing.T) {
+	h := newHarness(t, testPod(v1.RestartPolicyAlways, "app"))
+	h.waitStatus("Running", running)
+	h.rt.exitContainer("app", 1)
+	h.poke()
+	h.waitStatus("restart 1", func(s *v1.PodStatus) bool { return running(s) && s.ContainerStatuses[0].RestartCount == 1 })
+	before := h.rt.count("CreateContainer")
+
+	h.send(&messages.ChaosPanic{Reason: "test"})
+	h.waitFor("NeedPod after restart", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.needPods > 0
+	})
+	// The new incarnation inspects and republishes: same container, same count.
+	h.mu.Lock()
+	h.statuses = nil
+	h.mu.Unlock()
+	h.poke()
+	st := h.waitStatus("Running after restart", running)
+	if st.ContainerStatuses[0].RestartCount != 1 {
+		t.Fatalf("restart count %d, want 1: an actor restart is not a container restart", st.ContainerStatuses[0].RestartCount)
+	}
+	if got := h.rt.count("CreateContainer"); got != before {
+		t.Fatalf("CreateContainer calls %d -> %d: the restarted actor created instead of adopting", before, got)
+	}
+}
+
+func TestAlreadyExistsIsAdopted(t *testing.T) {
+	h := newHarness(t, testPod(v1.RestartPolicyAlways, "app"))
+	// Another incarnation's sandbox holds the name: the actor must wait,
+	// look again and adopt, never create a second one.
+	h.rt.failNext("RunPodSandbox", errdefs.Wrap(errdefs.ErrAlreadyExists, errors.New("name is reserved")))
+	h.waitFor("first RunPodSandbox", func() bool { return h.rt.count("RunPodSandbox") == 1 })
+	h.clk.Step(2 * time.Second)
+	h.waitStatus("Running", running)
+	if h.rt.sandboxCount() != 1 {
+		t.Fatalf("sandboxes %d", h.rt.sandboxCount())
+	}
+}
+
+func TestImagePullFailureShowsReason(t *testing.T) {
+	h := newHarness(t, testPod(v1.RestartPolicyAlways, "app"))
+	h.mu.Lock()
+	h.pullFail = messages.ReasonErrImagePull
+	h.mu.Unlock()
+	h.waitStatus("ErrImagePull", func(s *v1.PodStatus) bool {
+		w := s.ContainerStatuses[0].State.Waiting
+		return s.Phase == v1.PodPending && w != nil && w.Reason == messages.ReasonErrImagePull
+	})
+	h.mu.Lock()
+	h.pullFail = ""
+	h.mu.Unlock()
+	h.clk.Step(10 * time.Second)
+	h.waitStatus("Running after the pull works", running)
+}
+
+func TestContainerSpecChangeRestartsContainer(t *testing.T) {
+	h := newHarness(t, testPod(v1.RestartPolicyAlways, "app"))
+	h.waitStatus("Running", running)
+	changed := h.pod.DeepCopy()
+	changed.Spec.Containers[0].Image = "busybox:2"
+	h.sys.Root.Send(h.childPID(), &messages.SyncPod{Pod: changed})
+	h.waitStatus("new image running", func(s *v1.PodStatus) bool {
+		return running(s) && s.ContainerStatuses[0].Image == "busybox:2"
+	})
+	h.waitFor("recreated", func() bool { return h.rt.count("CreateContainer") == 2 })
+	var runningCount int
+	for _, c := range h.rt.list() {
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			runningCount++
+			if c.Image.UserSpecifiedImage != "busybox:2" {
+				t.Errorf("running image %s", c.Image.UserSpecifiedImage)
+			}
+		}
+	}
+	if runningCount != 1 {
+		t.Fatalf("running containers %d", runningCount)
+	}
+}
+
+func (h *harness) childPID() *actor.PID {
+	res, err := h.sys.Root.RequestFuture(h.parent, getChild{}, time.Second).Result()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res.(*actor.PID)
+}

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/actorlet/actorlet/actors/image"
+	"github.com/actorlet/actorlet/actors/node"
+	"github.com/actorlet/actorlet/actors/pleg"
+	"github.com/actorlet/actorlet/actors/pod"
+	"github.com/actorlet/actorlet/actors/source"
+	"github.com/actorlet/actorlet/actors/status"
+	"github.com/actorlet/actorlet/adapters/cri"
+	"github.com/actorlet/actorlet/adapters/httpapi"
+	"github.com/actorlet/actorlet/adapters/manifest"
+	"github.com/actorlet/actorlet/adapters/metrics"
+	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/supervisors"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func runAgent(ctx context.Context, args []string) int {
+	opts := defaultOptions()
+	fs := pflag.NewFlagSet("actorlet", pflag.ContinueOnError)
+	opts.addFlags(fs)
+	if done, code := parseFlags(fs, args); done {
+		return code
+	}
+	if err := opts.validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "actorlet: invalid flags:\n%v\n", indent(err.Error()))
+		return exitUsage
+	}
+	log := newLogger(opts)
+	slog.SetDefault(log)
+	if err := agent(ctx, opts, log); err != nil {
+		log.Error("actorlet stopped", "err", err)
+		return exitError
+	}
+	return exitOK
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+func newLogger(o *options) *slog.Logger {
+	level := slog.LevelInfo
+	if o.Verbosity >= 4 {
+		level = slog.LevelDebug
+	}
+	ho := &slog.HandlerOptions{Level: level}
+	if o.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, ho))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, ho))
+}
+
+func nodeName(o *options) (string, error) {
+	if o.HostnameOverride != "" {
+		return strings.ToLower(strings.TrimSpace(o.HostnameOverride)), nil
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("hostname: %w", err)
+	}
+	return strings.ToLower(h), nil
+}
+
+// nodeIP is --node-ip, else the first non-loopback IPv4 address, else
+// 127.0.0.1.
+func nodeIP(o *options) string {
+	if o.NodeIP != "" {
+		return o.NodeIP
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+				return ipn.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
+}
+
+// agent wires the adapters and the actor tree and runs until ctx is done.
+// Pods keep running when actorlet stops; a new actorlet adopts them.
+func agent(ctx context.Context, o *options, log *slog.Logger) error {
+	name, err := nodeName(o)
+	if err != nil {
+		return err
+	}
+	hostIP := nodeIP(o)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	endpoint := o.ContainerRuntimeEndpoint
+	if kind, rest, _ := parseEndpoint(endpoint); kind == "sim" {
+		endpoint, err = startEmbeddedSim(ctx, o.RootDir, strings.TrimPrefix(rest, "?"), log)
+		if err != nil {
+			return fmt.Errorf("embedded sim runtime: %w", err)
+		}
+	}
+
+	m := metrics.New()
+	rt, err := cri.Dial(ctx, endpoint, o.RuntimeRequestTimeout, cri.WithObserver(m.ObserveRuntimeOp))
+	if err != nil {
+		return fmt.Errorf("runtime %s: %w", endpoint, err)
+	}
+	defer func() { _ = rt.Close() }()
+	runtimeName, err := waitForRuntime(ctx, rt, log)
+	if err != nil {
+		return err
+	}
+
+	clk := clock.RealClock{}
+	reg := supervisors.NewRegistry(clk)
+	strategy := supervisors.NewStrategy(supervisors.StrategyConfig{}, clk, log, m.IncActorRestart)
+	mws := supervisors.Middlewares(reg, log, func(kind string, _ any, _ []byte) { m.IncActorPanic(kind) })
+	props := func(p actor.Producer) *actor.Props {
+		return actor.PropsFromProducer(p, actor.WithReceiverMiddleware(mws...), actor.WithSupervisor(strategy))
+	}
+
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return log.With("lib", "protoactor")
+	}))
+	pidOf := func(child string) *actor.PID {
+		return actor.NewPID(sys.Address(), supervisors.RootName+"/"+child)
+	}
+	nodePID, statusPID, imagesPID, plegPID, pushPID :=
+		pidOf("node"), pidOf("status"), pidOf("images"), pidOf("pleg"), pidOf("source-push")
+
+	podDeps := pod.Deps{
+		Runtime: rt, Images: imagesPID, Status: statusPID, Clock: clk, Log: log, Metrics: m,
+		Config: pod.Config{
+			RuntimeName: runtimeName, HostIP: hostIP, PodLogsDir: o.PodLogsDir,
+			BackoffBase: o.BackoffInitial, BackoffMax: o.BackoffMax,
+			SyncPeriod: o.SyncFrequency, OpTimeout: o.RuntimeRequestTimeout,
+		},
+	}
+	sources := []string{messages.SourcePush}
+	children := []supervisors.Child{
+		{Name: "status", Props: props(status.New())},
+		{Name: "images", Props: props(image.New(rt, clk, image.Config{
+			BackoffBase: o.ImagePullBackoffInitial, BackoffCap: o.ImagePullBackoffMax, PullTimeout: o.RuntimeRequestTimeout,
+		}, log))},
+	}
+	if o.PodManifestPath != "" {
+		sources = append(sources, messages.SourceFile)
+		lister := &manifest.DirLister{Dir: o.PodManifestPath, NodeName: name}
+		children = append(children, supervisors.Child{Name: "source-file",
+			Props: props(source.NewFile(nodePID, lister, o.FileCheckFrequency, clk, log))})
+	}
+	if o.ManifestURL != "" {
+		sources = append(sources, messages.SourceURL)
+		lister := &manifest.URLLister{URL: o.ManifestURL, NodeName: name, Client: &http.Client{Timeout: 30 * time.Second}}
+		children = append(children, supervisors.Child{Name: "source-url",
+			Props: props(source.NewURL(nodePID, lister, o.HTTPCheckFrequency, clk, log))})
+	}
+	podProps := func(uid types.UID) *actor.Props { return props(pod.New(uid, podDeps)) }
+	children = append(children,
+		supervisors.Child{Name: "node", Props: props(node.New(node.Config{
+			NodeName: name, MaxPods: int(o.MaxPods), Sources: sources,
+		}, statusPID, podProps, m, log))},
+		supervisors.Child{Name: "pleg", Props: props(pleg.New(nodePID, rt, clk, pleg.Config{
+			Period: o.PLEGRelistPeriod, Threshold: o.PLEGThreshold, Timeout: o.RuntimeRequestTimeout,
+		}, m, log))},
+		supervisors.Child{Name: "source-push", Props: props(source.NewPush(nodePID, name, log))},
+	)
+	root, err := supervisors.SpawnRoot(sys, strategy, mws, children)
+	if err != nil {
+		return fmt.Errorf("actor tree: %w", err)
+	}
+	log.Info("actorlet started", "node", name, "runtime", runtimeName, "endpoint", endpoint, "sources", sources)
+
+	if o.ChaosKillRate > 0 {
+		kinds, _ := supervisors.ParseKinds(o.ChaosKinds) // validated with the flags
+		log.Warn("chaos enabled", "rate", o.ChaosKillRate, "kinds", kinds, "seed", o.ChaosSeed)
+		supervisors.StartChaos(ctx, sys, reg, supervisors.ChaosConfig{Rate: o.ChaosKillRate, Seed: o.ChaosSeed, Kinds: kinds}, log)
+	}
+	go reportActors(ctx, reg, m)
+
+	srv, err := httpapi.New(httpapi.Config{
+		System: sys, Status: statusPID, Push: pushPID, PLEG: plegPID,
+		Decode:  pushDecoder(name),
+		Metrics: m.Handler(),
+		Logger:  log,
+		Clock:   clk,
+	})
+	if err != nil {
+		return fmt.Errorf("node API: %w", err)
+	}
+	var wg sync.WaitGroup
+	errc := make(chan error, 3)
+	serve := func(port int32, addr string, h http.Handler, what string) {
+		if port == 0 {
+			return
+		}
+		hp := net.JoinHostPort(addr, strconv.Itoa(int(port)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			log.Info("serving", "api", what, "address", hp)
+			if err := srv.ListenAndServe(ctx, hp, h); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s on %s: %w", what, hp, err)
+			}
+		}()
+	}
+	serve(o.Port, o.Address, srv.Main(), "node API")
+	serve(o.ReadOnlyPort, o.Address, srv.ReadOnly(), "read-only node API")
+	serve(o.HealthzPort, o.HealthzBindAddress, srv.Healthz(), "healthz")
+
+	select {
+	case <-ctx.Done():
+		err = nil
+	case err = <-errc:
+	}
+	cancel()
+	log.Info("stopping actorlet (pods keep running)")
+	if stopErr := supervisors.Stop(sys, root); stopErr != nil {
+		log.Warn("stop actor tree", "err", stopErr)
+	}
+	wg.Wait()
+	return err
+}
+
+// waitForRuntime asks the runtime for its version until it answers (as the
+// upstream kubelet waits for its runtime) and returns the runtime's name.
+func waitForRuntime(ctx context.Context, rt *cri.Client, log *slog.Logger) (string, error) {
+	delay := 100 * time.Millisecond
+	for {
+		v, err := rt.Version(ctx)
+		if err == nil {
+			log.Info("runtime ready", "name", v.RuntimeName, "version", v.RuntimeVersion, "api", v.RuntimeApiVersion)
+			return v.RuntimeName, nil
+		}
+		log.Warn("waiting for the container runtime", "err", err)
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("container runtime not ready: %w", err)
+		case <-time.After(delay):
+		}
+		if delay < 5*time.Second {
+			delay *= 2
+		}
+	}
+}
+
+func reportActors(ctx context.Context, reg *supervisors.Registry, m *metrics.Registry) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		for kind, n := range reg.Counts() {
+			m.SetActors(kind, n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// pushDecoder decodes, validates and defaults one manifest POSTed to the
+// node API, as the file source does for a manifest file.
+func pushDecoder(nodeName string) func([]byte) (*v1.Pod, error) {
+	return func(b []byte) (*v1.Pod, error) {
+		pods, err := manifest.Decode(b)
+		if err != nil {
+			return nil, err
+		}
+		if len(pods) != 1 {
+			return nil, fmt.Errorf("want exactly one pod, got %d", len(pods))
+		}
+		p := pods[0]
+		manifest.ApplyDefaults(p, messages.SourcePush, nodeName, "push")
+		if err := manifest.Validate(p); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+}

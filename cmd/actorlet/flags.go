@@ -1,0 +1,190 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/actorlet/actorlet/supervisors"
+)
+
+// options are actorlet's flags. Names and defaults follow the upstream
+// kubelet where the feature exists in both.
+type options struct {
+	PodManifestPath          string
+	ManifestURL              string
+	FileCheckFrequency       time.Duration
+	HTTPCheckFrequency       time.Duration
+	ContainerRuntimeEndpoint string
+	RootDir                  string
+	PodLogsDir               string
+	HostnameOverride         string
+	NodeIP                   string
+	Address                  string
+	Port                     int32
+	ReadOnlyPort             int32
+	HealthzPort              int32
+	HealthzBindAddress       string
+	MaxPods                  int32
+	SyncFrequency            time.Duration
+	RuntimeRequestTimeout    time.Duration
+	PLEGRelistPeriod         time.Duration
+	PLEGThreshold            time.Duration
+	BackoffInitial           time.Duration
+	BackoffMax               time.Duration
+	ImagePullBackoffInitial  time.Duration
+	ImagePullBackoffMax      time.Duration
+	ChaosKillRate            float64
+	ChaosSeed                int64
+	ChaosKinds               string
+	Verbosity                int
+	LogFormat                string
+}
+
+func defaultOptions() *options {
+	return &options{
+		FileCheckFrequency:       20 * time.Second,
+		HTTPCheckFrequency:       20 * time.Second,
+		ContainerRuntimeEndpoint: "unix:///run/containerd/containerd.sock",
+		RootDir:                  "/var/lib/kubelet",
+		PodLogsDir:               "/var/log/pods",
+		Address:                  "0.0.0.0",
+		Port:                     10250,
+		ReadOnlyPort:             10255,
+		HealthzPort:              10248,
+		HealthzBindAddress:       "127.0.0.1",
+		MaxPods:                  110,
+		SyncFrequency:            time.Minute,
+		RuntimeRequestTimeout:    2 * time.Minute,
+		PLEGRelistPeriod:         time.Second,
+		PLEGThreshold:            3 * time.Minute,
+		BackoffInitial:           10 * time.Second,
+		BackoffMax:               300 * time.Second,
+		ImagePullBackoffInitial:  10 * time.Second,
+		ImagePullBackoffMax:      300 * time.Second,
+		ChaosKinds:               "pod,probe",
+		LogFormat:                "text",
+	}
+}
+
+func (o *options) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.PodManifestPath, "pod-manifest-path", o.PodManifestPath, "Directory of static pod manifests (YAML or JSON, one or many pods per file).")
+	fs.StringVar(&o.ManifestURL, "manifest-url", o.ManifestURL, "URL of pod manifests to run.")
+	fs.DurationVar(&o.FileCheckFrequency, "file-check-frequency", o.FileCheckFrequency, "How often to check the manifest directory.")
+	fs.DurationVar(&o.HTTPCheckFrequency, "http-check-frequency", o.HTTPCheckFrequency, "How often to fetch the manifest URL.")
+	fs.StringVar(&o.ContainerRuntimeEndpoint, "container-runtime-endpoint", o.ContainerRuntimeEndpoint, "CRI v1 endpoint (unix:///path), or sim:// for the embedded simulated runtime (options as query: sim://?start-latency=50ms&fault-rate=0.01).")
+	fs.StringVar(&o.RootDir, "root-dir", o.RootDir, "Directory for actorlet's files (the embedded sim runtime's socket, checkpoints).")
+	fs.StringVar(&o.PodLogsDir, "pod-logs-dir", o.PodLogsDir, "Root of the pods' container logs (KubeletConfiguration podLogsDir).")
+	fs.StringVar(&o.HostnameOverride, "hostname-override", o.HostnameOverride, "The node name to use instead of the hostname.")
+	fs.StringVar(&o.NodeIP, "node-ip", o.NodeIP, "The node's IP address (hostIP of pods). Default: the first non-loopback IPv4 address, else 127.0.0.1.")
+	fs.StringVar(&o.Address, "address", o.Address, "IP address to serve the node API on.")
+	fs.Int32Var(&o.Port, "port", o.Port, "Port of the node API (0 disables).")
+	fs.Int32Var(&o.ReadOnlyPort, "read-only-port", o.ReadOnlyPort, "Read-only port of the node API, no authentication (0 disables).")
+	fs.Int32Var(&o.HealthzPort, "healthz-port", o.HealthzPort, "Port of the healthz endpoint (0 disables).")
+	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "IP address of the healthz endpoint.")
+	fs.Int32Var(&o.MaxPods, "max-pods", o.MaxPods, "Number of pods that can run on this node.")
+	fs.DurationVar(&o.SyncFrequency, "sync-frequency", o.SyncFrequency, "Max period between re-inspections of each running pod.")
+	fs.DurationVar(&o.RuntimeRequestTimeout, "runtime-request-timeout", o.RuntimeRequestTimeout, "Timeout of every runtime request (except long-running ones).")
+	fs.DurationVar(&o.PLEGRelistPeriod, "pleg-relist-period", o.PLEGRelistPeriod, "How often the PLEG relists the runtime.")
+	fs.DurationVar(&o.PLEGThreshold, "pleg-relist-threshold", o.PLEGThreshold, "A relist older than this makes /healthz fail.")
+	fs.DurationVar(&o.BackoffInitial, "crashloop-backoff-initial", o.BackoffInitial, "First delay before restarting a crashed container (doubles up to --crashloop-backoff-max).")
+	fs.DurationVar(&o.BackoffMax, "crashloop-backoff-max", o.BackoffMax, "Cap of the container restart back-off.")
+	fs.DurationVar(&o.ImagePullBackoffInitial, "image-pull-backoff-initial", o.ImagePullBackoffInitial, "First delay after a failed image pull (doubles up to --image-pull-backoff-max).")
+	fs.DurationVar(&o.ImagePullBackoffMax, "image-pull-backoff-max", o.ImagePullBackoffMax, "Cap of the image pull back-off.")
+	fs.Float64Var(&o.ChaosKillRate, "chaos-kill-rate", o.ChaosKillRate, "Chaos: panics injected per second into random live actors (0 disables).")
+	fs.Int64Var(&o.ChaosSeed, "chaos-seed", o.ChaosSeed, "Chaos: random seed (0 = time-based).")
+	fs.StringVar(&o.ChaosKinds, "chaos-kinds", o.ChaosKinds, "Chaos: actor kinds to crash, comma separated (pod,probe,pleg,image,status,node,source).")
+	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "Log verbosity (0 info, 4 and up debug).")
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "Log format: text or json.")
+}
+
+// validate checks the flags together; every problem is reported at once.
+func (o *options) validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"file-check-frequency", o.FileCheckFrequency}, {"http-check-frequency", o.HTTPCheckFrequency},
+		{"sync-frequency", o.SyncFrequency}, {"runtime-request-timeout", o.RuntimeRequestTimeout},
+		{"pleg-relist-period", o.PLEGRelistPeriod}, {"pleg-relist-threshold", o.PLEGThreshold},
+		{"crashloop-backoff-initial", o.BackoffInitial}, {"crashloop-backoff-max", o.BackoffMax},
+		{"image-pull-backoff-initial", o.ImagePullBackoffInitial}, {"image-pull-backoff-max", o.ImagePullBackoffMax},
+	} {
+		if d.v <= 0 {
+			bad("--%s must be positive, got %s", d.name, d.v)
+		}
+	}
+	if o.BackoffMax < o.BackoffInitial {
+		bad("--crashloop-backoff-max (%s) is below --crashloop-backoff-initial (%s)", o.BackoffMax, o.BackoffInitial)
+	}
+	for _, p := range []struct {
+		name string
+		v    int32
+	}{{"port", o.Port}, {"read-only-port", o.ReadOnlyPort}, {"healthz-port", o.HealthzPort}} {
+		if p.v < 0 || p.v > 65535 {
+			bad("--%s must be 0-65535, got %d", p.name, p.v)
+		}
+	}
+	if o.MaxPods < 0 {
+		bad("--max-pods must not be negative, got %d", o.MaxPods)
+	}
+	if net.ParseIP(o.Address) == nil {
+		bad("--address %q is not an IP address", o.Address)
+	}
+	if net.ParseIP(o.HealthzBindAddress) == nil {
+		bad("--healthz-bind-address %q is not an IP address", o.HealthzBindAddress)
+	}
+	if o.NodeIP != "" && net.ParseIP(o.NodeIP) == nil {
+		bad("--node-ip %q is not an IP address", o.NodeIP)
+	}
+	if _, _, err := parseEndpoint(o.ContainerRuntimeEndpoint); err != nil {
+		bad("--container-runtime-endpoint: %v", err)
+	}
+	if o.ManifestURL != "" {
+		u, err := url.Parse(o.ManifestURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("--manifest-url %q is not an http(s) URL", o.ManifestURL)
+		}
+	}
+	if o.PodManifestPath != "" {
+		if st, err := os.Stat(o.PodManifestPath); err == nil && !st.IsDir() {
+			bad("--pod-manifest-path %q is not a directory", o.PodManifestPath)
+		}
+	}
+	if o.ChaosKillRate < 0 {
+		bad("--chaos-kill-rate must not be negative, got %g", o.ChaosKillRate)
+	}
+	if _, err := supervisors.ParseKinds(o.ChaosKinds); err != nil {
+		bad("--chaos-kinds: %v", err)
+	}
+	if o.LogFormat != "text" && o.LogFormat != "json" {
+		bad("--log-format must be text or json, got %q", o.LogFormat)
+	}
+	return errors.Join(errs...)
+}
+
+// parseEndpoint splits a runtime endpoint into its kind ("unix" or "sim")
+// and the rest (a socket path, or the sim options).
+func parseEndpoint(ep string) (kind string, rest string, err error) {
+	switch {
+	case strings.HasPrefix(ep, "sim://"):
+		return "sim", strings.TrimPrefix(ep, "sim://"), nil
+	case strings.HasPrefix(ep, "unix://"):
+		p := strings.TrimPrefix(ep, "unix://")
+		if !strings.HasPrefix(p, "/") {
+			return "", "", fmt.Errorf("%q: the socket path must be absolute (unix:///path)", ep)
+		}
+		return "unix", p, nil
+	case strings.HasPrefix(ep, "/"):
+		return "unix", ep, nil
+	}
+	return "", "", fmt.Errorf("%q: want unix:///path/to/socket or sim://", ep)
+}
