@@ -1,0 +1,352 @@
+// Package image holds the ImageActor: it makes images present according to
+// the pull policy, runs at most one pull per image at a time (later requests
+// wait for that pull's result), pulls different images concurrently, and
+// backs off per image after a failed pull, as the upstream kubelet's image
+// manager does.
+package image
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/actorlet/actorlet/messages"
+)
+
+// ImageService is what the actor needs from the CRI image service.
+type ImageService interface {
+	// ImageStatus returns nil, nil when the image is absent.
+	ImageStatus(ctx context.Context, ref string) (*runtimeapi.Image, error)
+	// PullImage pulls the image and returns the runtime's image reference.
+	PullImage(ctx context.Context, ref string, sandbox *runtimeapi.PodSandboxConfig) (string, error)
+}
+
+// Config tunes the actor. Zero values take the defaults.
+type Config struct {
+	// BackoffBase is the first back-off after a failed pull (10s), doubled
+	// after each further failure up to BackoffCap (300s).
+	BackoffBase time.Duration
+	BackoffCap  time.Duration
+	// PullTimeout bounds one pull; 0 means no bound (upstream has none).
+	PullTimeout time.Duration
+	// StatusTimeout bounds one status check (2m, the runtime request timeout).
+	StatusTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = 10 * time.Second
+	}
+	if c.BackoffCap <= 0 {
+		c.BackoffCap = 300 * time.Second
+	}
+	if c.BackoffCap < c.BackoffBase {
+		c.BackoffCap = c.BackoffBase
+	}
+	if c.StatusTimeout <= 0 {
+		c.StatusTimeout = 2 * time.Minute
+	}
+	return c
+}
+
+// generations are unique across incarnations, so results of calls started
+// before a restart are ignored.
+var generations atomic.Uint64
+
+type opKind int
+
+const (
+	opStatus opKind = iota
+	opPull
+)
+
+// op is the one CRI call in flight for an image and who waits for it.
+type op struct {
+	kind    opKind
+	waiters []*messages.EnsureImage
+}
+
+// backoff is one image's pull back-off (as upstream flowcontrol.Backoff).
+type backoff struct {
+	delay time.Duration
+	last  time.Time
+}
+
+// statusDone and pullDone are the results of the async CRI calls.
+type statusDone struct {
+	gen   uint64
+	image string
+	img   *runtimeapi.Image
+	err   error
+}
+
+type pullDone struct {
+	gen   uint64
+	image string
+	ref   string
+	err   error
+}
+
+// Actor is the ImageActor.
+type Actor struct {
+	svc ImageService
+	clk clock.Clock
+	cfg Config
+	log *slog.Logger
+
+	gen      uint64
+	ops      map[string]*op
+	backoffs map[string]*backoff
+	cancel   context.CancelFunc // cancels every call of this incarnation
+	callsCtx context.Context
+}
+
+// New returns the ImageActor's producer.
+func New(svc ImageService, clk clock.Clock, cfg Config, log *slog.Logger) actor.Producer {
+	if svc == nil || clk == nil {
+		panic("image: service and clock are required")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg = cfg.withDefaults()
+	return func() actor.Actor {
+		return &Actor{svc: svc, clk: clk, cfg: cfg, log: log}
+	}
+}
+
+// Receive implements actor.Actor.
+func (a *Actor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.handleStarted()
+	case *actor.Restarting:
+		a.handleStop(ctx, "image actor restarted")
+	case *actor.Stopping:
+		a.handleStop(ctx, "image actor stopped")
+	case *messages.EnsureImage:
+		a.handleEnsureImage(ctx, m)
+	case *statusDone:
+		a.handleStatusDone(ctx, m)
+	case *pullDone:
+		a.handlePullDone(ctx, m)
+	}
+}
+
+func (a *Actor) handleStarted() {
+	a.gen = generations.Add(1)
+	a.ops = map[string]*op{}
+	a.backoffs = map[string]*backoff{}
+	a.callsCtx, a.cancel = context.WithCancel(context.Background())
+}
+
+// handleStop cancels the calls in flight and answers everyone waiting, so
+// that no requester waits forever for a reply a new incarnation cannot give.
+func (a *Actor) handleStop(ctx actor.Context, why string) {
+	if a.cancel != nil {
+		a.cancel()
+	}
+	a.gen = generations.Add(1)
+	for image, o := range a.ops {
+		for _, w := range o.waiters {
+			a.reply(ctx, w, messages.ImageResult{Reason: messages.ReasonErrImagePull,
+				Message: fmt.Sprintf("Failed to pull image %q: %s", image, why)})
+		}
+	}
+	a.ops = map[string]*op{}
+}
+
+func (a *Actor) handleEnsureImage(ctx actor.Context, m *messages.EnsureImage) {
+	if err := validateReference(m.Image); err != nil {
+		a.reply(ctx, m, messages.ImageResult{Reason: messages.ReasonInvalidImageName,
+			Message: fmt.Sprintf("Failed to apply default image tag %q: %v", m.Image, err)})
+		return
+	}
+	if o, ok := a.ops[m.Image]; ok {
+		o.waiters = append(o.waiters, m)
+		return
+	}
+	switch m.Policy {
+	case v1.PullAlways:
+		a.pullOrBackOff(ctx, m.Image, []*messages.EnsureImage{m})
+	case v1.PullNever, v1.PullIfNotPresent, "":
+		a.startStatus(ctx, m.Image, []*messages.EnsureImage{m})
+	default:
+		a.reply(ctx, m, messages.ImageResult{Reason: messages.ReasonErrImagePull,
+			Message: fmt.Sprintf("unknown image pull policy %q", m.Policy)})
+	}
+}
+
+func (a *Actor) handleStatusDone(ctx actor.Context, m *statusDone) {
+	if m.gen != a.gen {
+		return
+	}
+	o := a.ops[m.image]
+	if o == nil || o.kind != opStatus {
+		return
+	}
+	delete(a.ops, m.image)
+	var needPull []*messages.EnsureImage
+	for _, w := range o.waiters {
+		switch {
+		case m.err != nil:
+			a.reply(ctx, w, messages.ImageResult{Reason: messages.ReasonErrImagePull,
+				Message: fmt.Sprintf("Failed to inspect image %q: %v", m.image, m.err)})
+		case m.img != nil && w.Policy != v1.PullAlways:
+			a.reply(ctx, w, messages.ImageResult{ImageRef: m.img.GetId()})
+		case m.img == nil && w.Policy == v1.PullNever:
+			a.reply(ctx, w, messages.ImageResult{Reason: messages.ReasonErrImageNeverPull,
+				Message: fmt.Sprintf("Container image %q is not present with pull policy of Never", m.image)})
+		default:
+			needPull = append(needPull, w)
+		}
+	}
+	if len(needPull) > 0 {
+		a.pullOrBackOff(ctx, m.image, needPull)
+	}
+}
+
+func (a *Actor) handlePullDone(ctx actor.Context, m *pullDone) {
+	if m.gen != a.gen {
+		return
+	}
+	o := a.ops[m.image]
+	if o == nil || o.kind != opPull {
+		return
+	}
+	delete(a.ops, m.image)
+	if m.err == nil {
+		delete(a.backoffs, m.image)
+		a.log.Info("image pulled", "image", m.image, "ref", m.ref)
+		for _, w := range o.waiters {
+			a.reply(ctx, w, messages.ImageResult{ImageRef: m.ref, Pulled: w.Policy != v1.PullNever})
+		}
+		return
+	}
+	b := a.failed(m.image)
+	a.log.Warn("image pull failed", "image", m.image, "err", m.err, "backoff", b.delay)
+	var never []*messages.EnsureImage
+	for _, w := range o.waiters {
+		if w.Policy == v1.PullNever {
+			// It joined a pull it did not ask for; whether the image is
+			// present is still its question.
+			never = append(never, w)
+			continue
+		}
+		a.reply(ctx, w, messages.ImageResult{Reason: messages.ReasonErrImagePull,
+			Message: fmt.Sprintf("Failed to pull image %q: %v", m.image, m.err)})
+	}
+	if len(never) > 0 {
+		a.startStatus(ctx, m.image, never)
+	}
+}
+
+// pullOrBackOff answers ImagePullBackOff while the image is backing off,
+// else starts a pull for waiters.
+func (a *Actor) pullOrBackOff(ctx actor.Context, image string, waiters []*messages.EnsureImage) {
+	if a.inBackOff(image) {
+		for _, w := range waiters {
+			a.reply(ctx, w, messages.ImageResult{Reason: messages.ReasonImagePullBackOff,
+				Message: fmt.Sprintf("Back-off pulling image %q", image)})
+		}
+		return
+	}
+	a.ops[image] = &op{kind: opPull, waiters: waiters}
+	sys, self, gen, svc, parent, timeout := ctx.ActorSystem(), ctx.Self(), a.gen, a.svc, a.callsCtx, a.cfg.PullTimeout
+	go func() {
+		cctx, cancel := parent, context.CancelFunc(func() {})
+		if timeout > 0 {
+			cctx, cancel = context.WithTimeout(parent, timeout)
+		}
+		defer cancel()
+		ref, err := svc.PullImage(cctx, image, nil)
+		sys.Root.Send(self, &pullDone{gen: gen, image: image, ref: ref, err: err})
+	}()
+}
+
+func (a *Actor) startStatus(ctx actor.Context, image string, waiters []*messages.EnsureImage) {
+	a.ops[image] = &op{kind: opStatus, waiters: waiters}
+	sys, self, gen, svc, parent, timeout := ctx.ActorSystem(), ctx.Self(), a.gen, a.svc, a.callsCtx, a.cfg.StatusTimeout
+	go func() {
+		cctx, cancel := context.WithTimeout(parent, timeout)
+		defer cancel()
+		img, err := svc.ImageStatus(cctx, image)
+		sys.Root.Send(self, &statusDone{gen: gen, image: image, img: img, err: err})
+	}()
+}
+
+func (a *Actor) inBackOff(image string) bool {
+	b, ok := a.backoffs[image]
+	return ok && a.clk.Since(b.last) < b.delay
+}
+
+// failed records a failed pull: the first failure (or one long after the
+// last) backs off BackoffBase, each further one twice the previous, up to
+// BackoffCap. An entry idle for twice the cap starts over, as upstream.
+func (a *Actor) failed(image string) *backoff {
+	now := a.clk.Now()
+	b, ok := a.backoffs[image]
+	switch {
+	case !ok || now.Sub(b.last) > 2*a.cfg.BackoffCap:
+		b = &backoff{delay: a.cfg.BackoffBase}
+		a.backoffs[image] = b
+	default:
+		b.delay *= 2
+		if b.delay > a.cfg.BackoffCap {
+			b.delay = a.cfg.BackoffCap
+		}
+	}
+	b.last = now
+	return b
+}
+
+func (a *Actor) reply(ctx actor.Context, req *messages.EnsureImage, r messages.ImageResult) {
+	r.RequestID = req.RequestID
+	r.Image = req.Image
+	if req.ReplyTo == nil {
+		a.log.Warn("image request without ReplyTo", "image", req.Image, "request", req.RequestID)
+		return
+	}
+	ctx.Send(req.ReplyTo, &r)
+}
+
+// The grammar of distribution/reference, enough to refuse what a runtime
+// would refuse: path components are lower case; a domain, a tag and a digest
+// are optional.
+var (
+	pathComponent = `[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*`
+	domainPart    = `(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])`
+	domain        = `(?:` + domainPart + `(?:\.` + domainPart + `)*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?`
+	tag           = `[\w][\w.-]{0,127}`
+	digest        = `[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}`
+	referenceRE   = regexp.MustCompile(`^(?:(` + domain + `)/)?(` + pathComponent + `(?:/` + pathComponent + `)*)(?::(` + tag + `))?(?:@(` + digest + `))?$`)
+)
+
+func validateReference(ref string) error {
+	switch {
+	case ref == "":
+		return fmt.Errorf("invalid reference format: empty")
+	case strings.ContainsAny(ref, " \t\n\r"):
+		return fmt.Errorf("invalid reference format: contains whitespace")
+	}
+	m := referenceRE.FindStringSubmatch(ref)
+	if m == nil {
+		if strings.ToLower(ref) != ref {
+			return fmt.Errorf("invalid reference format: repository name must be lowercase")
+		}
+		return fmt.Errorf("invalid reference format")
+	}
+	if len(m[1])+1+len(m[2]) > 255 {
+		return fmt.Errorf("invalid reference format: repository name must not be more than 255 characters")
+	}
+	return nil
+}
