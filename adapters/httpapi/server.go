@@ -1,0 +1,410 @@
+// Package httpapi is actorlet's node API, an inbound adapter: it serves
+// /healthz, /pods (read and push), /metrics and /debug/ and talks to actors
+// only by sending messages to the PIDs it is given. It never imports actors.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/actorlet/actorlet/messages"
+)
+
+// Defaults.
+const (
+	DefaultRequestTimeout  = 10 * time.Second
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultHealthThreshold = 3 * time.Minute // upstream PLEG relist threshold
+	readHeaderTimeout      = 10 * time.Second
+	shutdownTimeout        = 10 * time.Second
+)
+
+// Config wires the server to the actors it asks and to its helpers.
+type Config struct {
+	// System sends the requests. Required.
+	System *actor.ActorSystem
+	// Status answers *messages.GetPods. Required.
+	Status *actor.PID
+	// Push answers *messages.PushPod and *messages.RemovePushedPod.
+	// Optional: without it (or without Decode) POST and DELETE /pods
+	// answer 503.
+	Push *actor.PID
+	// PLEG answers *messages.GetHealth. Required.
+	PLEG *actor.PID
+	// Decode parses and validates one pod manifest (JSON or YAML).
+	Decode func([]byte) (*v1.Pod, error)
+	// Metrics serves GET /metrics; nil leaves the path unserved (404).
+	Metrics http.Handler
+	// Debug serves /debug/ on the main handler; may be nil.
+	Debug http.Handler
+	// RequestTimeout bounds every request to an actor. Default 10s.
+	RequestTimeout time.Duration
+	// MaxBodyBytes bounds request bodies. Default 1 MiB.
+	MaxBodyBytes int64
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// Clock for health checks; default the real clock.
+	Clock clock.PassiveClock
+}
+
+// Server serves the node API.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+	clk clock.PassiveClock
+}
+
+// New checks cfg and fills in defaults.
+func New(cfg Config) (*Server, error) {
+	var missing []string
+	if cfg.System == nil {
+		missing = append(missing, "System")
+	}
+	if cfg.Status == nil {
+		missing = append(missing, "Status")
+	}
+	if cfg.PLEG == nil {
+		missing = append(missing, "PLEG")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("httpapi: missing %s", strings.Join(missing, ", "))
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, clk: cfg.Clock}, nil
+}
+
+// Healthz serves GET /healthz alone.
+func (s *Server) Healthz() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.handleHealthz)
+	return s.recover(mux)
+}
+
+// ReadOnly serves GET /pods, GET /healthz and GET /metrics (the read-only
+// port). Other paths get 404, other methods 405.
+func (s *Server) ReadOnly() http.Handler {
+	mux := http.NewServeMux()
+	s.readOnlyRoutes(mux)
+	return s.recover(mux)
+}
+
+// Main serves everything of ReadOnly plus POST /pods, DELETE
+// /pods/{namespace}/{name} and /debug/ (when a Debug handler is set).
+func (s *Server) Main() http.Handler {
+	mux := http.NewServeMux()
+	s.readOnlyRoutes(mux)
+	mux.HandleFunc("POST /pods", s.handlePushPod)
+	mux.HandleFunc("DELETE /pods/{namespace}/{name}", s.handleRemovePod)
+	if s.cfg.Debug != nil {
+		mux.Handle("/debug/", s.cfg.Debug)
+	}
+	return s.recover(mux)
+}
+
+func (s *Server) readOnlyRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", s.handleHealthz)
+	mux.HandleFunc("GET /pods", s.handleGetPods)
+	if s.cfg.Metrics != nil {
+		mux.Handle("GET /metrics", s.cfg.Metrics)
+	}
+}
+
+// ListenAndServe serves h on addr until ctx is done, then shuts down
+// gracefully (in-flight requests get up to 10s). It returns nil after a
+// shutdown caused by ctx, else the error that stopped the server.
+func (s *Server) ListenAndServe(ctx context.Context, addr string, h http.Handler) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", addr, err)
+	}
+	return s.Serve(ctx, ln, h)
+}
+
+// Serve is ListenAndServe on an existing listener, which it closes.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("serving node API", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("shutdown %s: %w", ln.Addr(), err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// recover turns a panic in a handler into a 500 (the server goes on).
+func (s *Server) recover(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler { //nolint:errorlint // sentinel compared as net/http does
+				panic(v)
+			}
+			s.log.Error("http handler panicked", "method", r.Method, "path", r.URL.Path,
+				"reason", fmt.Sprint(v), "stack", string(debug.Stack()))
+			httpError(w, http.StatusInternalServerError, "internal error: %v", v)
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// ask sends msg to pid from this (non-actor) goroutine and waits for the
+// reply, at most RequestTimeout or until the request is cancelled.
+func (s *Server) ask(r *http.Request, pid *actor.PID, what string, msg any) (any, *apiError) {
+	timeout := s.cfg.RequestTimeout
+	if dl, ok := r.Context().Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	res, err := s.cfg.System.Root.RequestFuture(pid, msg, timeout).Result()
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.Is(err, actor.ErrTimeout):
+		return nil, &apiError{http.StatusServiceUnavailable, fmt.Sprintf("%s (%s) did not answer within %s", what, pid.Id, timeout)}
+	case errors.Is(err, actor.ErrDeadLetter):
+		return nil, &apiError{http.StatusServiceUnavailable, fmt.Sprintf("%s (%s) is not running", what, pid.Id)}
+	default:
+		return nil, &apiError{http.StatusServiceUnavailable, fmt.Sprintf("%s (%s): %v", what, pid.Id, err)}
+	}
+}
+
+type apiError struct {
+	code int
+	msg  string
+}
+
+func httpError(w http.ResponseWriter, code int, format string, args ...any) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = fmt.Fprintf(w, format, args...)
+	_, _ = io.WriteString(w, "\n")
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "encode response: %v", err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	res, aerr := s.ask(r, s.cfg.PLEG, "PLEG", &messages.GetHealth{})
+	if aerr != nil {
+		httpError(w, http.StatusInternalServerError, "[-]pleg: %s\nhealthz check failed", aerr.msg)
+		return
+	}
+	var h messages.Health
+	switch m := res.(type) {
+	case *messages.Health:
+		if m != nil {
+			h = *m
+		}
+	case messages.Health:
+		h = m
+	default:
+		httpError(w, http.StatusInternalServerError, "[-]pleg: unexpected answer %T\nhealthz check failed", res)
+		return
+	}
+	threshold := h.Threshold
+	if threshold <= 0 {
+		threshold = DefaultHealthThreshold
+	}
+	var failed []string
+	switch {
+	case h.LastRelist.IsZero():
+		failed = append(failed, "[-]pleg: no successful relist yet")
+	default:
+		if age := s.clk.Since(h.LastRelist); age > threshold {
+			failed = append(failed, fmt.Sprintf("[-]pleg: last relist %s ago, threshold %s", age.Round(time.Second), threshold))
+		}
+	}
+	if h.RuntimeErr != "" {
+		failed = append(failed, "[-]runtime: "+h.RuntimeErr)
+	}
+	if len(failed) > 0 {
+		s.log.Warn("healthz failed", "checks", failed)
+		httpError(w, http.StatusInternalServerError, "%s\nhealthz check failed", strings.Join(failed, "\n"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = io.WriteString(w, "ok")
+}
+
+func (s *Server) handleGetPods(w http.ResponseWriter, r *http.Request) {
+	res, aerr := s.ask(r, s.cfg.Status, "status actor", &messages.GetPods{})
+	if aerr != nil {
+		httpError(w, aerr.code, "list pods: %s", aerr.msg)
+		return
+	}
+	var items []v1.Pod
+	switch m := res.(type) {
+	case *messages.PodList:
+		if m != nil {
+			items = m.Items
+		}
+	case messages.PodList:
+		items = m.Items
+	default:
+		httpError(w, http.StatusInternalServerError, "list pods: unexpected answer %T", res)
+		return
+	}
+	if items == nil {
+		items = []v1.Pod{}
+	}
+	writeJSON(w, http.StatusOK, &v1.PodList{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"},
+		Items:    items,
+	})
+}
+
+// podRef is the body of a successful push or removal.
+type podRef struct {
+	UID       types.UID `json:"uid"`
+	Name      string    `json:"name"`
+	Namespace string    `json:"namespace"`
+}
+
+func (s *Server) handlePushPod(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Push == nil || s.cfg.Decode == nil {
+		httpError(w, http.StatusServiceUnavailable, "pod push is not enabled on this node")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			httpError(w, http.StatusRequestEntityTooLarge, "pod manifest too large: limit is %d bytes", tooBig.Limit)
+			return
+		}
+		httpError(w, http.StatusBadRequest, "read pod manifest: %v", err)
+		return
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		httpError(w, http.StatusBadRequest, "empty body: expected one pod manifest (JSON or YAML)")
+		return
+	}
+	pod, err := s.cfg.Decode(body)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "invalid pod manifest: %v", err)
+		return
+	}
+	if pod == nil {
+		httpError(w, http.StatusBadRequest, "invalid pod manifest: no pod")
+		return
+	}
+	res, aerr := s.ask(r, s.cfg.Push, "push source", &messages.PushPod{Pod: pod})
+	if aerr != nil {
+		httpError(w, aerr.code, "push pod %s/%s: %s", pod.Namespace, pod.Name, aerr.msg)
+		return
+	}
+	pr, ok := pushResult(res)
+	if !ok {
+		httpError(w, http.StatusInternalServerError, "push pod: unexpected answer %T", res)
+		return
+	}
+	if pr.Err != "" {
+		httpError(w, http.StatusBadRequest, "push pod %s/%s: %s", pod.Namespace, pod.Name, pr.Err)
+		return
+	}
+	name := pr.Name
+	if name == "" {
+		name = pod.Name
+	}
+	s.log.Info("pod pushed", "pod", pod.Namespace+"/"+name, "uid", pr.UID)
+	writeJSON(w, http.StatusCreated, podRef{UID: pr.UID, Name: name, Namespace: pod.Namespace})
+}
+
+func (s *Server) handleRemovePod(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Push == nil {
+		httpError(w, http.StatusServiceUnavailable, "pod push is not enabled on this node")
+		return
+	}
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if ns == "" || name == "" {
+		httpError(w, http.StatusBadRequest, "expected /pods/{namespace}/{name}")
+		return
+	}
+	res, aerr := s.ask(r, s.cfg.Push, "push source", &messages.RemovePushedPod{Namespace: ns, Name: name})
+	if aerr != nil {
+		httpError(w, aerr.code, "remove pod %s/%s: %s", ns, name, aerr.msg)
+		return
+	}
+	pr, ok := pushResult(res)
+	if !ok {
+		httpError(w, http.StatusInternalServerError, "remove pod: unexpected answer %T", res)
+		return
+	}
+	switch {
+	case pr.NotFound:
+		httpError(w, http.StatusNotFound, "pod %s/%s not found among pushed pods", ns, name)
+	case pr.Err != "":
+		httpError(w, http.StatusInternalServerError, "remove pod %s/%s: %s", ns, name, pr.Err)
+	default:
+		s.log.Info("pushed pod removed", "pod", ns+"/"+name, "uid", pr.UID)
+		writeJSON(w, http.StatusOK, podRef{UID: pr.UID, Name: name, Namespace: ns})
+	}
+}
+
+func pushResult(res any) (messages.PushResult, bool) {
+	switch m := res.(type) {
+	case *messages.PushResult:
+		if m == nil {
+			return messages.PushResult{}, false
+		}
+		return *m, true
+	case messages.PushResult:
+		return m, true
+	}
+	return messages.PushResult{}, false
+}
