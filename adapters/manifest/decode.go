@@ -137,9 +137,9 @@ func decodePod(raw json.RawMessage) (*v1.Pod, error) {
 }
 
 func abbrev(b []byte) string {
-	const max = 40
-	if len(b) > max {
-		return string(b[:max]) + "..."
+	const limit = 40
+	if len(b) > limit {
+		return string(b[:limit]) + "..."
 	}
 	return string(b)
 }

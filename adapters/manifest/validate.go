@@ -247,13 +247,13 @@ func validateProbe(p *v1.Probe, path *field.Path, successMustBeOne bool, portNam
 
 func validateProbePort(port intstr.IntOrString, path *field.Path, portNames sets.Set[string]) field.ErrorList {
 	if port.Type == intstr.String {
-		if !portNames.Has(port.StrVal) {
-			for _, msg := range validation.IsValidPortName(port.StrVal) {
-				return field.ErrorList{field.Invalid(path, port.StrVal, msg)}
-			}
-			return field.ErrorList{field.NotFound(path, port.StrVal)}
+		if portNames.Has(port.StrVal) {
+			return nil
 		}
-		return nil
+		if msgs := validation.IsValidPortName(port.StrVal); len(msgs) > 0 {
+			return field.ErrorList{field.Invalid(path, port.StrVal, strings.Join(msgs, "; "))}
+		}
+		return field.ErrorList{field.NotFound(path, port.StrVal)}
 	}
 	var errs field.ErrorList
 	for _, msg := range validation.IsValidPortNum(port.IntValue()) {
