@@ -129,6 +129,7 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 	c.seq = r.seq
 	r.containers[c.id] = c
 	r.ctrNames[name] = c.id
+	r.ctrLabels.add(c.id, c.labels)
 	sb.containers[c.id] = c
 	r.publish(c.id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, sb)
 	return &runtimeapi.CreateContainerResponse{ContainerId: c.id}, nil
@@ -273,6 +274,7 @@ func (r *Runtime) removeContainerLocked(c *container) {
 	c.killAll()
 	delete(r.containers, c.id)
 	delete(r.ctrNames, c.name)
+	r.ctrLabels.remove(c.id, c.labels)
 	delete(c.sb.containers, c.id)
 	r.publish(c.id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, c.sb)
 }
@@ -359,6 +361,13 @@ func (r *Runtime) filterContainers(id, sandboxID string, labels map[string]strin
 			cands = append(cands, c)
 		}
 	default:
+		if ids, ok := r.ctrLabels.candidates(labels); ok {
+			cands = make([]*container, 0, len(ids))
+			for id := range ids {
+				cands = append(cands, r.containers[id])
+			}
+			break
+		}
 		cands = make([]*container, 0, len(r.containers))
 		for _, c := range r.containers {
 			cands = append(cands, c)

@@ -114,6 +114,8 @@ type Runtime struct {
 	sbNames    map[string]string // reserved sandbox name -> id
 	containers map[string]*container
 	ctrNames   map[string]string // reserved container name -> id
+	sbLabels   labelIndex
+	ctrLabels  labelIndex
 	images     map[string]*image // id -> image
 	imageRefs  map[string]string // normalized reference -> id
 	ipNext     uint32
@@ -153,6 +155,8 @@ func New(cfg Config) *Runtime {
 		sbNames:    map[string]string{},
 		containers: map[string]*container{},
 		ctrNames:   map[string]string{},
+		sbLabels:   labelIndex{},
+		ctrLabels:  labelIndex{},
 		images:     map[string]*image{},
 		imageRefs:  map[string]string{},
 		ipNext:     base,
@@ -493,4 +497,46 @@ func (r *Runtime) ListMetricDescriptors(context.Context, *runtimeapi.ListMetricD
 // ListPodSandboxMetrics returns no metrics.
 func (r *Runtime) ListPodSandboxMetrics(context.Context, *runtimeapi.ListPodSandboxMetricsRequest) (*runtimeapi.ListPodSandboxMetricsResponse, error) {
 	return &runtimeapi.ListPodSandboxMetricsResponse{}, nil
+}
+
+// labelIndex maps "key\x00value" to the IDs carrying that label, so that
+// label-selector lists cost O(matching objects), not O(all objects).
+type labelIndex map[string]map[string]struct{}
+
+func labelKey(k, v string) string { return k + "\x00" + v }
+
+func (ix labelIndex) add(id string, labels map[string]string) {
+	for k, v := range labels {
+		key := labelKey(k, v)
+		set, ok := ix[key]
+		if !ok {
+			set = map[string]struct{}{}
+			ix[key] = set
+		}
+		set[id] = struct{}{}
+	}
+}
+
+func (ix labelIndex) remove(id string, labels map[string]string) {
+	for k, v := range labels {
+		key := labelKey(k, v)
+		if set, ok := ix[key]; ok {
+			delete(set, id)
+			if len(set) == 0 {
+				delete(ix, key)
+			}
+		}
+	}
+}
+
+// candidates returns the IDs of the selector's most selective label; ok is
+// false for an empty selector.
+func (ix labelIndex) candidates(selector map[string]string) (ids map[string]struct{}, ok bool) {
+	for k, v := range selector {
+		set := ix[labelKey(k, v)]
+		if !ok || len(set) < len(ids) {
+			ids, ok = set, true
+		}
+	}
+	return ids, ok
 }

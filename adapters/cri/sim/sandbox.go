@@ -85,6 +85,7 @@ func (r *Runtime) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandbox
 	sb.createdAt = now()
 	r.sandboxes[sb.id] = sb
 	r.sbNames[sb.name] = sb.id
+	r.sbLabels.add(sb.id, sb.labels)
 	r.publish(sb.id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, sb)
 	r.publish(sb.id, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, sb)
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: sb.id}, nil
@@ -142,10 +143,12 @@ func (r *Runtime) RemovePodSandbox(_ context.Context, req *runtimeapi.RemovePodS
 	}
 	delete(r.sandboxes, sb.id)
 	delete(r.sbNames, sb.name)
+	r.sbLabels.remove(sb.id, sb.labels)
 	if sb.ip != 0 {
 		delete(r.ipUsed, sb.ip)
 	}
-	r.publish(sb.id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, nil)
+	// The kubelet reads the pod UID from the event's sandbox status.
+	r.publish(sb.id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, sb)
 	return &runtimeapi.RemovePodSandboxResponse{}, nil
 }
 
@@ -220,6 +223,11 @@ func (r *Runtime) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandb
 					cands = append(cands, sb)
 				}
 			}
+		}
+	} else if ids, ok := r.sbLabels.candidates(f.GetLabelSelector()); ok {
+		cands = make([]*sandbox, 0, len(ids))
+		for id := range ids {
+			cands = append(cands, r.sandboxes[id])
 		}
 	} else {
 		cands = make([]*sandbox, 0, len(r.sandboxes))

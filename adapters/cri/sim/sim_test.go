@@ -653,6 +653,9 @@ func TestContainerEvents(t *testing.T) {
 	if _, err := e.rt.RemoveContainer(c, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := e.rt.RemovePodSandbox(c, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb}); err != nil {
+		t.Fatal(err)
+	}
 	want := []struct {
 		id  string
 		typ runtimeapi.ContainerEventType
@@ -663,6 +666,8 @@ func TestContainerEvents(t *testing.T) {
 		{id, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT},
 		{id, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT},
 		{id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT},
+		{sb, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT},
+		{sb, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT},
 	}
 	for i, w := range want {
 		ev, err := stream.Recv()
@@ -675,7 +680,7 @@ func TestContainerEvents(t *testing.T) {
 		if ev.PodSandboxStatus.GetId() != sb {
 			t.Fatalf("event %d without sandbox status", i)
 		}
-		if w.typ == runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT &&
+		if w.id == id && w.typ == runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT &&
 			(len(ev.ContainersStatuses) != 1 || ev.ContainersStatuses[0].ExitCode != 137) {
 			t.Fatalf("stopped event statuses = %v", ev.ContainersStatuses)
 		}
@@ -1017,6 +1022,21 @@ func TestListContainersScale(t *testing.T) {
 	t.Logf("ListContainers of %d in process: %v", n, d)
 	if !raceEnabled && d > 50*time.Millisecond {
 		t.Fatalf("ListContainers of %d took %v, want < 50ms", n, d)
+	}
+	start = time.Now()
+	for i := range 1000 { // the kubelet lists a pod's objects by its UID label
+		sel := map[string]string{"i": fmt.Sprint(i)}
+		sbs, err := r.ListPodSandbox(c, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: sel}})
+		if err != nil || len(sbs.Items) != 1 {
+			t.Fatalf("label-selected sandboxes: %d, %v", len(sbs.GetItems()), err)
+		}
+		cs, err := r.ListContainers(c, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: sbs.Items[0].Id}})
+		if err != nil || len(cs.Containers) != 1 {
+			t.Fatalf("sandbox-selected containers: %d, %v", len(cs.GetContainers()), err)
+		}
+	}
+	if d := time.Since(start); !raceEnabled && d > 200*time.Millisecond {
+		t.Fatalf("1000 selective lists at %d objects took %v", n, d)
 	}
 }
 

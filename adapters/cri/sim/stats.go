@@ -122,7 +122,14 @@ func (r *Runtime) ListPodSandboxStats(_ context.Context, req *runtimeapi.ListPod
 	defer r.mu.Unlock()
 	ts := now()
 	var sbs []*sandbox
-	for id, sb := range r.sandboxes {
+	all := r.sandboxes
+	if ids, ok := r.sbLabels.candidates(f.GetLabelSelector()); ok && f.GetId() == "" {
+		all = make(map[string]*sandbox, len(ids))
+		for id := range ids {
+			all[id] = r.sandboxes[id]
+		}
+	}
+	for id, sb := range all {
 		if f.GetId() != "" && !strings.HasPrefix(id, f.GetId()) {
 			continue
 		}
