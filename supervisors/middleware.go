@@ -14,7 +14,8 @@ import (
 // actor's Receive, logs it at Error level with the actor's kind, PID, the
 // message type and the goroutine's stack (protoactor logs recovered panics
 // without one), calls onPanic (may be nil) and panics again with the same
-// value, so that protoactor's supervision still runs.
+// value, so that protoactor's supervision still runs. A crash injected by
+// the Chaos middleware is logged at Info without a stack.
 func Recover(log *slog.Logger, onPanic func(kind string, reason any, stack []byte)) actor.ReceiverMiddleware {
 	return recoverWith(log, func(_ *actor.PID, kind string, reason any, stack []byte) {
 		if onPanic != nil {
@@ -41,15 +42,31 @@ func recoverWith(log *slog.Logger, onPanic func(pid *actor.PID, kind string, rea
 				if self != nil {
 					id = self.Id
 				}
-				log.Error("actor panicked",
-					"kind", kind, "pid", id, "reason", fmt.Sprint(r),
-					"message", typeName(env), "stack", string(stack))
+				if isChaos(env) {
+					// Injected on purpose, possibly thousands a second: no stack.
+					log.Info("actor crashed by chaos injection", "kind", kind, "pid", id, "reason", fmt.Sprint(r))
+				} else {
+					log.Error("actor panicked",
+						"kind", kind, "pid", id, "reason", fmt.Sprint(r),
+						"message", typeName(env), "stack", string(stack))
+				}
 				onPanic(self, kind, r, stack)
 				panic(r)
 			}()
 			next(c, env)
 		}
 	}
+}
+
+func isChaos(env *actor.MessageEnvelope) bool {
+	if env == nil {
+		return false
+	}
+	switch env.Message.(type) {
+	case messages.ChaosPanic, *messages.ChaosPanic:
+		return true
+	}
+	return false
 }
 
 // Chaos returns a receiver middleware that panics with "chaos: <reason>"
