@@ -46,11 +46,10 @@ die() { log "error: $*"; exit 1; }
 cannot_run() { log "cannot run here: $*"; exit 3; }
 
 busybox_ref() {
-  # Tag with the host busybox's version, e.g. localhost/actorlet/busybox:1.35.0.
-  local v
-  # awk reads all input: no SIGPIPE under pipefail
-  v=$({ /bin/busybox 2>/dev/null || true; } | awk 'NR == 1 && match($0, /^BusyBox v[0-9][0-9.]*[0-9]/) {print substr($0, 10, RLENGTH - 9)}')
-  BUSYBOX_IMAGE=localhost/actorlet/busybox:${v:-latest}
+  # A fixed tag, so manifests can name it: deploy/examples use it on both
+  # containerd and the sim runtime. Not "latest", which would mean
+  # imagePullPolicy Always (and there is no registry to pull from).
+  BUSYBOX_IMAGE=localhost/actorlet/busybox:1
 }
 
 print_lines() {

@@ -1,0 +1,348 @@
+// Package e2e runs the real actorlet binary as a process against a real CRI
+// runtime (the simulated runtime over its socket, or containerd) and checks
+// what a user sees: the node API and the runtime itself (through the CRI,
+// never through actorlet's own view).
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/actorlet/actorlet/adapters/cri"
+	"github.com/actorlet/actorlet/internal/testenv"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// actorletBin builds the actorlet binary once per test process.
+func actorletBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "actorlet-e2e-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "actorlet")
+		cmd := exec.Command("go", "build", "-race", "-o", binPath, "./cmd/actorlet")
+		cmd.Dir = testenv.RepoRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// agent is a running actorlet process.
+type agent struct {
+	t        *testing.T
+	args     []string
+	cmd      *exec.Cmd
+	done     chan struct{}
+	logPath  string
+	rootDir  string
+	logsDir  string
+	port     int
+	roPort   int
+	hzPort   int
+	endpoint string // the CRI endpoint the agent uses
+}
+
+type agentOpts struct {
+	endpoint    string // default sim:// (embedded)
+	manifestDir string
+	rootDir     string
+	extra       []string
+}
+
+func startAgent(t *testing.T, o agentOpts) *agent {
+	t.Helper()
+	a := &agent{t: t, rootDir: o.rootDir}
+	if a.rootDir == "" {
+		a.rootDir = t.TempDir()
+	}
+	a.logsDir = filepath.Join(a.rootDir, "pod-logs")
+	a.port, a.roPort, a.hzPort = freePort(t), freePort(t), freePort(t)
+	ep := o.endpoint
+	if ep == "" {
+		ep = "sim://"
+	}
+	a.endpoint = ep
+	if strings.HasPrefix(ep, "sim://") {
+		a.endpoint = "unix://" + filepath.Join(a.rootDir, "actorlet-sim.sock")
+	}
+	a.args = []string{
+		"--container-runtime-endpoint", ep,
+		"--root-dir", a.rootDir, "--pod-logs-dir", a.logsDir,
+		"--hostname-override", "e2e-node", "--node-ip", "127.0.0.1",
+		"--address", "127.0.0.1",
+		"--port", fmt.Sprint(a.port), "--read-only-port", fmt.Sprint(a.roPort), "--healthz-port", fmt.Sprint(a.hzPort),
+		"--file-check-frequency", "200ms",
+		"--pleg-relist-period", "200ms",
+	}
+	if o.manifestDir != "" {
+		a.args = append(a.args, "--pod-manifest-path", o.manifestDir)
+	}
+	a.args = append(a.args, o.extra...)
+	a.logPath = filepath.Join(t.TempDir(), "actorlet.log")
+	a.start()
+	t.Cleanup(func() {
+		a.stop()
+		if t.Failed() {
+			t.Logf("actorlet log tail:\n%s", a.logTail(60))
+		}
+	})
+	return a
+}
+
+func (a *agent) start() {
+	a.t.Helper()
+	f, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	a.cmd = exec.Command(actorletBin(a.t), a.args...)
+	a.cmd.Stdout, a.cmd.Stderr = f, f
+	if err := a.cmd.Start(); err != nil {
+		a.t.Fatal(err)
+	}
+	a.done = make(chan struct{})
+	go func() {
+		_ = a.cmd.Wait()
+		_ = f.Close()
+		close(a.done)
+	}()
+	testenv.WaitFor(a.t, 60*time.Second, "actorlet healthz", func() (bool, error) {
+		select {
+		case <-a.done:
+			return false, fmt.Errorf("actorlet exited: %s", a.logTail(20))
+		default:
+		}
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", a.hzPort))
+		if err != nil {
+			return false, err
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Errorf("healthz %d", resp.StatusCode)
+	})
+}
+
+// kill9 kills the process without letting it clean up.
+func (a *agent) kill9() {
+	_ = a.cmd.Process.Signal(syscall.SIGKILL)
+	<-a.done
+}
+
+func (a *agent) stop() {
+	if a.cmd == nil || a.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-a.done:
+		return
+	default:
+	}
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.done:
+	case <-time.After(20 * time.Second):
+		a.kill9()
+	}
+}
+
+func (a *agent) logTail(n int) string {
+	b, _ := os.ReadFile(a.logPath)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (a *agent) logContains(s string) bool {
+	b, _ := os.ReadFile(a.logPath)
+	return bytes.Contains(b, []byte(s))
+}
+
+// pods reads the read-only /pods endpoint.
+func (a *agent) pods() ([]v1.Pod, error) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/pods", a.roPort))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("/pods: %d %s", resp.StatusCode, b)
+	}
+	var list v1.PodList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+func (a *agent) pod(name string) (*v1.Pod, error) {
+	pods, err := a.pods()
+	if err != nil {
+		return nil, err
+	}
+	for i := range pods {
+		if pods[i].Name == name {
+			return &pods[i], nil
+		}
+	}
+	return nil, fmt.Errorf("pod %s not listed", name)
+}
+
+// waitPod waits until the named pod's status satisfies cond.
+func (a *agent) waitPod(timeout time.Duration, name, what string, cond func(*v1.Pod) bool) *v1.Pod {
+	a.t.Helper()
+	var got *v1.Pod
+	testenv.WaitFor(a.t, timeout, name+": "+what, func() (bool, error) {
+		p, err := a.pod(name)
+		if err != nil {
+			return false, err
+		}
+		got = p
+		return cond(p), fmt.Errorf("phase %s, containers %s", p.Status.Phase, describe(p))
+	})
+	return got
+}
+
+func describe(p *v1.Pod) string {
+	var parts []string
+	for _, cs := range append(append([]v1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		s := "?"
+		switch {
+		case cs.State.Running != nil:
+			s = "running"
+		case cs.State.Waiting != nil:
+			s = "waiting:" + cs.State.Waiting.Reason
+		case cs.State.Terminated != nil:
+			s = fmt.Sprintf("terminated:%d", cs.State.Terminated.ExitCode)
+		}
+		parts = append(parts, fmt.Sprintf("%s=%s/restarts=%d", cs.Name, s, cs.RestartCount))
+	}
+	return strings.Join(parts, " ")
+}
+
+func isRunning(p *v1.Pod) bool {
+	if p.Status.Phase != v1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// runtime dials the CRI endpoint the agent uses, for checks that must not
+// trust actorlet's own view.
+func (a *agent) runtime() *cri.Client {
+	a.t.Helper()
+	return dialRuntime(a.t, a.endpoint)
+}
+
+func dialRuntime(t *testing.T, endpoint string) *cri.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var c *cri.Client
+	testenv.WaitFor(t, 30*time.Second, "dial "+endpoint, func() (bool, error) {
+		var err error
+		c, err = cri.Dial(ctx, endpoint, 30*time.Second)
+		return err == nil, err
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// containersOf lists the runtime's containers of a pod UID (all states).
+func containersOf(t *testing.T, rt *cri.Client, uid string) []*runtimeapi.Container {
+	t.Helper()
+	cs, err := rt.ListContainers(context.Background(), &runtimeapi.ContainerFilter{LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func allContainers(t *testing.T, rt *cri.Client) []*runtimeapi.Container {
+	t.Helper()
+	cs, err := rt.ListContainers(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func allSandboxes(t *testing.T, rt *cri.Client) []*runtimeapi.PodSandbox {
+	t.Helper()
+	s, err := rt.ListPodSandbox(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// writeManifest writes a manifest file into dir.
+func writeManifest(t *testing.T, dir, name, body string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func podYAML(name, image, restartPolicy, command string) string {
+	if restartPolicy == "" {
+		restartPolicy = "Always"
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  restartPolicy: %s
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: %s
+    command: %s
+`, name, restartPolicy, image, command)
+}
