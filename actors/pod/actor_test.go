@@ -2,8 +2,8 @@ package pod
 
 import (
 	"errors"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"

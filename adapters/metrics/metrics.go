@@ -179,6 +179,16 @@ func New() *Registry {
 	return r
 }
 
+// InitActorKinds exports the actor counters of the given kinds at zero, so
+// that a dashboard sees "no restarts" rather than "no data".
+func (r *Registry) InitActorKinds(kinds ...string) {
+	for _, k := range kinds {
+		r.actorRestarts.WithLabelValues(k)
+		r.actorPanics.WithLabelValues(k)
+		r.actorMessages.WithLabelValues(k)
+	}
+}
+
 // Gatherer exposes the underlying registry (for tests and for bridging).
 func (r *Registry) Gatherer() prometheus.Gatherer { return r.reg }
 

@@ -117,6 +117,8 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 
 	m := metrics.New()
+	m.InitActorKinds(supervisors.KindNode, supervisors.KindPod, supervisors.KindProbe, supervisors.KindPLEG,
+		supervisors.KindImage, supervisors.KindStatus, supervisors.KindSource)
 	rt, err := cri.Dial(ctx, endpoint, o.RuntimeRequestTimeout, cri.WithObserver(m.ObserveRuntimeOp))
 	if err != nil {
 		return fmt.Errorf("runtime %s: %w", endpoint, err)

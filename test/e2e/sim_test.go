@@ -60,7 +60,7 @@ func waitAllRunning(t *testing.T, a *agent, n int, timeout time.Duration) []v1.P
 func TestE2ESim200StaticPodsReachRunning(t *testing.T) {
 	dir := t.TempDir()
 	writePods(t, dir, "dense", 200)
-	a := startAgent(t, agentOpts{manifestDir: dir})
+	a := startAgent(t, agentOpts{manifestDir: dir, extra: []string{"--max-pods", "200"}})
 	pods := waitAllRunning(t, a, 200, 3*time.Minute)
 	for _, p := range pods {
 		if !strings.HasSuffix(p.Name, "-e2e-node") {
@@ -83,6 +83,31 @@ func TestE2ESim200StaticPodsReachRunning(t *testing.T) {
 			t.Fatalf("pod IP %s used twice", p.Status.PodIP)
 		}
 		ips[p.Status.PodIP] = true
+	}
+}
+
+func TestE2ESimAdmissionByMaxPods(t *testing.T) {
+	dir := t.TempDir()
+	writePods(t, dir, "adm", 5)
+	a := startAgent(t, agentOpts{manifestDir: dir, extra: []string{"--max-pods", "3"}})
+	testenv.WaitFor(t, time.Minute, "3 Running and 2 rejected with OutOfpods", func() (bool, error) {
+		pods, err := a.pods()
+		if err != nil {
+			return false, err
+		}
+		var run, rejected int
+		for i := range pods {
+			switch {
+			case isRunning(&pods[i]):
+				run++
+			case pods[i].Status.Phase == v1.PodFailed && pods[i].Status.Reason == "OutOfpods":
+				rejected++
+			}
+		}
+		return run == 3 && rejected == 2, fmt.Errorf("%d running, %d rejected", run, rejected)
+	})
+	if n := len(allContainers(t, a.runtime())); n != 3 {
+		t.Fatalf("runtime holds %d containers, want 3", n)
 	}
 }
 
