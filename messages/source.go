@@ -70,3 +70,10 @@ type PushResult struct {
 	NotFound bool
 	Err      string
 }
+
+// Resync asks the receiver to send its current state again: a source
+// re-sends its pods (OpSet) to the NodeActor; the NodeActor, asked by a
+// restarted StatusActor, has every PodActor republish its status; a
+// PodActor republishes its status. Used when a restarted actor has lost
+// what it was told.
+type Resync struct{}

@@ -15,6 +15,9 @@ import (
 	"github.com/actorlet/actorlet/messages"
 )
 
+// rejectedBy notes, on a rejected pod kept for republishing, its source.
+const rejectedBy = "actorlet.io/rejected-from-source"
+
 // PodProps builds the props of the PodActor for uid (wiring supplies it).
 type PodProps func(uid types.UID) *actor.Props
 
@@ -30,6 +33,9 @@ type Config struct {
 	// Sources that must deliver their first state before orphans (runtime
 	// pods no source wants) are killed.
 	Sources []string
+	// SourcePIDs are asked to resend their pods when the NodeActor starts,
+	// so a restarted NodeActor rebuilds its view.
+	SourcePIDs []*actor.PID
 }
 
 // New returns the NodeActor producer.
@@ -65,15 +71,17 @@ type Actor struct {
 	sources  map[string]map[types.UID]*v1.Pod
 	synced   map[string]bool
 	pods     map[types.UID]*entry
-	rejected map[types.UID]string // UID -> source, pods refused at admission
-	runtime  []types.UID          // last RuntimePods
+	rejected map[types.UID]*v1.Pod // pods refused at admission, with their status
+	runtime  []types.UID           // last RuntimePods
 }
 
 // Receive implements actor.Actor.
 func (a *Actor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.handleStarted()
+		a.handleStarted(ctx)
+	case *messages.Resync:
+		a.handleResync(ctx)
 	case *messages.PodUpdate:
 		a.handlePodUpdate(ctx, m)
 	case *messages.SourceSynced:
@@ -90,11 +98,27 @@ func (a *Actor) Receive(ctx actor.Context) {
 	}
 }
 
-func (a *Actor) handleStarted() {
+func (a *Actor) handleStarted(ctx actor.Context) {
 	a.sources = map[string]map[types.UID]*v1.Pod{}
 	a.synced = map[string]bool{}
 	a.pods = map[types.UID]*entry{}
-	a.rejected = map[types.UID]string{}
+	a.rejected = map[types.UID]*v1.Pod{}
+	// After a restart nothing is known: the sources send their pods again
+	// and new PodActors adopt what runs (the old ones were stopped with us).
+	for _, pid := range a.cfg.SourcePIDs {
+		ctx.Send(pid, &messages.Resync{})
+	}
+}
+
+// handleResync has every PodActor republish its status and republishes the
+// admission failures (a restarted StatusActor asks for it).
+func (a *Actor) handleResync(ctx actor.Context) {
+	for _, e := range a.pods {
+		ctx.Send(e.pid, &messages.Resync{})
+	}
+	for _, p := range a.rejected {
+		ctx.Send(a.status, &messages.PodStatusUpdate{Pod: p.DeepCopy()})
+	}
 }
 
 func (a *Actor) allSynced() bool {
@@ -208,16 +232,20 @@ func (a *Actor) spawn(ctx actor.Context, p *v1.Pod, source string) {
 // upstream (OutOfpods, OutOfcpu, ...).
 func (a *Actor) reject(ctx actor.Context, p *v1.Pod, source, reason, msg string) {
 	a.log.Warn("pod rejected", "pod", p.Namespace+"/"+p.Name, "reason", reason, "message", msg)
-	a.rejected[p.UID] = source
 	out := p.DeepCopy()
 	out.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: msg}
 	now := metav1.Now()
 	out.Status.StartTime = &now
-	ctx.Send(a.status, &messages.PodStatusUpdate{Pod: out})
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[rejectedBy] = source
+	a.rejected[p.UID] = out
+	ctx.Send(a.status, &messages.PodStatusUpdate{Pod: out.DeepCopy()})
 }
 
 func (a *Actor) remove(ctx actor.Context, uid types.UID, source string) {
-	if src, ok := a.rejected[uid]; ok && src == source {
+	if rp, ok := a.rejected[uid]; ok && rp.Annotations[rejectedBy] == source {
 		delete(a.rejected, uid)
 		ctx.Send(a.status, &messages.PodForget{UID: uid})
 		return

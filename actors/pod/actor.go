@@ -115,8 +115,9 @@ type Actor struct {
 	done    bool                // PodTerminated sent
 
 	inspecting bool
-	busy       bool // a runtime operation is in flight
-	dirty      bool // inspect again when the current call returns
+	busy       bool   // a runtime operation is in flight
+	opSeq      uint64 // operations started; an inspection older than the last one is stale
+	dirty      bool   // inspect again when the current call returns
 	pulling    map[uint64]pendingStart
 	nextReq    uint64
 
@@ -161,6 +162,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.KillPod:
 		a.handleKillPod(m)
 	case *messages.PodLifecycleEvent:
+		a.requestInspect()
+	case *messages.Resync:
+		a.status = nil // publish again even if unchanged
 		a.requestInspect()
 	case *messages.ImageResult:
 		a.handleImageResult(m)
@@ -229,12 +233,12 @@ func (a *Actor) requestInspect() {
 		return
 	}
 	a.inspecting, a.dirty = true, false
-	rt, uid, gen, sys, self, timeout := a.d.Runtime, a.uid, a.gen, a.sys, a.self, a.d.Config.OpTimeout
+	rt, uid, gen, sys, self, timeout, seq := a.d.Runtime, a.uid, a.gen, a.sys, a.self, a.d.Config.OpTimeout, a.opSeq
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		snap, sboxOf, err := inspect(ctx, rt, uid)
-		sys.Root.Send(self, &inspected{gen: gen, snap: snap, sandboxOf: sboxOf, err: err})
+		sys.Root.Send(self, &inspected{gen: gen, opSeq: seq, snap: snap, sandboxOf: sboxOf, err: err})
 	}()
 }
 
@@ -243,6 +247,16 @@ func (a *Actor) handleInspected(ctx actor.Context, m *inspected) {
 		return
 	}
 	a.inspecting = false
+	if m.opSeq != a.opSeq || a.busy {
+		// An operation started while the runtime was read: the view is
+		// stale. Look again once the operation is done.
+		if a.busy {
+			a.dirty = true
+		} else {
+			a.requestInspect()
+		}
+		return
+	}
 	if m.err != nil {
 		a.log.Warn("inspect pod", "err", m.err)
 		a.failures++

@@ -24,6 +24,7 @@ func (e *startError) Unwrap() error { return e.err }
 // an opDone message, so the mailbox never blocks on the runtime.
 func (a *Actor) run(act action, killing bool) {
 	a.busy = true
+	a.opSeq++
 	rt, gen, sys, self := a.d.Runtime, a.gen, a.sys, a.self
 	timeout := a.d.Config.OpTimeout
 	name := ""

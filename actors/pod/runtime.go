@@ -108,6 +108,7 @@ func (s *snapshot) nextAttempt(name string) uint32 {
 // inspected is the result of an inspection, sent back to the actor.
 type inspected struct {
 	gen       uint64
+	opSeq     uint64
 	snap      *snapshot
 	sandboxOf map[string]string // container ID -> sandbox ID
 	err       error

@@ -117,7 +117,21 @@ func (p *poller) Receive(ctx actor.Context) {
 		p.handleTick(ctx, m)
 	case *listed:
 		p.handleListed(ctx, m)
+	case *messages.Resync:
+		p.handleResync(ctx)
 	}
+}
+
+// handleResync re-sends the last set (a restarted NodeActor lost it).
+func (p *poller) handleResync(ctx actor.Context) {
+	if !p.sent {
+		return // the first listing is still to come and will be sent
+	}
+	out := make([]*v1.Pod, len(p.last))
+	for i, pod := range p.last {
+		out[i] = pod.DeepCopy()
+	}
+	ctx.Send(p.node, &messages.PodUpdate{Source: p.source, Op: messages.OpSet, Pods: out})
 }
 
 func (p *poller) handleStarted(ctx actor.Context) {

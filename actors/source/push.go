@@ -61,10 +61,20 @@ func (a *push) Receive(ctx actor.Context) {
 		a.handlePushPod(ctx, m)
 	case *messages.RemovePushedPod:
 		a.handleRemovePushedPod(ctx, m)
+	case *messages.Resync:
+		a.sendAll(ctx)
 	}
 }
 
 func (a *push) handleStarted(ctx actor.Context) {
+	if len(a.store.pods) > 0 {
+		a.log.Info("restarted, re-sending pushed pods", "pods", len(a.store.pods))
+	}
+	a.sendAll(ctx)
+}
+
+// sendAll sends every pushed pod as one OpSet, then SourceSynced.
+func (a *push) sendAll(ctx actor.Context) {
 	if n := len(a.store.pods); n > 0 {
 		keys := make([]string, 0, n)
 		for k := range a.store.pods {
@@ -75,7 +85,6 @@ func (a *push) handleStarted(ctx actor.Context) {
 		for _, k := range keys {
 			pods = append(pods, a.store.pods[k].DeepCopy())
 		}
-		a.log.Info("restarted, re-sending pushed pods", "pods", n)
 		ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourcePush, Op: messages.OpSet, Pods: pods})
 	}
 	ctx.Send(a.node, &messages.SourceSynced{Source: messages.SourcePush})

@@ -13,14 +13,16 @@ import (
 	"github.com/actorlet/actorlet/messages"
 )
 
-// New returns the StatusActor producer.
-func New() actor.Producer {
-	return func() actor.Actor { return &Actor{} }
+// New returns the StatusActor producer. node, when given, is asked to have
+// every pod's status republished after a restart of this actor.
+func New(node *actor.PID) actor.Producer {
+	return func() actor.Actor { return &Actor{node: node} }
 }
 
 // Actor is the StatusActor. Pods it stores are never mutated after they
 // arrive (senders deep-copy), so reads may share them.
 type Actor struct {
+	node *actor.PID
 	pods map[types.UID]*v1.Pod
 }
 
@@ -28,9 +30,12 @@ type Actor struct {
 func (a *Actor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		// A restarted StatusActor starts empty; PodActors republish on their
-		// next change and at every sync period.
 		a.pods = map[types.UID]*v1.Pod{}
+		if a.node != nil {
+			// A (re)started StatusActor starts empty: have everything
+			// republished (nothing yet at the first start).
+			ctx.Send(a.node, &messages.Resync{})
+		}
 	case *messages.PodStatusUpdate:
 		a.handleUpdate(m)
 	case *messages.PodForget:

@@ -155,20 +155,23 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		},
 	}
 	sources := []string{messages.SourcePush}
+	sourcePIDs := []*actor.PID{pushPID}
 	children := []supervisors.Child{
-		{Name: "status", Props: props(status.New())},
+		{Name: "status", Props: props(status.New(nodePID))},
 		{Name: "images", Props: props(image.New(rt, clk, image.Config{
 			BackoffBase: o.ImagePullBackoffInitial, BackoffCap: o.ImagePullBackoffMax, PullTimeout: o.RuntimeRequestTimeout,
 		}, log))},
 	}
 	if o.PodManifestPath != "" {
 		sources = append(sources, messages.SourceFile)
+		sourcePIDs = append(sourcePIDs, pidOf("source-file"))
 		lister := &manifest.DirLister{Dir: o.PodManifestPath, NodeName: name}
 		children = append(children, supervisors.Child{Name: "source-file",
 			Props: props(source.NewFile(nodePID, lister, o.FileCheckFrequency, clk, log))})
 	}
 	if o.ManifestURL != "" {
 		sources = append(sources, messages.SourceURL)
+		sourcePIDs = append(sourcePIDs, pidOf("source-url"))
 		lister := &manifest.URLLister{URL: o.ManifestURL, NodeName: name, Client: &http.Client{Timeout: 30 * time.Second}}
 		children = append(children, supervisors.Child{Name: "source-url",
 			Props: props(source.NewURL(nodePID, lister, o.HTTPCheckFrequency, clk, log))})
@@ -176,7 +179,7 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	podProps := func(uid types.UID) *actor.Props { return props(pod.New(uid, podDeps)) }
 	children = append(children,
 		supervisors.Child{Name: "node", Props: props(node.New(node.Config{
-			NodeName: name, MaxPods: int(o.MaxPods), Sources: sources,
+			NodeName: name, MaxPods: int(o.MaxPods), Sources: sources, SourcePIDs: sourcePIDs,
 		}, statusPID, podProps, m, log))},
 		supervisors.Child{Name: "pleg", Props: props(pleg.New(nodePID, rt, clk, pleg.Config{
 			Period: o.PLEGRelistPeriod, Threshold: o.PLEGThreshold, Timeout: o.RuntimeRequestTimeout,
@@ -192,7 +195,16 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	if o.ChaosKillRate > 0 {
 		kinds, _ := supervisors.ParseKinds(o.ChaosKinds) // validated with the flags
 		log.Warn("chaos enabled", "rate", o.ChaosKillRate, "kinds", kinds, "seed", o.ChaosSeed)
-		supervisors.StartChaos(ctx, sys, reg, supervisors.ChaosConfig{Rate: o.ChaosKillRate, Seed: o.ChaosSeed, Kinds: kinds}, log)
+		seed := o.ChaosSeed
+		if seed == 0 {
+			seed = time.Now().UnixNano()
+		}
+		chaosCtx, chaosCancel := ctx, context.CancelFunc(func() {})
+		if o.ChaosDuration > 0 {
+			chaosCtx, chaosCancel = context.WithTimeout(ctx, o.ChaosDuration)
+		}
+		defer chaosCancel()
+		supervisors.StartChaos(chaosCtx, sys, reg, supervisors.ChaosConfig{Rate: o.ChaosKillRate, Seed: seed, Kinds: kinds}, log)
 	}
 	go reportActors(ctx, reg, m)
 

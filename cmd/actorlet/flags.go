@@ -43,6 +43,7 @@ type options struct {
 	ChaosKillRate            float64
 	ChaosSeed                int64
 	ChaosKinds               string
+	ChaosDuration            time.Duration
 	Verbosity                int
 	LogFormat                string
 }
@@ -99,6 +100,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ImagePullBackoffMax, "image-pull-backoff-max", o.ImagePullBackoffMax, "Cap of the image pull back-off.")
 	fs.Float64Var(&o.ChaosKillRate, "chaos-kill-rate", o.ChaosKillRate, "Chaos: panics injected per second into random live actors (0 disables).")
 	fs.Int64Var(&o.ChaosSeed, "chaos-seed", o.ChaosSeed, "Chaos: random seed (0 = time-based).")
+	fs.DurationVar(&o.ChaosDuration, "chaos-duration", o.ChaosDuration, "Chaos: stop injecting after this long (0 = until actorlet stops).")
 	fs.StringVar(&o.ChaosKinds, "chaos-kinds", o.ChaosKinds, "Chaos: actor kinds to crash, comma separated (pod,probe,pleg,image,status,node,source).")
 	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "Log verbosity (0 info, 4 and up debug).")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "Log format: text or json.")
@@ -158,6 +160,9 @@ func (o *options) validate() error {
 		if st, err := os.Stat(o.PodManifestPath); err == nil && !st.IsDir() {
 			bad("--pod-manifest-path %q is not a directory", o.PodManifestPath)
 		}
+	}
+	if o.ChaosDuration < 0 {
+		bad("--chaos-duration must not be negative, got %s", o.ChaosDuration)
 	}
 	if o.ChaosKillRate < 0 {
 		bad("--chaos-kill-rate must not be negative, got %g", o.ChaosKillRate)
