@@ -1,0 +1,261 @@
+package status
+
+import (
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/supervisors"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func newSystem() *actor.ActorSystem {
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// nodeStub records the Resync requests the StatusActor sends.
+type nodeStub struct {
+	mu      sync.Mutex
+	resyncs int
+}
+
+func (n *nodeStub) count() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.resyncs
+}
+
+func spawnNodeStub(sys *actor.ActorSystem) (*actor.PID, *nodeStub) {
+	n := &nodeStub{}
+	pid := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*messages.Resync); ok {
+			n.mu.Lock()
+			n.resyncs++
+			n.mu.Unlock()
+		}
+	}))
+	return pid, n
+}
+
+func pod(ns, name, uid string, phase v1.PodPhase) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid)},
+		Status:     v1.PodStatus{Phase: phase},
+	}
+}
+
+func update(ns, name, uid string, phase v1.PodPhase) *messages.PodStatusUpdate {
+	return &messages.PodStatusUpdate{Pod: pod(ns, name, uid, phase)}
+}
+
+// getPods asks the StatusActor for its pods; messages sent before from
+// Root are in the mailbox ahead of the request, so no wait is needed.
+func getPods(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) []v1.Pod {
+	t.Helper()
+	res, err := sys.Root.RequestFuture(pid, &messages.GetPods{}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatalf("GetPods: %v", err)
+	}
+	list, ok := res.(*messages.PodList)
+	if !ok {
+		t.Fatalf("GetPods answered %T", res)
+	}
+	return list.Items
+}
+
+// summary renders pods as "ns/name=phase" for comparison.
+func summary(items []v1.Pod) []string {
+	out := make([]string, 0, len(items))
+	for _, p := range items {
+		out = append(out, p.Namespace+"/"+p.Name+"="+string(p.Status.Phase))
+	}
+	return out
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestStatusActorStoresAndServesPods(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []any
+		want  []string
+	}{
+		{
+			name:  "empty",
+			steps: nil,
+			want:  []string{},
+		},
+		{
+			name: "sorted by namespace then name",
+			steps: []any{
+				update("kube-system", "a", "u1", v1.PodRunning),
+				update("default", "web", "u2", v1.PodRunning),
+				update("default", "api", "u3", v1.PodPending),
+			},
+			want: []string{"default/api=Pending", "default/web=Running", "kube-system/a=Running"},
+		},
+		{
+			name: "newest status wins",
+			steps: []any{
+				update("default", "web", "u1", v1.PodPending),
+				update("default", "web", "u1", v1.PodRunning),
+			},
+			want: []string{"default/web=Running"},
+		},
+		{
+			name: "forget removes the pod",
+			steps: []any{
+				update("default", "web", "u1", v1.PodRunning),
+				update("default", "api", "u2", v1.PodRunning),
+				&messages.PodForget{UID: "u1"},
+			},
+			want: []string{"default/api=Running"},
+		},
+		{
+			name: "forget of an unknown pod is harmless",
+			steps: []any{
+				update("default", "web", "u1", v1.PodRunning),
+				&messages.PodForget{UID: "nope"},
+			},
+			want: []string{"default/web=Running"},
+		},
+		{
+			name: "failed is not replaced by running",
+			steps: []any{
+				update("default", "web", "u1", v1.PodFailed),
+				update("default", "web", "u1", v1.PodRunning),
+			},
+			want: []string{"default/web=Failed"},
+		},
+		{
+			name: "succeeded is not replaced by pending",
+			steps: []any{
+				update("default", "job", "u1", v1.PodSucceeded),
+				update("default", "job", "u1", v1.PodPending),
+			},
+			want: []string{"default/job=Succeeded"},
+		},
+		{
+			name: "succeeded is not replaced by unknown",
+			steps: []any{
+				update("default", "job", "u1", v1.PodSucceeded),
+				update("default", "job", "u1", v1.PodUnknown),
+			},
+			want: []string{"default/job=Succeeded"},
+		},
+		{
+			name: "running may become failed",
+			steps: []any{
+				update("default", "web", "u1", v1.PodRunning),
+				update("default", "web", "u1", v1.PodFailed),
+			},
+			want: []string{"default/web=Failed"},
+		},
+		{
+			name: "a forgotten terminal pod may come back",
+			steps: []any{
+				update("default", "web", "u1", v1.PodFailed),
+				&messages.PodForget{UID: "u1"},
+				update("default", "web", "u1", v1.PodPending),
+			},
+			want: []string{"default/web=Pending"},
+		},
+		{
+			name: "update without a pod is ignored",
+			steps: []any{
+				update("default", "web", "u1", v1.PodRunning),
+				&messages.PodStatusUpdate{},
+			},
+			want: []string{"default/web=Running"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sys := newSystem()
+			pid := sys.Root.Spawn(actor.PropsFromProducer(New(nil)))
+			t.Cleanup(func() { sys.Root.Stop(pid) })
+			for _, m := range tt.steps {
+				sys.Root.Send(pid, m)
+			}
+			if got := summary(getPods(t, sys, pid)); !equal(got, tt.want) {
+				t.Errorf("pods = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStatusActorAsksNodeToResyncOnStart(t *testing.T) {
+	sys := newSystem()
+	nodePID, node := spawnNodeStub(sys)
+	pid := sys.Root.Spawn(actor.PropsFromProducer(New(nodePID)))
+	t.Cleanup(func() { sys.Root.Stop(pid) })
+	waitFor(t, "a Resync at the node", func() bool { return node.count() == 1 })
+}
+
+// A restarted StatusActor has lost its pods: it starts empty and asks the
+// node again, so the node can have every status republished.
+func TestRestartedStatusActorStartsEmptyAndResyncs(t *testing.T) {
+	sys := newSystem()
+	nodePID, node := spawnNodeStub(sys)
+
+	type spawnChild struct{}
+	type getChild struct{}
+	var child *actor.PID
+	parent := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch c.Message().(type) {
+		case spawnChild:
+			child = c.Spawn(actor.PropsFromProducer(New(nodePID), actor.WithReceiverMiddleware(supervisors.Chaos())))
+		case getChild:
+			c.Respond(child)
+		}
+	}, actor.WithSupervisor(actor.NewRestartingStrategy())))
+	t.Cleanup(func() { sys.Root.Stop(parent) })
+	sys.Root.Send(parent, spawnChild{})
+	res, err := sys.Root.RequestFuture(parent, getChild{}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatalf("get child: %v", err)
+	}
+	pid := res.(*actor.PID)
+	waitFor(t, "the first Resync", func() bool { return node.count() == 1 })
+
+	sys.Root.Send(pid, update("default", "web", "u1", v1.PodRunning))
+	if got := summary(getPods(t, sys, pid)); !equal(got, []string{"default/web=Running"}) {
+		t.Fatalf("before restart pods = %v", got)
+	}
+
+	sys.Root.Send(pid, &messages.ChaosPanic{Reason: "test"})
+	waitFor(t, "a second Resync after the restart", func() bool { return node.count() == 2 })
+	if got := getPods(t, sys, pid); len(got) != 0 {
+		t.Errorf("after restart pods = %v, want none until republished", summary(got))
+	}
+}
