@@ -103,7 +103,9 @@ type fakeMetrics struct {
 
 var _ Metrics = (*fakeMetrics)(nil)
 
-func newFakeMetrics() *fakeMetrics { return &fakeMetrics{runningPods: -1, containers: map[string]int{}} }
+func newFakeMetrics() *fakeMetrics {
+	return &fakeMetrics{runningPods: -1, containers: map[string]int{}}
+}
 
 func (m *fakeMetrics) ObservePLEGRelist(time.Duration, time.Duration) {
 	m.mu.Lock()
