@@ -1,0 +1,77 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestBadFlagsExitTwo(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{name: "unknown flag", args: []string{"--no-such-flag"}},
+		{name: "not a duration", args: []string{"--sync-frequency", "soon"}},
+		{name: "negative duration", args: []string{"--file-check-frequency", "-1s"}},
+		{name: "port out of range", args: []string{"--port", "70000"}},
+		{name: "bad address", args: []string{"--address", "localhost:1"}},
+		{name: "bad endpoint", args: []string{"--container-runtime-endpoint", "tcp://1.2.3.4:5"}},
+		{name: "relative socket", args: []string{"--container-runtime-endpoint", "unix://run/x.sock"}},
+		{name: "bad manifest url", args: []string{"--manifest-url", "ftp://x/y"}},
+		{name: "negative max pods", args: []string{"--max-pods", "-1"}},
+		{name: "unknown chaos kind", args: []string{"--chaos-kinds", "pod,gremlin"}},
+		{name: "negative chaos rate", args: []string{"--chaos-kill-rate", "-2"}},
+		{name: "backoff max below initial", args: []string{"--crashloop-backoff-initial", "1m", "--crashloop-backoff-max", "10s"}},
+		{name: "stray argument", args: []string{"extra"}},
+		{name: "bad sim option", args: []string{"simruntime", "--fault-rate", "2"}},
+		{name: "sim unknown flag", args: []string{"simruntime", "--bogus"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if code := run(tt.args); code != exitUsage {
+				t.Fatalf("run(%v) = %d, want %d", tt.args, code, exitUsage)
+			}
+		})
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	if code := run([]string{"--help"}); code != exitOK {
+		t.Fatalf("--help: %d", code)
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	o := defaultOptions()
+	o.Port = -1
+	o.MaxPods = -3
+	err := o.validate()
+	if err == nil || !strings.Contains(err.Error(), "--port") || !strings.Contains(err.Error(), "--max-pods") {
+		t.Fatalf("validate: %v", err)
+	}
+}
+
+func TestSimOptionsFromEndpointQuery(t *testing.T) {
+	tests := []struct {
+		name    string
+		query   string
+		wantErr bool
+	}{
+		{name: "empty", query: ""},
+		{name: "latency and faults", query: "start-latency=50ms&fault-rate=0.5&fault-seed=3"},
+		{name: "unknown option", query: "colour=blue", wantErr: true},
+		{name: "bad value", query: "start-latency=fast", wantErr: true},
+		{name: "rate out of range", query: "fault-rate=7", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := simConfigFromQuery(tt.query)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err %v, wantErr %v", err, tt.wantErr)
+			}
+			if tt.name == "latency and faults" && (cfg.StartLatency.String() != "50ms" || cfg.FaultRate != 0.5 || cfg.Seed != 3) {
+				t.Fatalf("cfg %+v", cfg)
+			}
+		})
+	}
+}
