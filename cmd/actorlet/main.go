@@ -3,6 +3,8 @@
 //	actorlet [flags]                       run the node agent
 //	actorlet simruntime --listen unix:///path/sim.sock [sim flags]
 //	                                       run the simulated CRI runtime alone
+//	actorlet bench --scenario NAME [--pods N] [--duration D] [--out FILE.json]
+//	                                       measure a real actorlet process
 package main
 
 import (
@@ -29,8 +31,13 @@ func main() {
 func run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if len(args) > 0 && args[0] == "simruntime" {
-		return runSimRuntime(ctx, args[1:])
+	if len(args) > 0 {
+		switch args[0] {
+		case "simruntime":
+			return runSimRuntime(ctx, args[1:])
+		case "bench":
+			return runBench(ctx, args[1:])
+		}
 	}
 	return runAgent(ctx, args)
 }
