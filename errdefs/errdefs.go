@@ -48,3 +48,10 @@ func IsAlreadyExists(err error) bool { return errors.Is(err, ErrAlreadyExists) }
 
 // IsUnavailable reports whether err is of class ErrUnavailable.
 func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
+
+// ErrConflict is an optimistic-concurrency conflict (a stale resource
+// version or a UID precondition that failed).
+var ErrConflict = errors.New("conflict")
+
+// ErrForbidden is a request the server refused to authorize.
+var ErrForbidden = errors.New("forbidden")

@@ -5,6 +5,7 @@ package node
 import (
 	"fmt"
 	"log/slog"
+	"sort"
 
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
@@ -56,8 +57,13 @@ type entry struct {
 	source  string
 	pid     *actor.PID
 	killing *messages.KillPod
-	// respawn: the pod was desired again while being killed.
-	respawn *v1.Pod
+	// stopping: the pod is terminated and its actor is stopping; the entry
+	// stays until the name pod-<uid> is free again.
+	stopping bool
+	// respawn: the pod was desired again (by respawnSource) while being
+	// killed; it runs again once the old actor is gone.
+	respawn       *v1.Pod
+	respawnSource string
 }
 
 // Actor is the NodeActor.
@@ -190,12 +196,16 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 		return
 	}
 	if e, ok := a.pods[p.UID]; ok {
-		if e.source != source && e.pod != nil {
-			return // the first source to claim a UID owns it
-		}
 		if e.killing != nil {
-			e.respawn = p
+			// Being killed: run it again afterwards, for the source that
+			// wants it (the killed pod's own source first).
+			if e.respawn == nil || e.respawnSource == source || source == e.source {
+				e.respawn, e.respawnSource = p, source
+			}
 			return
+		}
+		if e.source != source {
+			return // the first source to claim a UID owns it; the others are kept for a handover
 		}
 		if e.pod != nil && equality.Semantic.DeepEqual(e.pod.Spec, p.Spec) &&
 			equality.Semantic.DeepEqual(e.pod.ObjectMeta, p.ObjectMeta) {
@@ -219,8 +229,8 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 func (a *Actor) spawn(ctx actor.Context, p *v1.Pod, source string) {
 	pid, err := ctx.SpawnNamed(a.podProps(p.UID), "pod-"+string(p.UID))
 	if err != nil {
-		// The name is taken by a PodActor that is still stopping; the
-		// PodTerminated path respawns it.
+		// Cannot happen while entries outlive their actors' stop; logged
+		// loudly if it ever does.
 		a.log.Error("spawn pod actor", "pod", p.Namespace+"/"+p.Name, "err", err)
 		return
 	}
@@ -251,15 +261,37 @@ func (a *Actor) remove(ctx actor.Context, uid types.UID, source string) {
 		return
 	}
 	e, ok := a.pods[uid]
-	if !ok || e.source != source {
+	if !ok {
 		return
 	}
-	e.respawn = nil
-	if e.killing != nil {
+	if e.respawnSource == source {
+		e.respawn, e.respawnSource = nil, ""
+	}
+	if e.source != source || e.killing != nil {
 		return
 	}
 	e.killing = &messages.KillPod{UID: uid, Reason: "removed from source " + source}
 	ctx.Send(e.pid, e.killing)
+	a.handOver(e, uid, source)
+}
+
+// handOver lets another source that also wants uid run it once the kill
+// is done.
+func (a *Actor) handOver(e *entry, uid types.UID, from string) {
+	if e.respawn != nil {
+		return
+	}
+	names := make([]string, 0, len(a.sources))
+	for name := range a.sources {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if p, ok := a.sources[name][uid]; ok && name != from {
+			e.respawn, e.respawnSource = p, name
+			return
+		}
+	}
 }
 
 func (a *Actor) handlePodEvents(ctx actor.Context, m *messages.PodEvents) {
@@ -307,23 +339,26 @@ func (a *Actor) handleNeedPod(ctx actor.Context, m *messages.NeedPod) {
 
 func (a *Actor) handleTerminated(ctx actor.Context, m *messages.PodTerminated) {
 	e, ok := a.pods[m.UID]
-	if !ok {
+	if !ok || e.stopping {
 		return
 	}
-	delete(a.pods, m.UID)
 	ctx.Send(a.status, &messages.PodForget{UID: m.UID})
-	respawn := e.respawn
-	source := e.source
-	// Stop the child, then respawn if the pod came back meanwhile: the
-	// name is free once the stop has completed.
-	f := ctx.StopFuture(e.pid)
-	if respawn == nil {
-		return
+	if e.killing == nil {
+		e.killing = &messages.KillPod{UID: m.UID, Reason: "terminated"}
 	}
-	ctx.ReenterAfter(f, func(any, error) {
-		if _, again := a.pods[respawn.UID]; !again {
-			a.upsert(ctx, respawn, source)
+	// Keep the entry until the actor has stopped and its name is free;
+	// a pod desired again meanwhile is respawned then.
+	e.stopping = true
+	uid := m.UID
+	ctx.ReenterAfter(ctx.StopFuture(e.pid), func(any, error) {
+		if cur, ok := a.pods[uid]; !ok || cur != e {
+			return
 		}
+		delete(a.pods, uid)
+		if e.respawn != nil {
+			a.upsert(ctx, e.respawn, e.respawnSource)
+		}
+		a.reportDesired()
 	})
 }
 

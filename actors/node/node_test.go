@@ -704,8 +704,6 @@ func TestPodReaddedWhileKilling(t *testing.T) {
 
 // After a respawn the desired-pods gauge must count the pod again.
 func TestDesiredPodsAfterRespawn(t *testing.T) {
-	t.Skip("bug: node.go:323-326, the respawn in handleTerminated's ReenterAfter does not call reportDesired, " +
-		"so the desired-pods gauge misses the respawned pod until the next PodUpdate")
 	h := newHarness(t, Config{NodeName: "n1"})
 	h.send(set(messages.SourceFile, mkPod("a", "img:1"), mkPod("b", "img:1")))
 	h.send(set(messages.SourceFile, mkPod("b", "img:1")))
@@ -725,8 +723,6 @@ func TestDesiredPodsAfterRespawn(t *testing.T) {
 // An orphan that a source starts to want while it is being killed must end
 // up owned by that source, so that the source can remove it again.
 func TestOrphanClaimedWhileKilling(t *testing.T) {
-	t.Skip("bug: node.go:193/197 lets any source set respawn on an orphan entry (source \"\"), " +
-		"handleTerminated (node.go:316,325) respawns it with source \"\", and remove (node.go:254) then ignores the claiming source")
 	tests := []struct {
 		name string
 		// after the orphan killer was started, before PodTerminated
@@ -777,8 +773,6 @@ func TestOrphanClaimedWhileKilling(t *testing.T) {
 // A pod re-added in the window between PodTerminated and the end of the
 // old PodActor's stop must still be run once the name is free.
 func TestPodReaddedWhileOldActorIsStopping(t *testing.T) {
-	t.Skip("bug: node.go:219-226, SpawnNamed fails with ErrNameExists while the old PodActor is still stopping " +
-		"and the pod is dropped; the PodTerminated path only respawns pods re-added before PodTerminated")
 	h := newHarness(t, Config{NodeName: "n1"})
 	h.send(set(messages.SourceFile, mkPod("a", "img:1")))
 	h.send(set(messages.SourceFile))
@@ -788,7 +782,8 @@ func TestPodReaddedWhileOldActorIsStopping(t *testing.T) {
 	h.rec.mu.Lock()
 	h.rec.stopGate["a"], h.rec.stopping["a"] = gate, held
 	h.rec.mu.Unlock()
-	h.tell("a", terminate{})
+	// No barrier after terminate: the gated stop may overtake it.
+	h.sys.Root.Send(h.latest("a").pid, terminate{})
 	select {
 	case <-held:
 	case <-time.After(10 * time.Second):
@@ -811,8 +806,6 @@ func TestPodReaddedWhileOldActorIsStopping(t *testing.T) {
 // A UID wanted by two sources: when the owner removes it, the other
 // source's pod must run.
 func TestPodWantedByTwoSources(t *testing.T) {
-	t.Skip("bug: node.go:193 ignores a second source's claim on a UID; when the owner removes it, " +
-		"nothing respawns the pod the other source still holds in a.sources")
 	h := newHarness(t, Config{NodeName: "n1"})
 	h.send(set(messages.SourceFile, mkPod("a", "img:1")))
 	h.send(add(messages.SourcePush, mkPod("a", "img:push")))

@@ -1,0 +1,399 @@
+// Package nodestatus is the NodeStatusActor of cluster mode: it registers the
+// Node, reports its status (capacity, allocatable, conditions, addresses,
+// node info) and renews its Lease. It is a sibling of the NodeActor, not part
+// of it, so that a crash of the pod router never stops the heartbeat and a
+// slow API server never delays a pod.
+package nodestatus
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/messages"
+)
+
+// API is what the actor needs from the API server.
+type API interface {
+	GetNode(ctx context.Context, name string) (*v1.Node, error)
+	CreateNode(ctx context.Context, node *v1.Node) (*v1.Node, error)
+	PatchNodeStatus(ctx context.Context, name string, oldStatus, newStatus *v1.NodeStatus) (*v1.Node, error)
+	PatchNodeMeta(ctx context.Context, name string, labels map[string]string) (*v1.Node, error)
+}
+
+// Leaser renews the node's Lease.
+type Leaser interface {
+	RenewLease(ctx context.Context, node *v1.Node, durationSeconds int32, now time.Time) error
+}
+
+// Machine gives the system info and the capacity (cpu, memory, storage).
+type Machine interface {
+	Info(ctx context.Context) (v1.NodeSystemInfo, v1.ResourceList, error)
+}
+
+// Config of the actor; defaults are upstream's.
+type Config struct {
+	NodeName        string
+	NodeIP          string
+	Hostname        string
+	Labels          map[string]string // --node-labels, on top of the well-known ones
+	MaxPods         int
+	KubeReserved    v1.ResourceList
+	SystemReserved  v1.ResourceList
+	UpdateFrequency time.Duration // --node-status-update-frequency, 10 s
+	ReportFrequency time.Duration // node-status-report-frequency, 5 m
+	LeaseDuration   time.Duration // node-lease-duration-seconds, 40 s (renewed every quarter)
+	KubeletVersion  string
+	RuntimeVersion  string // "containerd://1.6.20"
+	Port            int32
+	Timeout         time.Duration
+}
+
+// New returns the producer. pleg answers GetHealth.
+func New(cfg Config, api API, leaser Leaser, machine Machine, pleg *actor.PID, clk clock.WithDelayedExecution, log *slog.Logger) actor.Producer {
+	if api == nil || leaser == nil || machine == nil || pleg == nil || clk == nil {
+		panic("nodestatus.New: api, leaser, machine, pleg and clock are required")
+	}
+	if cfg.UpdateFrequency <= 0 {
+		cfg.UpdateFrequency = 10 * time.Second
+	}
+	if cfg.ReportFrequency <= 0 {
+		cfg.ReportFrequency = 5 * time.Minute
+	}
+	if cfg.LeaseDuration <= 0 {
+		cfg.LeaseDuration = 40 * time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return func() actor.Actor {
+		return &Actor{cfg: cfg, api: api, leaser: leaser, machine: machine, pleg: pleg, clk: clk, log: log.With("actor", "nodestatus")}
+	}
+}
+
+// Actor is the NodeStatusActor.
+type Actor struct {
+	cfg     Config
+	api     API
+	leaser  Leaser
+	machine Machine
+	pleg    *actor.PID
+	clk     clock.WithDelayedExecution
+	log     *slog.Logger
+
+	sys  *actor.ActorSystem
+	self *actor.PID
+	gen  uint64
+
+	node        *v1.Node // as the API server last returned it; nil until registered
+	registering bool
+	patching    bool
+	renewing    bool
+	lastReport  time.Time
+	health      *messages.Health
+	timers      []clock.Timer
+}
+
+type (
+	registered struct {
+		gen  uint64
+		node *v1.Node
+		err  error
+	}
+	patched struct {
+		gen  uint64
+		node *v1.Node
+		err  error
+	}
+	renewed struct {
+		gen uint64
+		err error
+	}
+	statusTick struct{ gen uint64 }
+	leaseTick  struct{ gen uint64 }
+)
+
+// Receive implements actor.Actor.
+func (a *Actor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.handleStarted(ctx)
+	case *actor.Restarting, *actor.Stopping:
+		for _, t := range a.timers {
+			t.Stop()
+		}
+	case *registered:
+		a.handleRegistered(ctx, m)
+	case *retryRegister:
+		a.register()
+	case *statusTick:
+		if m.gen == a.gen {
+			a.arm(a.cfg.UpdateFrequency, &statusTick{gen: a.gen})
+			ctx.Request(a.pleg, &messages.GetHealth{})
+		}
+	case *messages.Health:
+		a.health = m
+		a.report(false)
+	case *patched:
+		a.handlePatched(m)
+	case *leaseTick:
+		if m.gen == a.gen {
+			a.arm(a.cfg.LeaseDuration/4, &leaseTick{gen: a.gen})
+			a.renew()
+		}
+	case *renewed:
+		if m.gen == a.gen {
+			a.renewing = false
+			if m.err != nil {
+				a.log.Warn("lease renewal failed", "err", m.err)
+			}
+		}
+	}
+}
+
+func (a *Actor) handleStarted(ctx actor.Context) {
+	a.sys, a.self = ctx.ActorSystem(), ctx.Self()
+	a.gen = rand.Uint64()
+	a.register()
+	a.arm(a.cfg.UpdateFrequency, &statusTick{gen: a.gen})
+	a.arm(a.cfg.LeaseDuration/4, &leaseTick{gen: a.gen})
+}
+
+func (a *Actor) arm(d time.Duration, msg any) {
+	sys, self := a.sys, a.self
+	a.timers = append(a.timers[:0:0], append(a.live(), a.clk.AfterFunc(d, func() { sys.Root.Send(self, msg) }))...)
+}
+
+// live drops fired timers from the list (bounded: two periodic timers).
+func (a *Actor) live() []clock.Timer {
+	if len(a.timers) > 8 {
+		return a.timers[len(a.timers)-2:]
+	}
+	return a.timers
+}
+
+func (a *Actor) async(f func(ctx context.Context) any) {
+	sys, self, timeout := a.sys, a.self, a.cfg.Timeout
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		sys.Root.Send(self, f(ctx))
+	}()
+}
+
+// register creates the Node, or adopts an existing one and merges labels.
+func (a *Actor) register() {
+	if a.registering {
+		return
+	}
+	a.registering = true
+	node := a.initialNode()
+	api, gen := a.api, a.gen
+	a.async(func(ctx context.Context) any {
+		existing, err := api.GetNode(ctx, node.Name)
+		if errdefs.IsNotFound(err) {
+			created, err := api.CreateNode(ctx, node)
+			if errdefs.IsAlreadyExists(err) {
+				created, err = api.GetNode(ctx, node.Name)
+			}
+			return &registered{gen: gen, node: created, err: err}
+		}
+		if err != nil {
+			return &registered{gen: gen, err: err}
+		}
+		if !hasLabels(existing.Labels, node.Labels) {
+			existing, err = api.PatchNodeMeta(ctx, node.Name, node.Labels)
+		}
+		return &registered{gen: gen, node: existing, err: err}
+	})
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Actor) handleRegistered(ctx actor.Context, m *registered) {
+	if m.gen != a.gen {
+		return
+	}
+	a.registering = false
+	if m.err != nil {
+		a.log.Error("node registration failed, retrying", "node", a.cfg.NodeName, "err", m.err)
+		sys, self := a.sys, a.self
+		a.timers = append(a.live(), a.clk.AfterFunc(a.cfg.UpdateFrequency, func() { sys.Root.Send(self, &retryRegister{}) }))
+		return
+	}
+	a.log.Info("node registered", "node", m.node.Name, "uid", m.node.UID)
+	a.node = m.node
+	a.lastReport = time.Time{}
+	ctx.Request(a.pleg, &messages.GetHealth{})
+	a.renew()
+}
+
+type retryRegister struct{}
+
+func (a *Actor) initialNode() *v1.Node {
+	labels := map[string]string{
+		"kubernetes.io/hostname":  a.cfg.Hostname,
+		"kubernetes.io/os":        "linux",
+		"kubernetes.io/arch":      runtime.GOARCH,
+		"beta.kubernetes.io/arch": runtime.GOARCH,
+		"beta.kubernetes.io/os":   "linux",
+	}
+	for k, v := range a.cfg.Labels {
+		labels[k] = v
+	}
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: labels}}
+}
+
+// report computes the status and patches it when it changed, or when the
+// last report is older than the report frequency.
+func (a *Actor) report(force bool) {
+	if a.node == nil || a.patching {
+		return
+	}
+	now := a.clk.Now()
+	next, err := a.status(now)
+	if err != nil {
+		a.log.Warn("node status", "err", err)
+	}
+	changed := !apiequality.Semantic.DeepEqual(withoutHeartbeats(a.node.Status), withoutHeartbeats(*next))
+	if !force && !changed && now.Sub(a.lastReport) < a.cfg.ReportFrequency {
+		return
+	}
+	a.patching = true
+	old := a.node.Status.DeepCopy()
+	api, gen, name := a.api, a.gen, a.node.Name
+	a.async(func(ctx context.Context) any {
+		n, err := api.PatchNodeStatus(ctx, name, old, next)
+		return &patched{gen: gen, node: n, err: err}
+	})
+}
+
+func (a *Actor) handlePatched(m *patched) {
+	if m.gen != a.gen {
+		return
+	}
+	a.patching = false
+	switch {
+	case errdefs.IsNotFound(m.err):
+		a.log.Warn("node object gone, registering again", "node", a.cfg.NodeName)
+		a.node = nil
+		a.register()
+	case m.err != nil:
+		a.log.Warn("node status update failed", "err", m.err)
+	default:
+		a.node = m.node
+		a.lastReport = a.clk.Now()
+	}
+}
+
+func (a *Actor) renew() {
+	if a.node == nil || a.renewing {
+		return
+	}
+	a.renewing = true
+	node, leaser, gen, now := a.node.DeepCopy(), a.leaser, a.gen, a.clk.Now()
+	secs := int32(a.cfg.LeaseDuration / time.Second)
+	a.async(func(ctx context.Context) any {
+		return &renewed{gen: gen, err: leaser.RenewLease(ctx, node, secs, now)}
+	})
+}
+
+func withoutHeartbeats(s v1.NodeStatus) v1.NodeStatus {
+	out := *s.DeepCopy()
+	for i := range out.Conditions {
+		out.Conditions[i].LastHeartbeatTime = metav1.Time{}
+	}
+	return out
+}
+
+// status builds the Node status: capacity from the machine, allocatable
+// minus the reservations, conditions from the runtime and PLEG health.
+func (a *Actor) status(now time.Time) (*v1.NodeStatus, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	info, capacity, err := a.machine.Info(ctx)
+	if capacity == nil {
+		capacity = v1.ResourceList{}
+	}
+	capacity[v1.ResourcePods] = *resource.NewQuantity(int64(a.cfg.MaxPods), resource.DecimalSI)
+	allocatable := v1.ResourceList{}
+	for name, q := range capacity {
+		q = q.DeepCopy()
+		for _, reserved := range []v1.ResourceList{a.cfg.KubeReserved, a.cfg.SystemReserved} {
+			if r, ok := reserved[name]; ok {
+				q.Sub(r)
+			}
+		}
+		if q.Sign() < 0 {
+			q = *resource.NewQuantity(0, q.Format)
+		}
+		allocatable[name] = q
+	}
+	info.KubeletVersion = a.cfg.KubeletVersion
+	info.ContainerRuntimeVersion = a.cfg.RuntimeVersion
+	st := &v1.NodeStatus{
+		Capacity:    capacity,
+		Allocatable: allocatable,
+		NodeInfo:    info,
+		Addresses: []v1.NodeAddress{
+			{Type: v1.NodeInternalIP, Address: a.cfg.NodeIP},
+			{Type: v1.NodeHostName, Address: a.cfg.Hostname},
+		},
+		DaemonEndpoints: v1.NodeDaemonEndpoints{KubeletEndpoint: v1.DaemonEndpoint{Port: a.cfg.Port}},
+		Phase:           a.node.Status.Phase,
+	}
+	st.Conditions = a.conditions(now)
+	return st, err
+}
+
+func (a *Actor) conditions(now time.Time) []v1.NodeCondition {
+	t := metav1.NewTime(now)
+	ready := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady", Message: "actorlet is posting ready status"}
+	switch h := a.health; {
+	case h == nil:
+		ready.Status, ready.Reason, ready.Message = v1.ConditionFalse, "KubeletNotReady", "container runtime status check may not have completed yet"
+	case h.RuntimeErr != "":
+		ready.Status, ready.Reason, ready.Message = v1.ConditionFalse, "KubeletNotReady", "container runtime is down: "+h.RuntimeErr
+	case h.LastRelist.IsZero() || now.Sub(h.LastRelist) > h.Threshold:
+		ready.Status, ready.Reason = v1.ConditionFalse, "KubeletNotReady"
+		ready.Message = fmt.Sprintf("PLEG is not healthy: pleg was last seen active %s ago; threshold is %s",
+			now.Sub(h.LastRelist).Round(time.Second), h.Threshold)
+	}
+	conds := []v1.NodeCondition{
+		{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "actorlet has sufficient memory available"},
+		{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "actorlet has no disk pressure"},
+		{Type: v1.NodePIDPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientPID", Message: "actorlet has sufficient PID available"},
+		ready,
+	}
+	for i := range conds {
+		conds[i].LastHeartbeatTime = t
+		conds[i].LastTransitionTime = t
+		for _, old := range a.node.Status.Conditions {
+			if old.Type == conds[i].Type && old.Status == conds[i].Status {
+				conds[i].LastTransitionTime = old.LastTransitionTime
+			}
+		}
+	}
+	return conds
+}
