@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/actorlet/actorlet/actors/probe"
 	"github.com/actorlet/actorlet/errdefs"
 	"github.com/actorlet/actorlet/messages"
 )
@@ -45,6 +46,25 @@ type Config struct {
 	// OpTimeout bounds one runtime operation (upstream runtime request
 	// timeout, 2 m); a stop adds the grace period.
 	OpTimeout time.Duration
+	// ProbeCheckpointDir keeps each pod's last probe results
+	// (<dir>/<pod-uid>.json) so that readiness survives a restart of the
+	// PodActor or of actorlet. Empty: no checkpoint.
+	ProbeCheckpointDir string
+	// PodsDir is the per-pod directory root (upstream <root-dir>/pods):
+	// termination message files and the managed /etc/hosts live under
+	// <PodsDir>/<pod-uid>/. Empty: neither is mounted.
+	PodsDir string
+}
+
+// Probing is what the ProbeActors need. The zero value runs exec probes
+// through the Runtime when it can exec; probes of a handler kind with no
+// handler fail with "probe handler not configured".
+type Probing struct {
+	Handlers probe.Handlers
+	Metrics  probe.Metrics
+	// Props wraps a ProbeActor's producer (middlewares, supervisor); nil:
+	// plain props.
+	Props func(actor.Producer) *actor.Props
 }
 
 // Deps are a PodActor's collaborators.
@@ -56,6 +76,8 @@ type Deps struct {
 	Log     *slog.Logger
 	Metrics Metrics
 	Config  Config
+	// Probes run the containers' probes and the httpGet lifecycle hooks.
+	Probes Probing
 }
 
 // New returns the producer of the PodActor for uid. It refuses missing
@@ -88,6 +110,14 @@ func New(uid types.UID, d Deps) actor.Producer {
 	}
 	if c.RuntimeName == "" {
 		c.RuntimeName = "cri"
+	}
+	if d.Probes.Handlers.Exec == nil {
+		if ex, ok := d.Runtime.(probe.Execer); ok {
+			d.Probes.Handlers.Exec = ex
+		}
+	}
+	if d.Probes.Props == nil {
+		d.Probes.Props = func(p actor.Producer) *actor.Props { return actor.PropsFromProducer(p) }
 	}
 	return func() actor.Actor {
 		return &Actor{uid: uid, d: d, log: d.Log.With("pod_uid", string(uid))}
@@ -127,6 +157,11 @@ type Actor struct {
 	resync    clock.Timer
 	failures  int       // consecutive failed operations (retry back-off)
 	holdUntil time.Time // no new operation before this (after a failure)
+
+	probes        map[string]*probeChild // running ProbeActors by name
+	probeStopping map[string]bool        // stopped, Terminated not yet seen
+	results       map[string]*ctrResult  // probe results by container ID (checkpointed)
+	kills         map[string]killReq     // containers to kill (probe failures), by ID
 }
 
 type pendingStart struct {
@@ -168,6 +203,13 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.requestInspect()
 	case *messages.ImageResult:
 		a.handleImageResult(m)
+	case *messages.ProbeResult:
+		a.handleProbeResult(ctx, m)
+	case *actor.Terminated:
+		if a.probeStopping[m.Who.Id] {
+			delete(a.probeStopping, m.Who.Id)
+			a.syncProbes(ctx)
+		}
 	case *messages.Tick:
 		a.handleResync(m)
 	case *inspected:
@@ -187,6 +229,8 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.gen = rand.Uint64()
 	a.waits = map[string]waitInfo{}
 	a.pulling = map[uint64]pendingStart{}
+	a.probes, a.probeStopping, a.kills = map[string]*probeChild{}, map[string]bool{}, map[string]killReq{}
+	a.results = a.loadCheckpoint()
 	if p := ctx.Parent(); p != nil {
 		ctx.Send(p, &messages.NeedPod{UID: a.uid})
 	}
@@ -274,10 +318,12 @@ func (a *Actor) handleInspected(ctx actor.Context, m *inspected) {
 // reconcile publishes the status and takes the next step.
 func (a *Actor) reconcile(ctx actor.Context) {
 	now := a.d.Clock.Now()
+	a.syncProbes(ctx)
 	if a.kill != nil {
 		if a.snap.empty() {
 			if !a.done {
 				a.done = true
+				a.removeCheckpoint()
 				a.log.Info("pod terminated")
 				ctx.Send(ctx.Parent(), &messages.PodTerminated{UID: a.uid})
 			}
@@ -295,6 +341,11 @@ func (a *Actor) reconcile(ctx actor.Context) {
 		// An image is being made present (its result continues), or a
 		// failed operation waits for its retry.
 		a.publish(a.waits, now)
+		return
+	}
+	if act, ok := a.pendingKill(); ok {
+		a.publish(a.waits, now)
+		a.run(act, false)
 		return
 	}
 	// Plan with the phase of the status as it stands.
@@ -331,6 +382,7 @@ func (a *Actor) statusWith(waits map[string]waitInfo, now time.Time) v1.PodStatu
 	return computeStatus(statusInput{
 		pod: a.pod, snap: a.snap, waits: waits, runtimeName: a.d.Config.RuntimeName,
 		hostIP: a.d.Config.HostIP, startTime: start, prev: a.status, now: now,
+		probe: a.probeState,
 	})
 }
 

@@ -45,6 +45,12 @@ type getChild struct{}
 
 func newHarness(t *testing.T, pod *v1.Pod) *harness {
 	t.Helper()
+	return newHarnessWith(t, pod, nil)
+}
+
+// newHarnessWith lets a test adjust the PodActor's Deps.
+func newHarnessWith(t *testing.T, pod *v1.Pod, adjust func(*Deps)) *harness {
+	t.Helper()
 	h := &harness{t: t, sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })), clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), pod: pod}
 	h.rt = newFakeRuntime(h.clk)
 	status := h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
@@ -69,6 +75,9 @@ func newHarness(t *testing.T, pod *v1.Pod) *harness {
 	}))
 	deps := Deps{Runtime: h.rt, Images: images, Status: status, Clock: h.clk, Log: quiet,
 		Config: Config{RuntimeName: "fake", HostIP: "192.0.2.1", PodLogsDir: t.TempDir(), BackoffBase: 10 * time.Second, BackoffMax: 40 * time.Second}}
+	if adjust != nil {
+		adjust(&deps)
+	}
 	var child *actor.PID
 	parentProps := actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
@@ -358,7 +367,7 @@ func TestRestartedActorAdoptsContainers(t *testing.T) {
 	h.mu.Lock()
 	h.statuses = nil
 	h.mu.Unlock()
-	h.poke()
+	h.sys.Root.Send(h.childPID(), &messages.Resync{}) // publish again, even if it already did
 	st := h.waitStatus("Running after restart", running)
 	if st.ContainerStatuses[0].RestartCount != 1 {
 		t.Fatalf("restart count %d, want 1: an actor restart is not a container restart", st.ContainerStatuses[0].RestartCount)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
@@ -23,6 +25,10 @@ type fakeRuntime struct {
 	sandboxOf  map[string]string
 	calls      []string
 	errs       map[string]error // method -> error returned once
+	execCodes  map[string]int32 // container name -> exit code of execs (default 0)
+	execs      map[string]int   // container name -> exec count
+	execLog    []string         // container name + " " + command, in order
+	stopGrace  []int64          // StopContainer timeouts, in order
 }
 
 var _ Runtime = (*fakeRuntime)(nil)
@@ -34,7 +40,41 @@ func newFakeRuntime(clk clock.PassiveClock) *fakeRuntime {
 		containers: map[string]*runtimeapi.ContainerStatus{},
 		sandboxOf:  map[string]string{},
 		errs:       map[string]error{},
+		execCodes:  map[string]int32{},
+		execs:      map[string]int{},
 	}
+}
+
+// ExecSync answers with the exit code set for the container's name.
+func (f *fakeRuntime) ExecSync(_ context.Context, id string, cmd []string, _ time.Duration) ([]byte, []byte, int32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("ExecSync"); err != nil {
+		return nil, nil, 0, err
+	}
+	c, ok := f.containers[id]
+	if !ok || c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return nil, nil, 0, errdefs.Wrap(errdefs.ErrFailedPrecondition, fmt.Errorf("container %s not running", id))
+	}
+	f.execs[c.Metadata.Name]++
+	f.execLog = append(f.execLog, c.Metadata.Name+" "+strings.Join(cmd, " "))
+	code := f.execCodes[c.Metadata.Name]
+	if code != 0 {
+		return nil, []byte("probe says no"), code, nil
+	}
+	return []byte("ok"), nil, 0, nil
+}
+
+func (f *fakeRuntime) setExec(name string, code int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.execCodes[name] = code
+}
+
+func (f *fakeRuntime) execCount(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.execs[name]
 }
 
 func (f *fakeRuntime) call(method string) error {
@@ -165,12 +205,13 @@ func (f *fakeRuntime) StartContainer(_ context.Context, id string) error {
 	return nil
 }
 
-func (f *fakeRuntime) StopContainer(_ context.Context, id string, _ int64) error {
+func (f *fakeRuntime) StopContainer(_ context.Context, id string, timeout int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call("StopContainer"); err != nil {
 		return err
 	}
+	f.stopGrace = append(f.stopGrace, timeout)
 	c, ok := f.containers[id]
 	if !ok {
 		return errdefs.Wrap(errdefs.ErrNotFound, fmt.Errorf("container %s", id))

@@ -54,6 +54,9 @@ func (a *Actor) run(act action, killing bool) {
 		}
 	case act.kind == actStopContainers:
 		grace := gracePeriod(a.pod, nil)
+		if act.grace > 0 {
+			grace = act.grace
+		}
 		timeout += time.Duration(grace) * time.Second
 		ids := act.ids
 		a.log.Info("stop containers", "reason", act.reason, "count", len(ids))

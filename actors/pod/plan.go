@@ -39,6 +39,7 @@ type action struct {
 	// stop-containers / remove-containers / stop-sandbox
 	ids    []string
 	reason string
+	grace  int64 // stop-containers: grace period in seconds (0: the pod's)
 }
 
 // planResult is the next action, the waiting reasons the plan found (shown

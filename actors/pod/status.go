@@ -39,6 +39,9 @@ type statusInput struct {
 	startTime   time.Time
 	prev        *v1.PodStatus
 	now         time.Time
+	// probe says whether a running container has started and is ready;
+	// nil: every running container is both.
+	probe func(c *v1.Container, id string) (started, ready bool)
 }
 
 // computeStatus derives the pod status from the runtime snapshot, as the
@@ -271,9 +274,12 @@ func (in statusInput) containerStatus(c *v1.Container, initializing bool) v1.Con
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: ReasonContainerCreating}
 	case cur.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
 		cs.State.Running = &v1.ContainerStateRunning{StartedAt: nanoTime(cur.StartedAt)}
-		started := true
+		started, ready := true, true
+		if in.probe != nil {
+			started, ready = in.probe(c, cur.Id)
+		}
 		cs.Started = &started
-		cs.Ready = true // readiness probes refine this (container lifecycle issue)
+		cs.Ready = ready
 	case cur.State == runtimeapi.ContainerState_CONTAINER_EXITED:
 		cs.State.Terminated = terminated(cur, in.runtimeName)
 		started := false

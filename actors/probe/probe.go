@@ -1,0 +1,495 @@
+// Package probe is the ProbeActor: one probe (liveness, readiness or startup)
+// of one running container, a child of its PodActor named
+// "probe-<container>-<kind>".
+//
+// Timing is a Tick armed on the injected clock: the first probe runs at the
+// container's start plus initialDelaySeconds, then every periodSeconds on a
+// fixed schedule (a slow probe skips ticks, it never shifts the schedule).
+// One probe attempt runs off the mailbox and comes back as a message; the
+// thresholds (successThreshold, failureThreshold) are applied as upstream and
+// the parent hears only when the result changes (and once after a start).
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
+
+	"github.com/actorlet/actorlet/messages"
+)
+
+// Execer runs a command in a container (CRI ExecSync); a non-zero exit code
+// is not an error.
+type Execer interface {
+	ExecSync(ctx context.Context, id string, cmd []string, timeout time.Duration) (stdout, stderr []byte, exitCode int32, err error)
+}
+
+// HTTPGetter performs one HTTP GET probe: ok for a 2xx/3xx answer (redirects
+// handled as upstream), output is a short description of a failure.
+type HTTPGetter interface {
+	HTTPGet(ctx context.Context, u *url.URL, header http.Header, timeout time.Duration) (ok bool, output string, err error)
+}
+
+// TCPChecker opens (and closes) a TCP connection.
+type TCPChecker interface {
+	TCPCheck(ctx context.Context, host string, port int, timeout time.Duration) (ok bool, output string, err error)
+}
+
+// GRPCChecker calls the standard gRPC health service.
+type GRPCChecker interface {
+	GRPCCheck(ctx context.Context, host string, port int, service string, timeout time.Duration) (ok bool, output string, err error)
+}
+
+// Handlers are the outbound handlers of the probe kinds; a nil handler makes
+// probes of its kind fail with a clear message.
+type Handlers struct {
+	Exec Execer
+	HTTP HTTPGetter
+	TCP  TCPChecker
+	GRPC GRPCChecker
+}
+
+// Metrics counts probe results (prober_probe_total,
+// prober_probe_duration_seconds). May be nil.
+type Metrics interface {
+	ObserveProbe(probeType, result, container, pod, namespace, podUID string, d time.Duration)
+}
+
+// Deps are a ProbeActor's collaborators.
+type Deps struct {
+	Handlers Handlers
+	Clock    clock.WithDelayedExecution
+	Metrics  Metrics
+	Log      *slog.Logger
+}
+
+// Target is what one ProbeActor probes.
+type Target struct {
+	Kind        messages.ProbeKind
+	PodName     string
+	Namespace   string
+	PodUID      types.UID
+	PodIP       string
+	Container   *v1.Container // deep copy: ports and env for the handlers
+	ContainerID string
+	StartedAt   time.Time // the container's start: initialDelaySeconds counts from it
+	Probe       *v1.Probe
+}
+
+// Name is the actor name of a probe: probe-<container>-<kind>.
+func Name(container string, kind messages.ProbeKind) string {
+	return "probe-" + container + "-" + string(kind)
+}
+
+// Probe of a container spec for a kind, or nil.
+func Of(c *v1.Container, kind messages.ProbeKind) *v1.Probe {
+	switch kind {
+	case messages.ProbeLiveness:
+		return c.LivenessProbe
+	case messages.ProbeReadiness:
+		return c.ReadinessProbe
+	case messages.ProbeStartup:
+		return c.StartupProbe
+	}
+	return nil
+}
+
+// New returns the producer of a ProbeActor. Clock is required.
+func New(t Target, d Deps) actor.Producer {
+	if d.Clock == nil || t.Probe == nil || t.Container == nil {
+		panic("probe.New: Clock, Probe and Container are required")
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	return func() actor.Actor {
+		return &Actor{t: t, d: d, log: d.Log.With("pod", t.Namespace+"/"+t.PodName, "container", t.Container.Name, "probe", string(t.Kind))}
+	}
+}
+
+// Actor is the ProbeActor.
+type Actor struct {
+	t   Target
+	d   Deps
+	log *slog.Logger
+
+	sys    *actor.ActorSystem
+	self   *actor.PID
+	parent *actor.PID
+	gen    uint64
+
+	timer    clock.Timer
+	nextAt   time.Time
+	inFlight bool
+	seq      uint64
+
+	last      *bool // last result reported to the parent; nil: none since start
+	lastRun   bool  // result of the current run of equal results
+	resultRun int
+	onHold    bool // liveness/startup failed: no more probing for this container
+}
+
+// done is the outcome of one probe attempt.
+type done struct {
+	gen, seq uint64
+	ok       bool
+	msg      string
+	err      error
+	took     time.Duration
+}
+
+// Receive implements actor.Actor.
+func (a *Actor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.handleStarted(ctx)
+	case *actor.Restarting, *actor.Stopping:
+		a.stopTimer()
+	case *messages.Tick:
+		a.handleTick(m)
+	case *done:
+		a.handleDone(ctx, m)
+	}
+}
+
+func (a *Actor) handleStarted(ctx actor.Context) {
+	a.sys, a.self, a.parent = ctx.ActorSystem(), ctx.Self(), ctx.Parent()
+	a.gen = rand.Uint64()
+	now := a.d.Clock.Now()
+	first := a.t.StartedAt.Add(time.Duration(a.t.Probe.InitialDelaySeconds) * time.Second)
+	if first.Before(now) {
+		first = now
+	}
+	a.arm(first)
+}
+
+// arm schedules the next tick at t.
+func (a *Actor) arm(t time.Time) {
+	a.stopTimer()
+	a.nextAt = t
+	sys, self, msg := a.sys, a.self, &messages.Tick{Gen: a.gen}
+	d := t.Sub(a.d.Clock.Now())
+	if d <= 0 {
+		sys.Root.Send(self, msg) // due now (a fake clock fires timers only when stepped)
+		return
+	}
+	a.timer = a.d.Clock.AfterFunc(d, func() { sys.Root.Send(self, msg) })
+}
+
+func (a *Actor) stopTimer() {
+	if a.timer != nil {
+		a.timer.Stop()
+		a.timer = nil
+	}
+}
+
+func (a *Actor) period() time.Duration {
+	p := time.Duration(a.t.Probe.PeriodSeconds) * time.Second
+	if p <= 0 {
+		p = 10 * time.Second
+	}
+	return p
+}
+
+func (a *Actor) timeout() time.Duration {
+	t := time.Duration(a.t.Probe.TimeoutSeconds) * time.Second
+	if t <= 0 {
+		t = time.Second
+	}
+	return t
+}
+
+// handleTick is one step: start a probe unless one is in flight, and arm the
+// next tick on the fixed schedule.
+func (a *Actor) handleTick(m *messages.Tick) {
+	if m.Gen != a.gen || a.onHold {
+		return
+	}
+	now := a.d.Clock.Now()
+	next := a.nextAt.Add(a.period())
+	for !next.After(now) {
+		next = next.Add(a.period())
+	}
+	a.arm(next)
+	if a.inFlight {
+		return // the previous attempt is still running: skip this tick
+	}
+	a.inFlight = true
+	a.seq++
+	run := a.runner()
+	gen, seq, sys, self, clk := a.gen, a.seq, a.sys, a.self, a.d.Clock
+	timeout := a.timeout()
+	go func() {
+		start := clk.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Second)
+		ok, msg, err := run(ctx)
+		cancel()
+		sys.Root.Send(self, &done{gen: gen, seq: seq, ok: ok, msg: msg, err: err, took: clk.Since(start)})
+	}()
+}
+
+func (a *Actor) handleDone(ctx actor.Context, m *done) {
+	if m.gen != a.gen || m.seq != a.seq {
+		return
+	}
+	a.inFlight = false
+	ok := m.ok && m.err == nil
+	msg := m.msg
+	if m.err != nil {
+		msg = m.err.Error()
+	}
+	if a.d.Metrics != nil {
+		res := "successful"
+		switch {
+		case m.err != nil:
+			res = "unknown"
+		case !m.ok:
+			res = "failed"
+		}
+		a.d.Metrics.ObserveProbe(metricType(a.t.Kind), res, a.t.Container.Name, a.t.PodName, a.t.Namespace, string(a.t.PodUID), m.took)
+	}
+	if a.onHold {
+		return
+	}
+	if ok == a.lastRun && a.resultRun > 0 {
+		a.resultRun++
+	} else {
+		a.lastRun, a.resultRun = ok, 1
+	}
+	threshold := int(a.t.Probe.FailureThreshold)
+	if ok {
+		threshold = int(a.t.Probe.SuccessThreshold)
+	}
+	if threshold <= 0 {
+		threshold = map[bool]int{true: 1, false: 3}[ok]
+	}
+	if a.resultRun < threshold {
+		return // keep the last result until the threshold is reached
+	}
+	if !ok {
+		a.log.Info("probe failed", "output", msg)
+	}
+	if a.last == nil || *a.last != ok {
+		a.last = &ok
+		if a.parent != nil {
+			ctx.Send(a.parent, &messages.ProbeResult{Container: a.t.Container.Name, ContainerID: a.t.ContainerID,
+				Kind: a.t.Kind, Success: ok, Message: msg})
+		}
+	}
+	if !ok && a.t.Kind != messages.ProbeReadiness {
+		// The container is killed: nothing to probe until it is replaced
+		// (a new container gets a new ProbeActor).
+		a.onHold = true
+		a.stopTimer()
+	}
+	if ok && a.t.Kind == messages.ProbeStartup {
+		a.onHold = true // started: the startup probe is done
+		a.stopTimer()
+	}
+}
+
+func metricType(k messages.ProbeKind) string {
+	switch k {
+	case messages.ProbeLiveness:
+		return "Liveness"
+	case messages.ProbeReadiness:
+		return "Readiness"
+	}
+	return "Startup"
+}
+
+// errNoHandler is a probe whose handler kind is not configured.
+var errNoHandler = errors.New("probe handler not configured")
+
+// runner returns one attempt of the probe, ready to run off the mailbox.
+func (a *Actor) runner() func(ctx context.Context) (bool, string, error) {
+	p, h, t := a.t.Probe, a.d.Handlers, a.t
+	timeout := a.timeout()
+	switch {
+	case p.Exec != nil:
+		if h.Exec == nil {
+			return noHandler("exec")
+		}
+		cmd := ExpandCommand(p.Exec.Command, t.Container.Env)
+		id := t.ContainerID
+		return func(ctx context.Context) (bool, string, error) {
+			stdout, stderr, code, err := h.Exec.ExecSync(ctx, id, cmd, timeout)
+			if err != nil {
+				return false, "", err
+			}
+			out := truncate(string(stdout) + string(stderr))
+			if code != 0 {
+				return false, fmt.Sprintf("command %q exited with %d: %s", cmd, code, out), nil
+			}
+			return true, out, nil
+		}
+	case p.HTTPGet != nil:
+		if h.HTTP == nil {
+			return noHandler("httpGet")
+		}
+		u, header, err := HTTPTarget(p.HTTPGet, t.Container, t.PodIP)
+		if err != nil {
+			return failNow(err)
+		}
+		return func(ctx context.Context) (bool, string, error) { return h.HTTP.HTTPGet(ctx, u, header, timeout) }
+	case p.TCPSocket != nil:
+		if h.TCP == nil {
+			return noHandler("tcpSocket")
+		}
+		port, err := ResolvePort(p.TCPSocket.Port, t.Container)
+		if err != nil {
+			return failNow(err)
+		}
+		host := p.TCPSocket.Host
+		if host == "" {
+			host = t.PodIP
+		}
+		return func(ctx context.Context) (bool, string, error) { return h.TCP.TCPCheck(ctx, host, port, timeout) }
+	case p.GRPC != nil:
+		if h.GRPC == nil {
+			return noHandler("grpc")
+		}
+		service := ""
+		if p.GRPC.Service != nil {
+			service = *p.GRPC.Service
+		}
+		host, port := t.PodIP, int(p.GRPC.Port)
+		return func(ctx context.Context) (bool, string, error) {
+			return h.GRPC.GRPCCheck(ctx, host, port, service, timeout)
+		}
+	}
+	return failNow(errors.New("probe has no handler"))
+}
+
+func noHandler(kind string) func(context.Context) (bool, string, error) {
+	return failNow(fmt.Errorf("%s: %w", kind, errNoHandler))
+}
+
+func failNow(err error) func(context.Context) (bool, string, error) {
+	return func(context.Context) (bool, string, error) { return false, "", err }
+}
+
+func truncate(s string) string {
+	const maxOutput = 10 * 1024
+	if len(s) > maxOutput {
+		return s[:maxOutput]
+	}
+	return s
+}
+
+// ResolvePort returns a numbered port, or the containerPort of a named one.
+func ResolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
+	if p.Type == intstr.Int {
+		if p.IntVal <= 0 || p.IntVal > 65535 {
+			return 0, fmt.Errorf("invalid port %d", p.IntVal)
+		}
+		return int(p.IntVal), nil
+	}
+	if n, err := strconv.Atoi(p.StrVal); err == nil && n > 0 && n <= 65535 {
+		return n, nil
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == p.StrVal {
+			return int(cp.ContainerPort), nil
+		}
+	}
+	return 0, fmt.Errorf("couldn't find port %q in container %s", p.StrVal, c.Name)
+}
+
+// HTTPTarget builds the URL and headers of an httpGet action (probe or
+// hook): scheme (default HTTP), host (default podIP), named or numbered
+// port, path and headers; a Host header sets the request's host.
+func HTTPTarget(g *v1.HTTPGetAction, c *v1.Container, podIP string) (*url.URL, http.Header, error) {
+	port, err := ResolvePort(g.Port, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	host := g.Host
+	if host == "" {
+		host = podIP
+	}
+	scheme := strings.ToLower(string(g.Scheme))
+	if scheme == "" {
+		scheme = "http"
+	}
+	path := g.Path
+	if path != "" && !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	u, err := url.Parse(scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port)) + path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("probe url: %w", err)
+	}
+	header := http.Header{}
+	for _, h := range g.HTTPHeaders {
+		header.Add(h.Name, h.Value)
+	}
+	return u, header, nil
+}
+
+// ExpandCommand expands $(VAR) references to the container's literal env
+// values in an exec command, as upstream does for probes and hooks.
+func ExpandCommand(cmd []string, env []v1.EnvVar) []string {
+	vars := map[string]string{}
+	for _, e := range env {
+		if e.ValueFrom == nil {
+			vars[e.Name] = e.Value
+		}
+	}
+	out := make([]string, len(cmd))
+	for i, s := range cmd {
+		out[i] = Expand(s, func(name string) (string, bool) { v, ok := vars[name]; return v, ok })
+	}
+	return out
+}
+
+// Expand replaces $(VAR) with its value as the upstream kubelet's
+// expansion does: $$ is an escaped $, an unknown or malformed reference is
+// kept as written.
+func Expand(s string, lookup func(string) (string, bool)) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := lookup(name); ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString("$(" + name + ")")
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}

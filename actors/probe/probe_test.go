@@ -1,0 +1,311 @@
+package probe
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/actorlet/actorlet/messages"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// fakeExec answers exec probes with scripted exit codes and records when
+// (on the fake clock) each probe ran.
+type fakeExec struct {
+	mu    sync.Mutex
+	clk   *clocktesting.FakeClock
+	codes []int32 // next exit codes; the last one repeats
+	at    []time.Time
+	cmds  [][]string
+}
+
+var _ Execer = (*fakeExec)(nil)
+
+func (f *fakeExec) ExecSync(_ context.Context, _ string, cmd []string, _ time.Duration) ([]byte, []byte, int32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.at = append(f.at, f.clk.Now())
+	f.cmds = append(f.cmds, cmd)
+	code := f.codes[0]
+	if len(f.codes) > 1 {
+		f.codes = f.codes[1:]
+	}
+	return []byte("out"), nil, code, nil
+}
+
+func (f *fakeExec) calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.at)
+}
+
+type fakeHTTP struct {
+	mu  sync.Mutex
+	got []string
+	hdr http.Header
+}
+
+func (f *fakeHTTP) HTTPGet(_ context.Context, u *url.URL, h http.Header, _ time.Duration) (bool, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.got = append(f.got, u.String())
+	f.hdr = h
+	return true, "", nil
+}
+
+// fakeMetrics counts observed probes: a probe is observed once its result
+// has been handled by the actor.
+type fakeMetrics struct {
+	mu  sync.Mutex
+	n   int
+	res []string
+}
+
+var _ Metrics = (*fakeMetrics)(nil)
+
+func (f *fakeMetrics) ObserveProbe(probeType, result, container, pod, namespace, podUID string, _ time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	f.res = append(f.res, probeType+"/"+result+"/"+container+"/"+pod+"/"+namespace+"/"+podUID)
+}
+
+func (f *fakeMetrics) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
+}
+
+type harness struct {
+	met     *fakeMetrics
+	t       *testing.T
+	sys     *actor.ActorSystem
+	clk     *clocktesting.FakeClock
+	exec    *fakeExec
+	mu      sync.Mutex
+	results []messages.ProbeResult
+}
+
+func newHarness(t *testing.T, kind messages.ProbeKind, p *v1.Probe, codes ...int32) *harness {
+	t.Helper()
+	h := &harness{t: t, sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })),
+		clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	h.exec = &fakeExec{clk: h.clk, codes: codes}
+	target := Target{Kind: kind, PodName: "p", Namespace: "ns", PodUID: "uid", PodIP: "10.0.0.1",
+		Container: &v1.Container{Name: "app", Env: []v1.EnvVar{{Name: "F", Value: "/tmp/ok"}}}, ContainerID: "c1",
+		StartedAt: h.clk.Now(), Probe: p}
+	h.met = &fakeMetrics{}
+	deps := Deps{Handlers: Handlers{Exec: h.exec}, Clock: h.clk, Log: quiet, Metrics: h.met}
+	parent := h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case *actor.Started:
+			c.SpawnNamed(actor.PropsFromProducer(New(target, deps)), Name("app", kind))
+		case *messages.ProbeResult:
+			h.mu.Lock()
+			h.results = append(h.results, *m)
+			h.mu.Unlock()
+		}
+	}))
+	t.Cleanup(func() { h.sys.Root.Stop(parent) })
+	return h
+}
+
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// step advances the fake clock once a timer is armed.
+func (h *harness) step(d time.Duration) {
+	h.t.Helper()
+	h.waitFor("an armed timer", h.clk.HasWaiters)
+	h.clk.Step(d)
+}
+
+// probeAt steps to the next probe and waits for it to have run and for
+// its result to be handled.
+func (h *harness) probeAt(d time.Duration, n int) {
+	h.t.Helper()
+	h.step(d)
+	h.waitFor("probe to run and its result to be handled", func() bool { return h.met.count() >= n })
+}
+
+func (h *harness) got() []messages.ProbeResult {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]messages.ProbeResult(nil), h.results...)
+}
+
+func execProbe(delay, period, success, failure int32) *v1.Probe {
+	return &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"test", "-f", "$(F)"}}},
+		InitialDelaySeconds: delay, PeriodSeconds: period, TimeoutSeconds: 1, SuccessThreshold: success, FailureThreshold: failure}
+}
+
+func TestInitialDelayAndPeriodOnTheFakeClock(t *testing.T) {
+	h := newHarness(t, messages.ProbeReadiness, execProbe(5, 2, 1, 3), 0)
+	start := h.clk.Now()
+	h.step(4 * time.Second)
+	time.Sleep(20 * time.Millisecond)
+	if n := h.exec.calls(); n != 0 {
+		t.Fatalf("probed %d times before initialDelaySeconds", n)
+	}
+	h.probeAt(time.Second, 1)
+	for i := 2; i <= 4; i++ {
+		h.probeAt(2*time.Second, i)
+	}
+	h.exec.mu.Lock()
+	defer h.exec.mu.Unlock()
+	for i, at := range h.exec.at {
+		if want := start.Add(5*time.Second + time.Duration(i)*2*time.Second); !at.Equal(want) {
+			t.Errorf("probe %d at %s, want %s", i, at.Sub(start), want.Sub(start))
+		}
+	}
+	if got := h.exec.cmds[0]; len(got) != 3 || got[2] != "/tmp/ok" {
+		t.Errorf("command %q: $(F) not expanded from the container env", got)
+	}
+	h.met.mu.Lock()
+	if got := h.met.res[0]; got != "Readiness/successful/app/p/ns/uid" {
+		t.Errorf("metric labels %s", got)
+	}
+	h.met.mu.Unlock()
+	if res := h.got(); len(res) != 1 || !res[0].Success {
+		t.Errorf("results %+v: want one success (results flow only on change)", res)
+	}
+}
+
+func TestThresholds(t *testing.T) {
+	tests := []struct {
+		name  string
+		kind  messages.ProbeKind
+		codes []int32
+		probe *v1.Probe
+		want  []bool // reported results after all probes ran
+		runs  int
+	}{
+		{name: "readiness fails after failureThreshold", kind: messages.ProbeReadiness, codes: []int32{0, 1, 1, 1, 1},
+			probe: execProbe(0, 1, 1, 3), want: []bool{true, false}, runs: 5},
+		{name: "two failures are not enough", kind: messages.ProbeReadiness, codes: []int32{0, 1, 1, 0},
+			probe: execProbe(0, 1, 1, 3), want: []bool{true}, runs: 4},
+		{name: "readiness needs successThreshold", kind: messages.ProbeReadiness, codes: []int32{1, 1, 1, 0, 1, 0, 0},
+			probe: execProbe(0, 1, 2, 3), want: []bool{false, true}, runs: 7},
+		{name: "liveness fails once and holds", kind: messages.ProbeLiveness, codes: []int32{1},
+			probe: execProbe(0, 1, 1, 2), want: []bool{false}, runs: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.kind, tt.probe, tt.codes...)
+			h.waitFor("first probe", func() bool { return h.met.count() == 1 })
+			for i := 2; i <= tt.runs; i++ {
+				h.probeAt(time.Second, i)
+			}
+			h.waitFor("results", func() bool { return len(h.got()) == len(tt.want) })
+			time.Sleep(20 * time.Millisecond)
+			res := h.got()
+			if len(res) != len(tt.want) {
+				t.Fatalf("results %+v, want %v", res, tt.want)
+			}
+			for i, r := range res {
+				if r.Success != tt.want[i] || r.ContainerID != "c1" || r.Kind != tt.kind {
+					t.Errorf("result %d = %+v, want success=%v", i, r, tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestLivenessStopsProbingAfterFailure(t *testing.T) {
+	h := newHarness(t, messages.ProbeLiveness, execProbe(0, 1, 1, 1), 1)
+	h.waitFor("failure reported", func() bool { return len(h.got()) == 1 })
+	h.clk.Step(10 * time.Second)
+	time.Sleep(20 * time.Millisecond)
+	if n := h.exec.calls(); n != 1 {
+		t.Fatalf("%d probes after a liveness failure; the container is being killed, want 1", n)
+	}
+}
+
+func TestSlowProbeSkipsTicksKeepsSchedule(t *testing.T) {
+	h := newHarness(t, messages.ProbeReadiness, execProbe(0, 1, 1, 3), 0)
+	h.waitFor("first probe", func() bool { return h.met.count() == 1 })
+	start := h.clk.Now()
+	h.probeAt(time.Second, 2)
+	h.probeAt(time.Second, 3)
+	h.exec.mu.Lock()
+	defer h.exec.mu.Unlock()
+	if got := h.exec.at[2].Sub(start); got != 2*time.Second {
+		t.Fatalf("third probe at +%s, want +2s", got)
+	}
+}
+
+func TestHTTPTargetAndNamedPorts(t *testing.T) {
+	c := &v1.Container{Name: "web", Ports: []v1.ContainerPort{{Name: "http", ContainerPort: 8080}}}
+	tests := []struct {
+		name    string
+		action  v1.HTTPGetAction
+		want    string
+		wantErr bool
+	}{
+		{name: "named port, default host", action: v1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}, want: "http://10.1.2.3:8080/healthz"},
+		{name: "number, https, host", action: v1.HTTPGetAction{Host: "example.test", Port: intstr.FromInt32(443), Scheme: v1.URISchemeHTTPS}, want: "https://example.test:443"},
+		{name: "path without slash", action: v1.HTTPGetAction{Path: "ready", Port: intstr.FromInt32(80)}, want: "http://10.1.2.3:80/ready"},
+		{name: "unknown port name", action: v1.HTTPGetAction{Port: intstr.FromString("grpc")}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u, _, err := HTTPTarget(&tt.action, c, "10.1.2.3")
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("want error, got %s", u)
+				}
+				return
+			}
+			if err != nil || u.String() != tt.want {
+				t.Fatalf("got %v %v, want %s", u, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestExpand(t *testing.T) {
+	vars := map[string]string{"A": "x", "B": "y"}
+	lookup := func(n string) (string, bool) { v, ok := vars[n]; return v, ok }
+	tests := []struct{ name, in, want string }{
+		{name: "simple", in: "$(A)/$(B)", want: "x/y"},
+		{name: "escaped", in: "$$(A)", want: "$(A)"},
+		{name: "unknown kept", in: "$(C)", want: "$(C)"},
+		{name: "unterminated", in: "a$(A", want: "a$(A"},
+		{name: "lone dollar", in: "a$b$", want: "a$b$"},
+		{name: "double dollar", in: "$$", want: "$"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Expand(tt.in, lookup); got != tt.want {
+				t.Fatalf("Expand(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMissingHandlerFails(t *testing.T) {
+	h := newHarness(t, messages.ProbeReadiness, &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Port: intstr.FromInt32(80)}},
+		PeriodSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}, 0)
+	h.waitFor("a failure", func() bool { return len(h.got()) == 1 })
+	if r := h.got()[0]; r.Success || r.Message == "" {
+		t.Fatalf("result %+v", r)
+	}
+}
