@@ -11,9 +11,29 @@ type PodStatusUpdate struct {
 	Pod *v1.Pod // Status is the status to publish
 }
 
-// PodForget tells the StatusActor the pod is gone.
+// PodForget tells the StatusActor the pod is gone from the node. In cluster
+// mode, DeleteFromAPI asks for the final delete of an API pod whose graceful
+// deletion is now complete (nothing of it runs); a static pod's mirror pod is
+// deleted.
 type PodForget struct {
-	UID types.UID
+	UID           types.UID
+	Namespace     string
+	Name          string
+	DeleteFromAPI bool
+}
+
+// MirrorPod tells the StatusActor that the API server holds (or no longer
+// holds) a mirror pod, as seen by the API pod source.
+type MirrorPod struct {
+	Pod     *v1.Pod
+	Deleted bool
+}
+
+// NodeRegistered tells the StatusActor the Node object's UID (mirror pods
+// are owned by the Node).
+type NodeRegistered struct {
+	Name string
+	UID  types.UID
 }
 
 // GetPods asks the StatusActor for every known pod with status. Reply: PodList.

@@ -64,6 +64,9 @@ type entry struct {
 	// killed; it runs again once the old actor is gone.
 	respawn       *v1.Pod
 	respawnSource string
+	// deleting: the API server asked for a graceful deletion; once nothing
+	// runs, the pod is deleted from the API for good.
+	deleting bool
 }
 
 // Actor is the NodeActor.
@@ -195,6 +198,10 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 	if p == nil || p.UID == "" {
 		return
 	}
+	if p.DeletionTimestamp != nil {
+		a.gracefulDelete(ctx, p, source)
+		return
+	}
 	if e, ok := a.pods[p.UID]; ok {
 		if e.killing != nil {
 			// Being killed: run it again afterwards, for the source that
@@ -218,6 +225,9 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 	if _, ok := a.rejected[p.UID]; ok {
 		return
 	}
+	if source == messages.SourceAPI && (p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed) {
+		return // finished before: never run again (what is left in the runtime is an orphan)
+	}
 	if a.cfg.MaxPods > 0 && a.active() >= a.cfg.MaxPods {
 		a.reject(ctx, p, source, "OutOfpods",
 			fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", a.active(), a.cfg.MaxPods))
@@ -236,6 +246,37 @@ func (a *Actor) spawn(ctx actor.Context, p *v1.Pod, source string) {
 	}
 	a.pods[p.UID] = &entry{pod: p, source: source, pid: pid}
 	ctx.Send(pid, &messages.SyncPod{Pod: p.DeepCopy()})
+}
+
+// gracefulDelete kills an API pod whose deletion was requested, with the
+// deletion's grace period; the final delete follows PodTerminated.
+func (a *Actor) gracefulDelete(ctx actor.Context, p *v1.Pod, source string) {
+	kill := &messages.KillPod{UID: p.UID, GracePeriod: p.DeletionGracePeriodSeconds, Reason: "deleted from the API server"}
+	e, ok := a.pods[p.UID]
+	if !ok {
+		if _, rejected := a.rejected[p.UID]; rejected {
+			delete(a.rejected, p.UID)
+		}
+		// Not running here (or not any more): a PodActor still cleans up
+		// whatever the runtime holds, then the pod is deleted for good.
+		pid, err := ctx.SpawnNamed(a.podProps(p.UID), "pod-"+string(p.UID))
+		if err != nil {
+			a.log.Error("spawn pod actor for deletion", "pod", p.Namespace+"/"+p.Name, "err", err)
+			return
+		}
+		e = &entry{pod: p, source: source, pid: pid}
+		a.pods[p.UID] = e
+	}
+	if e.source != source && e.pod != nil {
+		return
+	}
+	e.pod, e.deleting, e.respawn = p, true, nil
+	if e.killing == nil || e.killing.GracePeriod == nil ||
+		(kill.GracePeriod != nil && *kill.GracePeriod < *e.killing.GracePeriod) {
+		// A shorter grace period (a second, forced delete) wins.
+		e.killing = kill
+		ctx.Send(e.pid, kill)
+	}
 }
 
 // reject reports a pod refused at admission: Failed with the reason, as
@@ -342,7 +383,11 @@ func (a *Actor) handleTerminated(ctx actor.Context, m *messages.PodTerminated) {
 	if !ok || e.stopping {
 		return
 	}
-	ctx.Send(a.status, &messages.PodForget{UID: m.UID})
+	forget := &messages.PodForget{UID: m.UID, DeleteFromAPI: e.deleting}
+	if e.pod != nil {
+		forget.Namespace, forget.Name = e.pod.Namespace, e.pod.Name
+	}
+	ctx.Send(a.status, forget)
 	if e.killing == nil {
 		e.killing = &messages.KillPod{UID: m.UID, Reason: "terminated"}
 	}

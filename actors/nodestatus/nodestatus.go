@@ -58,6 +58,8 @@ type Config struct {
 	RuntimeVersion  string // "containerd://1.6.20"
 	Port            int32
 	Timeout         time.Duration
+	// Status, when set, is told the Node's UID (mirror pods are owned by it).
+	Status *actor.PID
 }
 
 // New returns the producer. pleg answers GetHealth.
@@ -244,6 +246,9 @@ func (a *Actor) handleRegistered(ctx actor.Context, m *registered) {
 	}
 	a.log.Info("node registered", "node", m.node.Name, "uid", m.node.UID)
 	a.node = m.node
+	if a.cfg.Status != nil {
+		ctx.Send(a.cfg.Status, &messages.NodeRegistered{Name: m.node.Name, UID: m.node.UID})
+	}
 	a.lastReport = time.Time{}
 	ctx.Request(a.pleg, &messages.GetHealth{})
 	a.renew()
@@ -297,6 +302,7 @@ func (a *Actor) handlePatched(m *patched) {
 	switch {
 	case errdefs.IsNotFound(m.err):
 		a.log.Warn("node object gone, registering again", "node", a.cfg.NodeName)
+		a.health = nil
 		a.node = nil
 		a.register()
 	case m.err != nil:

@@ -1,6 +1,6 @@
 // Package status is the StatusActor: it keeps the newest status of every pod
-// and serves reads. In standalone mode that is all; writing to the API server
-// comes with cluster mode.
+// and serves reads; in cluster mode it also writes them to the API server
+// (writer.go).
 package status
 
 import (
@@ -24,6 +24,7 @@ func New(node *actor.PID) actor.Producer {
 type Actor struct {
 	node *actor.PID
 	pods map[types.UID]*v1.Pod
+	w    *writer // cluster mode: writes to the API server
 }
 
 // Receive implements actor.Actor.
@@ -31,17 +32,31 @@ func (a *Actor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.pods = map[types.UID]*v1.Pod{}
+		if a.w != nil {
+			a.w.start(ctx)
+		}
 		if a.node != nil {
 			// A (re)started StatusActor starts empty: have everything
 			// republished (nothing yet at the first start).
 			ctx.Send(a.node, &messages.Resync{})
 		}
+	case *actor.Restarting, *actor.Stopping:
+		if a.w != nil {
+			a.w.stop()
+		}
 	case *messages.PodStatusUpdate:
 		a.handleUpdate(m)
 	case *messages.PodForget:
 		delete(a.pods, m.UID)
+		if a.w != nil {
+			a.w.forget(m)
+		}
 	case *messages.GetPods:
 		ctx.Respond(a.list())
+	default:
+		if a.w != nil {
+			a.w.receive(m)
+		}
 	}
 }
 
@@ -54,6 +69,9 @@ func (a *Actor) handleUpdate(m *messages.PodStatusUpdate) {
 		return
 	}
 	a.pods[m.Pod.UID] = m.Pod
+	if a.w != nil {
+		a.w.update(m.Pod)
+	}
 }
 
 func terminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }

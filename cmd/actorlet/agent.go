@@ -20,18 +20,25 @@ import (
 
 	"github.com/actorlet/actorlet/actors/image"
 	"github.com/actorlet/actorlet/actors/node"
+	"github.com/actorlet/actorlet/actors/nodestatus"
 	"github.com/actorlet/actorlet/actors/pleg"
 	"github.com/actorlet/actorlet/actors/pod"
 	"github.com/actorlet/actorlet/actors/source"
 	"github.com/actorlet/actorlet/actors/status"
 	"github.com/actorlet/actorlet/adapters/cri"
+	"github.com/actorlet/actorlet/adapters/host"
 	"github.com/actorlet/actorlet/adapters/httpapi"
+	"github.com/actorlet/actorlet/adapters/kube"
 	"github.com/actorlet/actorlet/adapters/manifest"
 	"github.com/actorlet/actorlet/adapters/metrics"
 	"github.com/actorlet/actorlet/messages"
 	"github.com/actorlet/actorlet/supervisors"
 	"k8s.io/apimachinery/pkg/types"
 )
+
+// kubeletVersion is what the Node reports as its kubelet version: the
+// upstream release whose behaviour actorlet follows (set with -ldflags -X).
+var kubeletVersion = "v1.36.4-actorlet"
 
 func runAgent(ctx context.Context, args []string) int {
 	opts := defaultOptions()
@@ -124,9 +131,24 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		return fmt.Errorf("runtime %s: %w", endpoint, err)
 	}
 	defer func() { _ = rt.Close() }()
-	runtimeName, err := waitForRuntime(ctx, rt, log)
+	runtimeName, runtimeVersion, err := waitForRuntime(ctx, rt, log)
 	if err != nil {
 		return err
+	}
+
+	var kc *kube.Client
+	if o.Kubeconfig != "" {
+		kc, err = kube.New(name, kube.Options{Kubeconfig: o.Kubeconfig, QPS: o.KubeAPIQPS, Burst: int(o.KubeAPIBurst),
+			UserAgent: "actorlet/" + kubeletVersion + " (" + name + ")"})
+		if err != nil {
+			return fmt.Errorf("cluster mode: %w", err)
+		}
+		if v, err := kc.Check(ctx); err != nil {
+			// Not fatal: registration and the pod watch retry until it answers.
+			log.Error("API server not reachable yet, retrying in the background", "err", err)
+		} else {
+			log.Info("API server reachable", "version", v)
+		}
 	}
 
 	clk := clock.RealClock{}
@@ -156,8 +178,12 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	sources := []string{messages.SourcePush}
 	sourcePIDs := []*actor.PID{pushPID}
+	statusProducer := status.New(nodePID)
+	if kc != nil {
+		statusProducer = status.NewWithAPI(nodePID, kc, status.WriterConfig{Timeout: o.RuntimeRequestTimeout}, clk, log)
+	}
 	children := []supervisors.Child{
-		{Name: "status", Props: props(status.New(nodePID))},
+		{Name: "status", Props: props(statusProducer)},
 		{Name: "images", Props: props(image.New(rt, clk, image.Config{
 			BackoffBase: o.ImagePullBackoffInitial, BackoffCap: o.ImagePullBackoffMax, PullTimeout: o.RuntimeRequestTimeout,
 		}, log))},
@@ -176,6 +202,11 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		children = append(children, supervisors.Child{Name: "source-url",
 			Props: props(source.NewURL(nodePID, lister, o.HTTPCheckFrequency, clk, log))})
 	}
+	if kc != nil {
+		sources = append(sources, messages.SourceAPI)
+		sourcePIDs = append(sourcePIDs, pidOf("source-api"))
+		children = append(children, supervisors.Child{Name: "source-api", Props: props(source.NewAPI(nodePID, statusPID, kc, log))})
+	}
 	podProps := func(uid types.UID) *actor.Props { return props(pod.New(uid, podDeps)) }
 	children = append(children,
 		supervisors.Child{Name: "node", Props: props(node.New(node.Config{
@@ -186,6 +217,17 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		}, m, log))},
 		supervisors.Child{Name: "source-push", Props: props(source.NewPush(nodePID, name, log))},
 	)
+	if kc != nil {
+		kubeReserved, _ := parseResources(o.KubeReserved) // validated with the flags
+		systemReserved, _ := parseResources(o.SystemReserved)
+		children = append(children, supervisors.Child{Name: "nodestatus", Props: props(nodestatus.New(nodestatus.Config{
+			NodeName: name, NodeIP: hostIP, Hostname: name, Labels: o.NodeLabels, MaxPods: int(o.MaxPods),
+			KubeReserved: kubeReserved, SystemReserved: systemReserved,
+			UpdateFrequency: o.NodeStatusUpdateFrequency, ReportFrequency: o.NodeStatusReportFrequency,
+			LeaseDuration:  time.Duration(o.NodeLeaseDurationSeconds) * time.Second,
+			KubeletVersion: kubeletVersion, RuntimeVersion: runtimeVersion, Port: o.Port, Status: statusPID,
+		}, kc, kc, &host.Machine{RootDir: o.RootDir}, plegPID, clk, log))})
+	}
 	root, err := supervisors.SpawnRoot(sys, strategy, mws, children)
 	if err != nil {
 		return fmt.Errorf("actor tree: %w", err)
@@ -254,18 +296,18 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 
 // waitForRuntime asks the runtime for its version until it answers (as the
 // upstream kubelet waits for its runtime) and returns the runtime's name.
-func waitForRuntime(ctx context.Context, rt *cri.Client, log *slog.Logger) (string, error) {
+func waitForRuntime(ctx context.Context, rt *cri.Client, log *slog.Logger) (name, version string, err error) {
 	delay := 100 * time.Millisecond
 	for {
 		v, err := rt.Version(ctx)
 		if err == nil {
 			log.Info("runtime ready", "name", v.RuntimeName, "version", v.RuntimeVersion, "api", v.RuntimeApiVersion)
-			return v.RuntimeName, nil
+			return v.RuntimeName, v.RuntimeName + "://" + v.RuntimeVersion, nil
 		}
 		log.Warn("waiting for the container runtime", "err", err)
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("container runtime not ready: %w", err)
+			return "", "", fmt.Errorf("container runtime not ready: %w", err)
 		case <-time.After(delay):
 		}
 		if delay < 5*time.Second {

@@ -2,12 +2,83 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/actorlet/actorlet/internal/bench"
 )
 
-// runBench drives a real actorlet process from the outside and measures it.
-func runBench(_ context.Context, _ []string) int {
-	fmt.Fprintln(os.Stderr, "actorlet bench: not implemented yet")
-	return exitError
+// runBench drives a real actorlet process from the outside and measures it
+// (internal/bench): it prints a summary on stderr and the result as JSON
+// to --out (stdout by default). Exit 0 when every pod reached its goal and
+// no invariant broke, 1 otherwise (the JSON is still written), 2 on bad
+// flags, 3 for a scenario this actorlet cannot run yet.
+func runBench(ctx context.Context, args []string) int {
+	var o bench.Options
+	var out string
+	var quiet bool
+	fs := pflag.NewFlagSet("actorlet bench", pflag.ContinueOnError)
+	fs.StringVar(&o.Scenario, "scenario", "", "scenario: "+strings.Join(bench.Scenarios, ", "))
+	fs.IntVar(&o.Pods, "pods", 0, "pods to start (churn, chaos: parallel callers, each keeping one pod alive); default 1000, 50 on containerd, 100 for churn, chaos and probes")
+	fs.DurationVar(&o.Duration, "duration", 0, "load duration for churn, chaos and probes (default 30s)")
+	fs.StringVar(&out, "out", "-", "write the JSON result to this file (- for stdout)")
+	fs.IntVar(&o.Concurrency, "concurrency", 0, "parallel callers creating pods (default 50)")
+	fs.StringVar(&o.Source, "source", "", "how pods reach the agent: push (POST /pods, default) or file (a manifest directory)")
+	fs.StringVar(&o.Binary, "actorlet", "", "actorlet binary to start (default: this one)")
+	fs.StringVar(&o.Endpoint, "endpoint", "", "measure an actorlet already running at this URL (its --port) instead of starting one")
+	fs.IntVar(&o.AgentPID, "agent-pid", 0, "with --endpoint: the agent's PID, for RSS and CPU")
+	fs.StringVar(&o.RuntimeEndpoint, "runtime-endpoint", "", "CRI endpoint: containerd's for the containerd scenario (default: deploy/local/containerd.sh up), or the external agent's")
+	fs.StringVar(&o.Image, "image", "", "pod image (default localhost/actorlet/busybox:1)")
+	fs.StringVar(&o.Sim, "sim", "", "sim runtime options for sim scenarios, as in sim://?QUERY (e.g. start-latency=50ms)")
+	fs.Float64Var(&o.ChaosKillRate, "chaos-kill-rate", 0, "chaos: actor crashes per second (default 20)")
+	fs.Int64Var(&o.ChaosSeed, "chaos-seed", 0, "chaos: seed (default 42)")
+	fs.DurationVar(&o.Timeout, "timeout", 0, "how long to wait for the pods to reach their goal (default 10m)")
+	fs.StringVar(&o.RootDir, "root-dir", "", "the agent's --root-dir (default a temporary directory)")
+	fs.BoolVar(&o.KeepDir, "keep", false, "keep the temporary root dir (agent log, sim socket)")
+	fs.StringSliceVar(&o.AgentArgs, "agent-arg", nil, "extra flag for the agent (repeatable), e.g. --agent-arg=--pleg-relist-period=2s")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "cluster-sim: kubeconfig of the control plane")
+	fs.DurationVar(&o.ProfileCPU, "cpu-profile-seconds", 0, "take a CPU profile of the agent for this long while pods start (needs /debug/pprof)")
+	fs.StringVar(&o.ProfileOut, "cpu-profile", "", "file for the CPU profile")
+	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
+	if done, code := parseFlags(fs, args); done {
+		return code
+	}
+	level := slog.LevelInfo
+	if quiet {
+		level = slog.LevelError
+	}
+	o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if o.ProfileCPU > 0 && o.ProfileOut == "" {
+		o.ProfileOut = "actorlet-cpu.pprof"
+	}
+
+	res, err := bench.Run(ctx, o)
+	if res == nil {
+		fmt.Fprintf(os.Stderr, "actorlet bench: %v\n", err)
+		return exitUsage
+	}
+	if werr := res.WriteJSON(out); werr != nil {
+		fmt.Fprintf(os.Stderr, "actorlet bench: %v\n", werr)
+		return exitError
+	}
+	if !quiet {
+		fmt.Fprintln(os.Stderr, res.Summary())
+	}
+	switch {
+	case errors.Is(err, bench.ErrNotYet):
+		fmt.Fprintf(os.Stderr, "actorlet bench: %v\n", err)
+		return exitNotYet
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "actorlet bench: %v\n", err)
+		return exitError
+	}
+	return exitOK
 }
+
+// exitNotYet: the scenario needs what this actorlet does not have yet.
+const exitNotYet = 3

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/actorlet/actorlet/supervisors"
 )
@@ -46,6 +49,17 @@ type options struct {
 	ChaosDuration            time.Duration
 	Verbosity                int
 	LogFormat                string
+
+	// cluster mode
+	Kubeconfig                string
+	NodeLabels                map[string]string
+	KubeReserved              map[string]string
+	SystemReserved            map[string]string
+	NodeStatusUpdateFrequency time.Duration
+	NodeStatusReportFrequency time.Duration
+	NodeLeaseDurationSeconds  int32
+	KubeAPIQPS                float32
+	KubeAPIBurst              int32
 }
 
 func defaultOptions() *options {
@@ -71,6 +85,12 @@ func defaultOptions() *options {
 		ImagePullBackoffMax:      300 * time.Second,
 		ChaosKinds:               "pod,probe",
 		LogFormat:                "text",
+
+		NodeStatusUpdateFrequency: 10 * time.Second,
+		NodeStatusReportFrequency: 5 * time.Minute,
+		NodeLeaseDurationSeconds:  40,
+		KubeAPIQPS:                50,
+		KubeAPIBurst:              100,
 	}
 }
 
@@ -102,6 +122,15 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.ChaosSeed, "chaos-seed", o.ChaosSeed, "Chaos: random seed (0 = time-based).")
 	fs.DurationVar(&o.ChaosDuration, "chaos-duration", o.ChaosDuration, "Chaos: stop injecting after this long (0 = until actorlet stops).")
 	fs.StringVar(&o.ChaosKinds, "chaos-kinds", o.ChaosKinds, "Chaos: actor kinds to crash, comma separated (pod,probe,pleg,image,status,node,source).")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the node's credentials: joins the cluster (cluster mode). Empty: standalone.")
+	fs.StringToStringVar(&o.NodeLabels, "node-labels", o.NodeLabels, "Labels to add when registering the node, key=value,...")
+	fs.StringToStringVar(&o.KubeReserved, "kube-reserved", o.KubeReserved, "Resources reserved for Kubernetes components, e.g. cpu=100m,memory=256Mi (subtracted from allocatable).")
+	fs.StringToStringVar(&o.SystemReserved, "system-reserved", o.SystemReserved, "Resources reserved for the system, e.g. cpu=100m,memory=256Mi (subtracted from allocatable).")
+	fs.DurationVar(&o.NodeStatusUpdateFrequency, "node-status-update-frequency", o.NodeStatusUpdateFrequency, "How often the node status is computed (and posted when it changed).")
+	fs.DurationVar(&o.NodeStatusReportFrequency, "node-status-report-frequency", o.NodeStatusReportFrequency, "How often the node status is posted when nothing changed.")
+	fs.Int32Var(&o.NodeLeaseDurationSeconds, "node-lease-duration-seconds", o.NodeLeaseDurationSeconds, "Duration of the node's Lease (renewed every quarter of it).")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS towards the API server.")
+	fs.Int32Var(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst towards the API server.")
 	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "Log verbosity (0 info, 4 and up debug).")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "Log format: text or json.")
 }
@@ -170,10 +199,55 @@ func (o *options) validate() error {
 	if _, err := supervisors.ParseKinds(o.ChaosKinds); err != nil {
 		bad("--chaos-kinds: %v", err)
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"node-status-update-frequency", o.NodeStatusUpdateFrequency}, {"node-status-report-frequency", o.NodeStatusReportFrequency}} {
+		if d.v <= 0 {
+			bad("--%s must be positive, got %s", d.name, d.v)
+		}
+	}
+	if o.NodeLeaseDurationSeconds < 4 {
+		bad("--node-lease-duration-seconds must be at least 4, got %d", o.NodeLeaseDurationSeconds)
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
+		bad("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	for name, m := range map[string]map[string]string{"kube-reserved": o.KubeReserved, "system-reserved": o.SystemReserved} {
+		if _, err := parseResources(m); err != nil {
+			bad("--%s: %v", name, err)
+		}
+	}
+	for k, v := range o.NodeLabels {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			bad("--node-labels: key %q: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			bad("--node-labels: value %q: %s", v, strings.Join(errs, "; "))
+		}
+	}
 	if o.LogFormat != "text" && o.LogFormat != "json" {
 		bad("--log-format must be text or json, got %q", o.LogFormat)
 	}
 	return errors.Join(errs...)
+}
+
+// parseResources turns resource=quantity pairs into a ResourceList.
+func parseResources(m map[string]string) (v1.ResourceList, error) {
+	out := v1.ResourceList{}
+	for k, v := range m {
+		switch v1.ResourceName(k) {
+		case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage, v1.ResourcePods:
+		default:
+			return nil, fmt.Errorf("unknown resource %q (cpu, memory, ephemeral-storage, pods)", k)
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%q: %w", k, v, err)
+		}
+		out[v1.ResourceName(k)] = q
+	}
+	return out, nil
 }
 
 // parseEndpoint splits a runtime endpoint into its kind ("unix" or "sim")

@@ -1,0 +1,428 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/messages"
+)
+
+// Annotations of static and mirror pods, as upstream.
+const (
+	annotationSource = "kubernetes.io/config.source"
+	annotationHash   = "kubernetes.io/config.hash"
+	annotationMirror = "kubernetes.io/config.mirror"
+)
+
+// API is what the StatusActor writes to in cluster mode.
+type API interface {
+	PatchPodStatus(ctx context.Context, namespace, name string, uid types.UID, oldStatus, newStatus *v1.PodStatus) (*v1.Pod, error)
+	GetPod(ctx context.Context, namespace, name string) (*v1.Pod, error)
+	CreatePod(ctx context.Context, pod *v1.Pod) (*v1.Pod, error)
+	DeletePod(ctx context.Context, namespace, name string, uid types.UID) error
+}
+
+// WriterConfig tunes the API writes.
+type WriterConfig struct {
+	MaxInFlight int           // concurrent writes (client-go also rate-limits: --kube-api-qps/burst)
+	RetryBase   time.Duration // first retry after a failed write, doubling
+	RetryMax    time.Duration
+	Timeout     time.Duration
+}
+
+// NewWithAPI returns a StatusActor that also writes every pod's status to
+// the API server: coalesced per pod (only the newest status is sent), never
+// back from a terminal phase, kept while the API server is unreachable and
+// flushed when it returns. Static pods get mirror pods.
+func NewWithAPI(node *actor.PID, api API, cfg WriterConfig, clk clock.WithDelayedExecution, log *slog.Logger) actor.Producer {
+	if api == nil || clk == nil {
+		panic("status.NewWithAPI: api and clock are required")
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 16
+	}
+	if cfg.RetryBase <= 0 {
+		cfg.RetryBase = 500 * time.Millisecond
+	}
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = 30 * time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return func() actor.Actor {
+		return &Actor{node: node, w: &writer{api: api, cfg: cfg, clk: clk, log: log.With("actor", "status")}}
+	}
+}
+
+// writer is the API half of the StatusActor (nil in standalone mode).
+type writer struct {
+	api API
+	cfg WriterConfig
+	clk clock.WithDelayedExecution
+	log *slog.Logger
+
+	sys     *actor.ActorSystem
+	self    *actor.PID
+	gen     uint64
+	nodeUID types.UID
+	node    string
+
+	pods     map[types.UID]*apiPod // by the pod's own UID (the static pod's for mirrors)
+	mirrors  map[string]*v1.Pod    // namespace/name -> mirror pod seen in the API
+	inflight int
+	queue    []types.UID
+	timer    clock.Timer
+	timerAt  time.Time
+}
+
+// apiPod is one pod's write state.
+type apiPod struct {
+	uid       types.UID // local UID
+	ns, name  string
+	static    bool
+	spec      *v1.Pod       // the static pod, for its mirror
+	apiUID    types.UID     // UID of the API object (the mirror's for static pods)
+	desired   *v1.PodStatus // newest status to write
+	written   *v1.PodStatus // what the API server holds, as far as we know
+	inflight  bool
+	queued    bool
+	retryAt   time.Time
+	failures  int
+	finalize  bool // delete from the API once written (graceful deletion done)
+	forgotten bool // the pod left the node: delete its mirror
+}
+
+type (
+	writeDone struct {
+		gen uint64
+		uid types.UID
+		pod *v1.Pod // the API's answer
+		op  string
+		err error
+	}
+	retryTick struct{ gen uint64 }
+)
+
+func (w *writer) start(ctx actor.Context) {
+	w.sys, w.self = ctx.ActorSystem(), ctx.Self()
+	w.gen = rand.Uint64()
+	w.pods = map[types.UID]*apiPod{}
+	w.mirrors = map[string]*v1.Pod{}
+	w.inflight, w.queue, w.timer, w.timerAt = 0, nil, nil, time.Time{}
+}
+
+func (w *writer) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// receive handles the writer's messages; false when the message is not its.
+func (w *writer) receive(m any) bool {
+	switch m := m.(type) {
+	case *writeDone:
+		if m.gen == w.gen {
+			w.handleDone(m)
+		}
+	case *retryTick:
+		if m.gen == w.gen {
+			w.timer, w.timerAt = nil, time.Time{}
+			w.flushDue()
+		}
+	case *messages.NodeRegistered:
+		w.node, w.nodeUID = m.Name, m.UID
+		w.flushDue()
+	case *messages.MirrorPod:
+		w.handleMirror(m)
+	default:
+		return false
+	}
+	return true
+}
+
+func isStatic(p *v1.Pod) bool {
+	s, ok := p.Annotations[annotationSource]
+	return ok && s != messages.SourceAPI
+}
+
+// update takes a pod's newest status.
+func (w *writer) update(p *v1.Pod) {
+	st := w.pods[p.UID]
+	if st == nil {
+		st = &apiPod{uid: p.UID, ns: p.Namespace, name: p.Name, static: isStatic(p)}
+		if !st.static {
+			st.apiUID = p.UID
+		} else if m, ok := w.mirrors[p.Namespace+"/"+p.Name]; ok && m.Annotations[annotationMirror] == p.Annotations[annotationHash] {
+			st.apiUID, st.written = m.UID, m.Status.DeepCopy()
+		}
+		w.pods[p.UID] = st
+	}
+	if st.static {
+		st.spec = p
+	}
+	if st.written != nil && terminal(st.written.Phase) && !terminal(p.Status.Phase) {
+		return
+	}
+	st.desired = p.Status.DeepCopy()
+	w.flush(st)
+}
+
+// forget: the pod left the node.
+func (w *writer) forget(m *messages.PodForget) {
+	st := w.pods[m.UID]
+	if st == nil {
+		if m.DeleteFromAPI && m.Name != "" {
+			st = &apiPod{uid: m.UID, ns: m.Namespace, name: m.Name, apiUID: m.UID}
+			w.pods[m.UID] = st
+		} else {
+			return
+		}
+	}
+	switch {
+	case m.DeleteFromAPI:
+		st.finalize = true
+	case st.static:
+		st.forgotten = true
+	default:
+		delete(w.pods, m.UID) // gone from the API already: nothing to write
+		return
+	}
+	w.flush(st)
+}
+
+func (w *writer) handleMirror(m *messages.MirrorPod) {
+	key := m.Pod.Namespace + "/" + m.Pod.Name
+	if m.Deleted {
+		delete(w.mirrors, key)
+	} else {
+		w.mirrors[key] = m.Pod
+	}
+	for _, st := range w.pods {
+		if !st.static || st.ns != m.Pod.Namespace || st.name != m.Pod.Name {
+			continue
+		}
+		switch {
+		case m.Deleted && st.apiUID == m.Pod.UID:
+			// Someone deleted the mirror pod: make it again (as upstream).
+			st.apiUID, st.written = "", nil
+			w.flush(st)
+		case !m.Deleted && st.apiUID == "" && m.Pod.Annotations[annotationMirror] == st.spec.Annotations[annotationHash]:
+			st.apiUID, st.written = m.Pod.UID, m.Pod.Status.DeepCopy()
+			w.flush(st)
+		}
+	}
+}
+
+func (w *writer) flushDue() {
+	for _, st := range w.pods {
+		w.flush(st)
+	}
+}
+
+// flush starts the next write of a pod if one is needed and allowed.
+func (w *writer) flush(st *apiPod) {
+	if st.inflight {
+		return
+	}
+	now := w.clk.Now()
+	if now.Before(st.retryAt) {
+		w.wakeAt(st.retryAt)
+		return
+	}
+	op := w.next(st)
+	if op == "" {
+		return
+	}
+	if w.inflight >= w.cfg.MaxInFlight {
+		if !st.queued {
+			st.queued = true
+			w.queue = append(w.queue, st.uid)
+		}
+		return
+	}
+	w.do(st, op)
+}
+
+// next is the write a pod needs now, or "".
+func (w *writer) next(st *apiPod) string {
+	switch {
+	case st.static && st.forgotten:
+		if st.apiUID != "" {
+			return "delete-mirror"
+		}
+		delete(w.pods, st.uid)
+		return ""
+	case st.static && st.apiUID == "":
+		if w.nodeUID == "" || st.spec == nil {
+			return "" // the mirror pod is owned by the Node: wait for its UID
+		}
+		return "create-mirror"
+	case st.desired != nil && (st.written == nil || !apiequality.Semantic.DeepEqual(*st.desired, *st.written)):
+		return "patch"
+	case st.finalize:
+		return "delete"
+	}
+	return ""
+}
+
+func (w *writer) do(st *apiPod, op string) {
+	st.inflight = true
+	w.inflight++
+	api, gen, uid := w.api, w.gen, st.uid
+	ns, name, apiUID := st.ns, st.name, st.apiUID
+	var f func(ctx context.Context) (*v1.Pod, error)
+	switch op {
+	case "patch":
+		old := &v1.PodStatus{}
+		if st.written != nil {
+			old = st.written.DeepCopy()
+		}
+		desired := st.desired.DeepCopy()
+		f = func(ctx context.Context) (*v1.Pod, error) {
+			return api.PatchPodStatus(ctx, ns, name, apiUID, old, desired)
+		}
+	case "refresh":
+		f = func(ctx context.Context) (*v1.Pod, error) { return api.GetPod(ctx, ns, name) }
+	case "delete", "delete-mirror":
+		f = func(ctx context.Context) (*v1.Pod, error) { return nil, api.DeletePod(ctx, ns, name, apiUID) }
+	case "create-mirror":
+		mirror := w.mirrorOf(st.spec)
+		f = func(ctx context.Context) (*v1.Pod, error) { return api.CreatePod(ctx, mirror) }
+	}
+	sys, self, timeout := w.sys, w.self, w.cfg.Timeout
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		p, err := f(ctx)
+		sys.Root.Send(self, &writeDone{gen: gen, uid: uid, pod: p, op: op, err: err})
+	}()
+}
+
+// mirrorOf is the API copy of a static pod: same metadata and spec, the
+// config.mirror annotation and the Node as owner (NodeRestriction wants it).
+func (w *writer) mirrorOf(p *v1.Pod) *v1.Pod {
+	m := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, Labels: p.Labels,
+			Annotations: map[string]string{},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Node", Name: w.node, UID: w.nodeUID, Controller: ptr(true),
+			}},
+		},
+		Spec: *p.Spec.DeepCopy(),
+	}
+	for k, v := range p.Annotations {
+		m.Annotations[k] = v
+	}
+	m.Annotations[annotationMirror] = p.Annotations[annotationHash]
+	return m
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (w *writer) handleDone(m *writeDone) {
+	w.inflight--
+	defer w.dequeue()
+	st := w.pods[m.uid]
+	if st == nil {
+		return
+	}
+	st.inflight = false
+	switch {
+	case m.err == nil:
+		st.failures, st.retryAt = 0, time.Time{}
+		switch m.op {
+		case "patch", "refresh":
+			st.written = m.pod.Status.DeepCopy()
+		case "create-mirror":
+			st.apiUID, st.written = m.pod.UID, m.pod.Status.DeepCopy()
+			w.log.Info("mirror pod created", "pod", st.ns+"/"+st.name, "uid", m.pod.UID)
+		case "delete", "delete-mirror":
+			w.log.Info("pod deleted from the API server", "pod", st.ns+"/"+st.name, "mirror", m.op == "delete-mirror")
+			delete(w.pods, st.uid)
+			return
+		}
+	case errdefs.IsNotFound(m.err) && (m.op == "delete" || m.op == "delete-mirror"):
+		delete(w.pods, st.uid)
+		return
+	case errdefs.IsNotFound(m.err) && st.static:
+		st.apiUID, st.written = "", nil // the mirror pod is gone: make it again
+	case errdefs.IsNotFound(m.err), errors409(m.err) && !st.static:
+		// The API pod is gone or was replaced by another with the same
+		// name: nothing of ours to write any more.
+		w.log.Info("pod no longer in the API server", "pod", st.ns+"/"+st.name, "err", m.err)
+		delete(w.pods, st.uid)
+		return
+	case errdefs.IsAlreadyExists(m.err) && m.op == "create-mirror":
+		st.written = nil
+		w.refreshMirror(st)
+		return
+	case errors.Is(m.err, errdefs.ErrInvalidArgument) && m.op == "patch":
+		// Our idea of what the API holds was wrong: read it, then patch again.
+		w.do(st, "refresh")
+		return
+	default:
+		st.failures++
+		d := w.cfg.RetryBase << min(st.failures-1, 10)
+		if d > w.cfg.RetryMax {
+			d = w.cfg.RetryMax
+		}
+		st.retryAt = w.clk.Now().Add(d)
+		w.log.Warn("pod status write failed, keeping the newest status", "pod", st.ns+"/"+st.name, "op", m.op, "retry_in", d, "err", m.err)
+	}
+	w.flush(st)
+}
+
+// refreshMirror adopts an existing mirror pod (ours from before a restart,
+// or a stale one to replace).
+func (w *writer) refreshMirror(st *apiPod) {
+	if m, ok := w.mirrors[st.ns+"/"+st.name]; ok && m.Annotations[annotationMirror] == st.spec.Annotations[annotationHash] {
+		st.apiUID, st.written = m.UID, m.Status.DeepCopy()
+		w.flush(st)
+		return
+	}
+	// Wait for the API source to report it; look again after a retry delay.
+	st.failures++
+	st.retryAt = w.clk.Now().Add(w.cfg.RetryBase)
+	w.wakeAt(st.retryAt)
+}
+
+func errors409(err error) bool { return errors.Is(err, errdefs.ErrConflict) }
+
+func (w *writer) dequeue() {
+	for len(w.queue) > 0 && w.inflight < w.cfg.MaxInFlight {
+		uid := w.queue[0]
+		w.queue = w.queue[1:]
+		if st := w.pods[uid]; st != nil {
+			st.queued = false
+			w.flush(st)
+		}
+	}
+}
+
+func (w *writer) wakeAt(t time.Time) {
+	if !w.timerAt.IsZero() && !t.Before(w.timerAt) {
+		return
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	sys, self, msg := w.sys, w.self, &retryTick{gen: w.gen}
+	w.timerAt = t
+	w.timer = w.clk.AfterFunc(t.Sub(w.clk.Now()), func() { sys.Root.Send(self, msg) })
+}
