@@ -162,6 +162,8 @@ type Actor struct {
 	probeStopping map[string]bool        // stopped, Terminated not yet seen
 	results       map[string]*ctrResult  // probe results by container ID (checkpointed)
 	kills         map[string]killReq     // containers to kill (probe failures), by ID
+
+	deadlineExceeded bool // activeDeadlineSeconds passed: the pod failed
 }
 
 type pendingStart struct {
@@ -343,6 +345,9 @@ func (a *Actor) reconcile(ctx actor.Context) {
 		a.publish(a.waits, now)
 		return
 	}
+	if a.checkDeadline(now) {
+		a.publish(a.waits, now)
+	}
 	if act, ok := a.pendingKill(); ok {
 		a.publish(a.waits, now)
 		a.run(act, false)
@@ -372,17 +377,43 @@ func (a *Actor) reconcile(ctx actor.Context) {
 	a.run(p.act, false)
 }
 
-func (a *Actor) statusWith(waits map[string]waitInfo, now time.Time) v1.PodStatus {
-	start := a.started
+// startTime is the pod's start: the first sandbox's creation (it survives
+// actor restarts), else when this incarnation first saw the pod.
+func (a *Actor) startTime() time.Time {
 	if sb := a.snap.latestSandbox(); sb != nil && sb.CreatedAt > 0 {
-		// The first sandbox's creation survives actor restarts.
 		first := a.snap.sandboxes[len(a.snap.sandboxes)-1]
-		start = time.Unix(0, first.CreatedAt)
+		return time.Unix(0, first.CreatedAt)
 	}
+	return a.started
+}
+
+// checkDeadline applies activeDeadlineSeconds: past it the pod fails
+// (DeadlineExceeded) and its containers are stopped; before it a wake-up is
+// scheduled. It reports whether the deadline has just passed.
+func (a *Actor) checkDeadline(now time.Time) bool {
+	ads := a.pod.Spec.ActiveDeadlineSeconds
+	if ads == nil || a.deadlineExceeded {
+		return false
+	}
+	if a.status != nil && (a.status.Phase == v1.PodSucceeded || a.status.Phase == v1.PodFailed) {
+		return false
+	}
+	deadline := a.startTime().Add(time.Duration(*ads) * time.Second)
+	if now.Before(deadline) {
+		a.schedule(deadline)
+		return false
+	}
+	a.deadlineExceeded = true
+	a.log.Info("pod exceeded its active deadline", "reason", ReasonDeadlineExceeded, "activeDeadlineSeconds", *ads)
+	return true
+}
+
+func (a *Actor) statusWith(waits map[string]waitInfo, now time.Time) v1.PodStatus {
+	start := a.startTime()
 	return computeStatus(statusInput{
 		pod: a.pod, snap: a.snap, waits: waits, runtimeName: a.d.Config.RuntimeName,
 		hostIP: a.d.Config.HostIP, startTime: start, prev: a.status, now: now,
-		probe: a.probeState,
+		probe: a.probeState, deadlineExceeded: a.deadlineExceeded,
 	})
 }
 
@@ -522,6 +553,13 @@ func (a *Actor) handleOpDone(m *opDone) {
 			var se *startError
 			if errors.As(m.err, &se) && se.started {
 				reason = ReasonRunContainerError
+			}
+			if se != nil && se.hook {
+				// The container was killed: its exit and restartPolicy
+				// decide what follows, as for any other exit.
+				a.failures = 0
+				a.requestInspect()
+				return
 			}
 			a.waits[m.name] = waitInfo{reason: reason, message: m.err.Error()}
 		}

@@ -3,6 +3,7 @@ package pod
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -162,7 +163,7 @@ func (f *fakeRuntime) RemovePodSandbox(_ context.Context, id string) error {
 	return nil
 }
 
-func (f *fakeRuntime) CreateContainer(_ context.Context, podID string, cfg *runtimeapi.ContainerConfig, _ *runtimeapi.PodSandboxConfig) (string, error) {
+func (f *fakeRuntime) CreateContainer(_ context.Context, podID string, cfg *runtimeapi.ContainerConfig, sbCfg *runtimeapi.PodSandboxConfig) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call("CreateContainer"); err != nil {
@@ -181,7 +182,8 @@ func (f *fakeRuntime) CreateContainer(_ context.Context, podID string, cfg *runt
 	f.containers[id] = &runtimeapi.ContainerStatus{
 		Id: id, Metadata: cfg.Metadata, State: runtimeapi.ContainerState_CONTAINER_CREATED,
 		CreatedAt: f.now(), Labels: cfg.Labels, Annotations: cfg.Annotations,
-		Image: cfg.Image, ImageRef: "sha256:" + cfg.Image.Image,
+		Image: cfg.Image, ImageRef: "sha256:" + cfg.Image.Image, Mounts: cfg.Mounts,
+		LogPath: filepath.Join(sbCfg.GetLogDirectory(), cfg.GetLogPath()),
 	}
 	f.sandboxOf[id] = podID
 	return id, nil
@@ -335,7 +337,8 @@ func cloneSandbox(s *runtimeapi.PodSandboxStatus) *runtimeapi.PodSandboxStatus {
 func cloneContainer(c *runtimeapi.ContainerStatus) *runtimeapi.ContainerStatus {
 	return &runtimeapi.ContainerStatus{Id: c.Id, Metadata: c.Metadata, State: c.State, CreatedAt: c.CreatedAt,
 		StartedAt: c.StartedAt, FinishedAt: c.FinishedAt, ExitCode: c.ExitCode, Labels: c.Labels,
-		Annotations: c.Annotations, Image: c.Image, ImageRef: c.ImageRef, Reason: c.Reason}
+		Annotations: c.Annotations, Image: c.Image, ImageRef: c.ImageRef, Reason: c.Reason, Mounts: c.Mounts,
+		LogPath: c.LogPath, Message: c.Message}
 }
 
 func match(labels, sel map[string]string) bool {

@@ -14,6 +14,7 @@ import (
 // startError tells a failed create from a failed start.
 type startError struct {
 	started bool // CreateContainer succeeded, StartContainer failed
+	hook    bool // the postStart hook failed (the container was killed)
 	err     error
 }
 
@@ -40,7 +41,9 @@ func (a *Actor) run(act action, killing bool) {
 		}
 		timeout += time.Duration(grace) * time.Second
 		snap := a.snap
-		f = func(ctx context.Context) error { return killAll(ctx, rt, snap, grace) }
+		stops := a.stopSpecs(snap.runningIDs())
+		hooks, log := a.hooks(), a.log.Warn
+		f = func(ctx context.Context) error { return killAll(ctx, rt, snap, stops, hooks, grace, log) }
 	case act.kind == actRunSandbox:
 		cfg := SandboxConfig(a.pod, act.attempt, a.d.Config.PodLogsDir)
 		handler := a.d.Config.RuntimeHandler
@@ -58,9 +61,10 @@ func (a *Actor) run(act action, killing bool) {
 			grace = act.grace
 		}
 		timeout += time.Duration(grace) * time.Second
-		ids := act.ids
-		a.log.Info("stop containers", "reason", act.reason, "count", len(ids))
-		f = func(ctx context.Context) error { return stopContainers(ctx, rt, ids, grace) }
+		stops := a.stopSpecs(act.ids)
+		hooks, log := a.hooks(), a.log.Warn
+		a.log.Info("stop containers", "reason", act.reason, "count", len(stops))
+		f = func(ctx context.Context) error { return stopContainers(ctx, rt, stops, hooks, grace, log) }
 	case act.kind == actStopSandbox:
 		ids := act.ids
 		f = func(ctx context.Context) error {
@@ -122,9 +126,29 @@ func (a *Actor) startFunc(act action) func(ctx context.Context) error {
 		image = act.container.Image
 	}
 	cfg := ContainerConfig(a.pod, act.container, act.attempt, image, act.isInit)
+	var files []string // host files to create before the container
+	if dir := a.d.Config.PodsDir; dir != "" {
+		host := terminationLogPath(dir, string(a.pod.UID), act.container.Name, act.attempt)
+		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{
+			ContainerPath: nonEmpty(act.container.TerminationMessagePath, defaultTerminationMessagePath),
+			HostPath:      host,
+		})
+		files = append(files, host)
+	}
 	sandboxID := act.sandbox.Id
+	spec := act.container.DeepCopy()
+	hooks, grace, log := a.hooks(), gracePeriod(a.pod, nil), a.log
+	hooks.podIP = act.sandbox.GetNetwork().GetIp()
+	if a.pod.Spec.HostNetwork || hooks.podIP == "" {
+		hooks.podIP = a.d.Config.HostIP
+	}
 	a.log.Info("create container", "container", act.container.Name, "attempt", act.attempt)
 	return func(ctx context.Context) error {
+		for _, f := range files {
+			if err := createEmptyFile(f); err != nil {
+				return &startError{err: fmt.Errorf("create container %s: termination message file: %w", cfg.Metadata.Name, err)}
+			}
+		}
 		id, err := rt.CreateContainer(ctx, sandboxID, cfg, sbCfg)
 		if err != nil {
 			return &startError{err: fmt.Errorf("create container %s: %w", cfg.Metadata.Name, err)}
@@ -135,38 +159,62 @@ func (a *Actor) startFunc(act action) func(ctx context.Context) error {
 		if metrics != nil {
 			metrics.IncStartedContainers(ctype)
 		}
+		if spec.Lifecycle != nil && spec.Lifecycle.PostStart != nil {
+			if herr := hooks.run(ctx, spec.Lifecycle.PostStart, spec, id); herr != nil {
+				msg := fmt.Sprintf("PostStartHook failed: %v", herr)
+				log.Warn("postStart hook failed, killing the container", "reason", ReasonFailedPostStart, "container", spec.Name, "message", msg)
+				_ = ignoreNotFound(rt.StopContainer(ctx, id, grace))
+				return &startError{started: true, hook: true, err: errors.New(msg)}
+			}
+		}
 		return nil
 	}
 }
 
-// stopContainers stops containers in parallel, each with the grace period.
-func stopContainers(ctx context.Context, rt Containers, ids []string, grace int64) error {
-	errs := make([]error, len(ids))
+// stopContainers stops containers in parallel, each with the grace period
+// (a preStop hook runs first, inside it).
+func stopContainers(ctx context.Context, rt Containers, stops []stopSpec, hooks hookRunner, grace int64, log func(string, ...any)) error {
+	errs := make([]error, len(stops))
 	var wg sync.WaitGroup
-	for i, id := range ids {
+	for i, s := range stops {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = ignoreNotFound(rt.StopContainer(ctx, id, grace))
+			errs[i] = stopWithHook(ctx, rt, hooks, s, grace, log)
 		}()
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
-// killAll terminates a pod: running containers get the grace period, then
-// sandboxes stop, then everything is removed.
-func killAll(ctx context.Context, rt Runtime, snap *snapshot, grace int64) error {
-	var running, all []string
-	for _, cs := range snap.containers {
+// hooks returns the runner of the pod's lifecycle hooks.
+func (a *Actor) hooks() hookRunner {
+	return hookRunner{h: a.d.Probes.Handlers, clk: a.d.Clock, podIP: a.podIP()}
+}
+
+// runningIDs lists the running or created containers of the snapshot.
+func (s *snapshot) runningIDs() []string {
+	var ids []string
+	for _, cs := range s.containers {
 		for _, c := range cs {
-			all = append(all, c.Id)
 			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING || c.State == runtimeapi.ContainerState_CONTAINER_CREATED {
-				running = append(running, c.Id)
+				ids = append(ids, c.Id)
 			}
 		}
 	}
-	if err := stopContainers(ctx, rt, running, grace); err != nil {
+	return ids
+}
+
+// killAll terminates a pod: running containers get the grace period, then
+// sandboxes stop, then everything is removed.
+func killAll(ctx context.Context, rt Runtime, snap *snapshot, stops []stopSpec, hooks hookRunner, grace int64, log func(string, ...any)) error {
+	var all []string
+	for _, cs := range snap.containers {
+		for _, c := range cs {
+			all = append(all, c.Id)
+		}
+	}
+	if err := stopContainers(ctx, rt, stops, hooks, grace, log); err != nil {
 		return err
 	}
 	var errs []error

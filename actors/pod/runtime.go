@@ -146,6 +146,14 @@ func inspect(ctx context.Context, rt Inspector, uid types.UID) (*snapshot, map[s
 		if err != nil {
 			return nil, nil, fmt.Errorf("container status %s: %w", c.Id, err)
 		}
+		if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			if msg := terminationMessage(st); msg != "" {
+				if st.Message != "" {
+					st.Message += ": "
+				}
+				st.Message += msg
+			}
+		}
 		name := st.GetMetadata().GetName()
 		if name == "" {
 			name = st.GetLabels()[LabelContainerName]

@@ -42,6 +42,8 @@ type statusInput struct {
 	// probe says whether a running container has started and is ready;
 	// nil: every running container is both.
 	probe func(c *v1.Container, id string) (started, ready bool)
+	// deadlineExceeded: activeDeadlineSeconds passed, the pod has failed.
+	deadlineExceeded bool
 }
 
 // computeStatus derives the pod status from the runtime snapshot, as the
@@ -93,6 +95,11 @@ func computeStatus(in statusInput) v1.PodStatus {
 	}
 
 	st.Phase = podPhase(pod, st.ContainerStatuses, initDone, initFailed)
+	if in.deadlineExceeded {
+		st.Phase = v1.PodFailed
+		st.Reason = ReasonDeadlineExceeded
+		st.Message = "Pod was active on the node longer than the specified deadline"
+	}
 	allReady := len(st.ContainerStatuses) > 0
 	for _, cs := range st.ContainerStatuses {
 		if !cs.Ready {

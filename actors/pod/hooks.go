@@ -1,0 +1,244 @@
+package pod
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/actorlet/actorlet/actors/probe"
+)
+
+// hookRunner runs lifecycle hooks (postStart, preStop) off the mailbox.
+type hookRunner struct {
+	h     probe.Handlers
+	clk   clock.Clock
+	podIP string
+}
+
+// run runs one hook handler in container id; an error says why it failed.
+func (r hookRunner) run(ctx context.Context, hook *v1.LifecycleHandler, c *v1.Container, id string) error {
+	switch {
+	case hook.Exec != nil:
+		if r.h.Exec == nil {
+			return errors.New("exec hook: no exec handler")
+		}
+		cmd := probe.ExpandCommand(hook.Exec.Command, c.Env)
+		stdout, stderr, code, err := r.h.Exec.ExecSync(ctx, id, cmd, 0)
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			return fmt.Errorf("command %q exited with %d: %s", strings.Join(cmd, " "), code, truncateMsg(string(stdout)+string(stderr)))
+		}
+		return nil
+	case hook.HTTPGet != nil:
+		if r.h.HTTP == nil {
+			return errors.New("httpGet hook: no HTTP handler")
+		}
+		u, header, err := probe.HTTPTarget(hook.HTTPGet, c, r.podIP)
+		if err != nil {
+			return err
+		}
+		timeout := time.Minute
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = time.Until(dl)
+		}
+		ok, msg, err := r.h.HTTP.HTTPGet(ctx, u, header, timeout)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("http lifecycle hook (%s) failed: %s", u.Path, msg)
+		}
+		return nil
+	case hook.Sleep != nil:
+		select {
+		case <-r.clk.After(time.Duration(hook.Sleep.Seconds) * time.Second):
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	return errors.New("lifecycle hook has no handler")
+}
+
+func truncateMsg(s string) string {
+	if len(s) > 1024 {
+		return s[:1024]
+	}
+	return s
+}
+
+// stopSpec is one container to stop, with its preStop hook if it has one.
+type stopSpec struct {
+	id        string
+	container *v1.Container // nil: no hook
+}
+
+// stopSpecs pairs container IDs with their specs (for preStop hooks).
+func (a *Actor) stopSpecs(ids []string) []stopSpec {
+	out := make([]stopSpec, 0, len(ids))
+	for _, id := range ids {
+		s := stopSpec{id: id}
+		if a.pod != nil && a.snap != nil {
+			for name, cs := range a.snap.containers {
+				for _, c := range cs {
+					if c.Id == id && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+						if spec := containerSpec(a.pod, name); spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
+							s.container = spec.DeepCopy()
+						}
+					}
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// podIP of the pod's newest sandbox (the host's for host network).
+func (a *Actor) podIP() string {
+	if a.pod != nil && a.pod.Spec.HostNetwork {
+		return a.d.Config.HostIP
+	}
+	if ip := a.snap.latestSandbox().GetNetwork().GetIp(); ip != "" {
+		return ip
+	}
+	return a.d.Config.HostIP
+}
+
+// stopWithHook runs the preStop hook (bounded by the grace period) and then
+// stops the container with what is left of the grace period (at least 2 s,
+// as upstream).
+func stopWithHook(ctx context.Context, rt Containers, hooks hookRunner, s stopSpec, grace int64, log func(msg string, args ...any)) error {
+	if s.container != nil {
+		start := hooks.clk.Now()
+		hctx, cancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second)
+		err := hooks.run(hctx, s.container.Lifecycle.PreStop, s.container, s.id)
+		cancel()
+		if err != nil {
+			log("preStop hook failed", "reason", ReasonFailedPreStopHook, "container", s.container.Name, "err", err)
+		}
+		grace -= int64(hooks.clk.Since(start) / time.Second)
+		if grace < minimumGracePeriodInSeconds {
+			grace = minimumGracePeriodInSeconds
+		}
+	}
+	return ignoreNotFound(rt.StopContainer(ctx, s.id, grace))
+}
+
+// Termination messages, as upstream: at most 4096 bytes from the file; from
+// the log, the last 80 lines and at most 2048 bytes.
+const (
+	maxTerminationMessageBytes = 4096
+	maxTerminationLogLines     = 80
+	maxTerminationLogBytes     = 2048
+)
+
+// terminationMessage reads an exited container's termination message: the
+// host file mounted at its terminationMessagePath, or with
+// FallbackToLogsOnError and a failure, the tail of its log.
+func terminationMessage(c *runtimeapi.ContainerStatus) string {
+	path := c.GetAnnotations()[AnnotationTerminationMsgPath]
+	if path != "" {
+		for _, m := range c.GetMounts() {
+			if m.GetContainerPath() != path || m.GetHostPath() == "" {
+				continue
+			}
+			if msg := readLimited(m.GetHostPath(), maxTerminationMessageBytes); msg != "" {
+				return msg
+			}
+		}
+	}
+	if c.GetAnnotations()[AnnotationTerminationMsgPolicy] == string(v1.TerminationMessageFallbackToLogsOnError) &&
+		c.ExitCode != 0 && c.GetLogPath() != "" {
+		return logTail(c.GetLogPath(), maxTerminationLogLines, maxTerminationLogBytes)
+	}
+	return ""
+}
+
+func readLimited(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = f.Close() }()
+	b, _ := io.ReadAll(io.LimitReader(f, n))
+	return string(b)
+}
+
+// logTail returns the content of the last lines of a CRI log file (partial
+// lines joined), at most maxBytes from the end.
+func logTail(path string, lines, maxBytes int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = f.Close() }()
+	const window = 64 * 1024
+	if st, err := f.Stat(); err == nil && st.Size() > window {
+		_, _ = f.Seek(st.Size()-window, io.SeekStart)
+	}
+	var out []string
+	var partial strings.Builder
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		// <timestamp> <stream> <P|F> <content>
+		parts := bytes.SplitN(sc.Bytes(), []byte(" "), 4)
+		if len(parts) < 3 {
+			continue
+		}
+		content := ""
+		if len(parts) == 4 {
+			content = string(parts[3])
+		}
+		partial.WriteString(content)
+		if string(parts[2]) == "P" {
+			continue
+		}
+		out = append(out, partial.String()+"\n")
+		partial.Reset()
+	}
+	if len(out) > lines {
+		out = out[len(out)-lines:]
+	}
+	s := strings.Join(out, "")
+	if len(s) > maxBytes {
+		s = s[len(s)-maxBytes:]
+	}
+	return s
+}
+
+// terminationLogPath is the host file mounted at a container's
+// terminationMessagePath: <PodsDir>/<uid>/containers/<name>/<attempt>.
+func terminationLogPath(podsDir string, uid, name string, attempt uint32) string {
+	return filepath.Join(podsDir, uid, "containers", name, strconv.FormatUint(uint64(attempt), 10))
+}
+
+// createEmptyFile creates path (and its directory) as an empty file anyone in
+// the container can write, as upstream does for the termination log.
+func createEmptyFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o666)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o666)
+}

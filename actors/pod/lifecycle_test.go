@@ -1,0 +1,158 @@
+package pod
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/actorlet/actorlet/messages"
+)
+
+func execHook(cmd ...string) *v1.LifecycleHandler {
+	return &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: cmd}}
+}
+
+func TestPostStartHookFailureKillsContainer(t *testing.T) {
+	p := testPod(v1.RestartPolicyAlways, "app")
+	p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: execHook("sh", "-c", "exit 3")}
+	h := newHarnessWith(t, p, func(d *Deps) { d.Runtime.(*fakeRuntime).execCodes["app"] = 3 })
+	st := h.waitStatus("restarted after the hook failure", func(s *v1.PodStatus) bool {
+		return s.ContainerStatuses[0].RestartCount >= 1
+	})
+	if term := st.ContainerStatuses[0].LastTerminationState.Terminated; term == nil || term.ExitCode != 137 {
+		t.Fatalf("lastState %+v, want killed (137)", st.ContainerStatuses[0].LastTerminationState)
+	}
+	if h.rt.count("StopContainer") == 0 {
+		t.Fatal("the container of a failed postStart hook was not stopped")
+	}
+}
+
+func TestPostStartHookSuccess(t *testing.T) {
+	p := testPod(v1.RestartPolicyAlways, "app")
+	p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: execHook("touch", "/tmp/started")}
+	h := newHarness(t, p)
+	h.waitStatus("Running", running)
+	h.waitFor("hook exec", func() bool { return h.rt.execCount("app") == 1 })
+	if h.rt.count("StopContainer") != 0 {
+		t.Fatal("stopped after a successful hook")
+	}
+}
+
+func TestPreStopHookRunsBeforeStop(t *testing.T) {
+	p := testPod(v1.RestartPolicyAlways, "app")
+	grace := int64(30)
+	p.Spec.TerminationGracePeriodSeconds = &grace
+	p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: execHook("sh", "-c", "echo bye")}
+	h := newHarness(t, p)
+	h.waitStatus("Running", running)
+	h.send(&messages.KillPod{UID: p.UID, Reason: "test"})
+	h.waitFor("terminated", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.terminated
+	})
+	h.rt.mu.Lock()
+	defer h.rt.mu.Unlock()
+	exec, stop := -1, -1
+	for i, c := range h.rt.calls {
+		if c == "ExecSync" && exec < 0 {
+			exec = i
+		}
+		if c == "StopContainer" && stop < 0 {
+			stop = i
+		}
+	}
+	if exec < 0 || stop < 0 || exec > stop {
+		t.Fatalf("preStop exec at %d, StopContainer at %d: want the hook first", exec, stop)
+	}
+	if len(h.rt.execLog) != 1 || h.rt.execLog[0] != "app sh -c echo bye" {
+		t.Fatalf("execs %q", h.rt.execLog)
+	}
+	if h.rt.stopGrace[0] < 28 || h.rt.stopGrace[0] > 30 {
+		t.Fatalf("stop grace %d: want what is left of 30 s", h.rt.stopGrace[0])
+	}
+}
+
+func TestTerminationMessage(t *testing.T) {
+	tests := []struct {
+		name    string
+		policy  v1.TerminationMessagePolicy
+		file    string
+		log     string
+		code    int32
+		wantMsg string
+	}{
+		{name: "from the file", policy: v1.TerminationMessageReadFile, file: "bye now", code: 0, wantMsg: "bye now"},
+		{name: "file wins over logs", policy: v1.TerminationMessageFallbackToLogsOnError, file: "from file", log: "from log\n", code: 1, wantMsg: "from file"},
+		{name: "fallback to logs on error", policy: v1.TerminationMessageFallbackToLogsOnError, log: "line 1\nline 2\n", code: 1, wantMsg: "line 1\nline 2\n"},
+		{name: "no fallback on success", policy: v1.TerminationMessageFallbackToLogsOnError, log: "line 1\n", code: 0, wantMsg: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := testPod(v1.RestartPolicyNever, "app")
+			p.Spec.Containers[0].TerminationMessagePolicy = tt.policy
+			pods := t.TempDir()
+			h := newHarnessWith(t, p, func(d *Deps) { d.Config.PodsDir = pods })
+			h.waitStatus("Running", running)
+			c := h.rt.list()[0]
+			if len(c.Mounts) != 1 || c.Mounts[0].ContainerPath != "/dev/termination-log" ||
+				!strings.HasPrefix(c.Mounts[0].HostPath, filepath.Join(pods, "uid-1", "containers", "app")) {
+				t.Fatalf("mounts %+v", c.Mounts)
+			}
+			if tt.file != "" {
+				if err := os.WriteFile(c.Mounts[0].HostPath, []byte(tt.file), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.log != "" {
+				var b strings.Builder
+				for _, l := range strings.SplitAfter(tt.log, "\n") {
+					if l != "" {
+						b.WriteString("2026-01-01T00:00:00.000000000Z stdout F " + l)
+					}
+				}
+				if err := os.MkdirAll(filepath.Dir(c.LogPath), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(c.LogPath, []byte(b.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.rt.exitContainer("app", tt.code)
+			h.poke()
+			st := h.waitStatus("terminated", func(s *v1.PodStatus) bool { return s.ContainerStatuses[0].State.Terminated != nil })
+			if got := st.ContainerStatuses[0].State.Terminated.Message; got != tt.wantMsg {
+				t.Fatalf("message %q, want %q", got, tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestActiveDeadlineFailsPod(t *testing.T) {
+	p := testPod(v1.RestartPolicyAlways, "app")
+	ads := int64(30)
+	p.Spec.ActiveDeadlineSeconds = &ads
+	h := newHarness(t, p)
+	h.waitStatus("Running", running)
+	h.clk.Step(29 * time.Second)
+	h.poke()
+	time.Sleep(20 * time.Millisecond)
+	if s := h.latest(); s.Phase != v1.PodRunning {
+		t.Fatalf("phase %s before the deadline", s.Phase)
+	}
+	h.clk.Step(time.Second)
+	st := h.waitStatus("Failed", func(s *v1.PodStatus) bool {
+		return s.Phase == v1.PodFailed && s.ContainerStatuses[0].State.Terminated != nil
+	})
+	if st.Reason != ReasonDeadlineExceeded {
+		t.Fatalf("reason %q", st.Reason)
+	}
+	h.waitFor("sandbox stopped", func() bool { return h.rt.count("StopPodSandbox") == 1 })
+	if h.rt.count("CreateContainer") != 1 {
+		t.Fatal("container restarted after the deadline")
+	}
+}
