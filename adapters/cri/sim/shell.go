@@ -110,7 +110,16 @@ func (p *proc) streams(redirs []redirect) (stdout, stderr sink) {
 			} else if _, ok := p.c.fs[name]; !ok {
 				p.c.fs[name] = nil
 			}
-			s = func(b []byte) { p.c.fs[name] = append(p.c.fs[name], b...) }
+			host := p.c.hostPath(name)
+			if host != "" && !rd.append {
+				_ = os.WriteFile(host, nil, 0o666)
+			}
+			s = func(b []byte) {
+				p.c.fs[name] = append(p.c.fs[name], b...)
+				if host != "" {
+					appendFile(host, b)
+				}
+			}
 		}
 		if rd.fd == 2 {
 			stderr = s
@@ -156,6 +165,28 @@ func (p *proc) emit(stream runtimeapi.LogStreamType, b []byte) {
 		return
 	}
 	_, _ = f.Write(buf.Bytes())
+	_ = f.Close()
+}
+
+// hostPath is the host file mounted at the container path name (a file
+// mount, such as the termination message file or /etc/hosts), or "".
+func (c *container) hostPath(name string) string {
+	for _, m := range c.mounts {
+		if m.GetContainerPath() == name && m.GetHostPath() != "" {
+			if st, err := os.Stat(m.GetHostPath()); err == nil && !st.IsDir() {
+				return m.GetHostPath()
+			}
+		}
+	}
+	return ""
+}
+
+func appendFile(path string, b []byte) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return
+	}
+	_, _ = f.Write(b)
 	_ = f.Close()
 }
 
@@ -400,6 +431,10 @@ func (p *proc) cat(args []string, stdout, stderr sink) int {
 			continue
 		}
 		b, ok := p.c.fs[a]
+		if host := p.c.hostPath(a); host != "" {
+			hb, err := os.ReadFile(host)
+			b, ok = hb, err == nil
+		}
 		if !ok {
 			stderr([]byte("cat: can't open '" + a + "': No such file or directory\n"))
 			code = 1
@@ -454,10 +489,10 @@ func (p *proc) testExpr(args []string) (ok, bad bool) {
 		switch args[0] {
 		case "-f":
 			_, ok := p.c.fs[a]
-			return ok, false
+			return ok || p.c.hostPath(a) != "", false
 		case "-e":
 			_, ok := p.c.fs[a]
-			return ok || p.isDir(a), false
+			return ok || p.isDir(a) || p.c.hostPath(a) != "", false
 		case "-d":
 			return p.isDir(a), false
 		case "-s":
