@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/actorlet/actorlet/actors/nodestatus"
 	"github.com/actorlet/actorlet/actors/pleg"
 	"github.com/actorlet/actorlet/actors/pod"
+	"github.com/actorlet/actorlet/actors/probe"
 	"github.com/actorlet/actorlet/actors/source"
 	"github.com/actorlet/actorlet/actors/status"
 	"github.com/actorlet/actorlet/adapters/cri"
@@ -31,6 +33,7 @@ import (
 	"github.com/actorlet/actorlet/adapters/kube"
 	"github.com/actorlet/actorlet/adapters/manifest"
 	"github.com/actorlet/actorlet/adapters/metrics"
+	"github.com/actorlet/actorlet/adapters/prober"
 	"github.com/actorlet/actorlet/messages"
 	"github.com/actorlet/actorlet/supervisors"
 	"k8s.io/apimachinery/pkg/types"
@@ -168,12 +171,20 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	nodePID, statusPID, imagesPID, plegPID, pushPID :=
 		pidOf("node"), pidOf("status"), pidOf("images"), pidOf("pleg"), pidOf("source-push")
 
+	pr := prober.New()
 	podDeps := pod.Deps{
 		Runtime: rt, Images: imagesPID, Status: statusPID, Clock: clk, Log: log, Metrics: m,
 		Config: pod.Config{
 			RuntimeName: runtimeName, HostIP: hostIP, PodLogsDir: o.PodLogsDir,
 			BackoffBase: o.BackoffInitial, BackoffMax: o.BackoffMax,
 			SyncPeriod: o.SyncFrequency, OpTimeout: o.RuntimeRequestTimeout,
+			ProbeCheckpointDir: filepath.Join(o.RootDir, "probes"), // readiness survives restarts
+			PodsDir:            filepath.Join(o.RootDir, "pods"),   // termination-log files, managed /etc/hosts
+		},
+		Probes: pod.Probing{
+			Handlers: probe.Handlers{Exec: rt, HTTP: pr, TCP: pr, GRPC: pr},
+			Metrics:  m,
+			Props:    props,
 		},
 	}
 	sources := []string{messages.SourcePush}
