@@ -1,0 +1,521 @@
+#!/bin/bash
+# controlplane.sh — a private, offline Kubernetes control plane on loopback for actorlet's tests:
+# etcd, kube-apiserver (TLS, client certificates, Node+RBAC, NodeRestriction),
+# kube-controller-manager and kube-scheduler, built from the Go module proxy (no registry).
+#
+#   controlplane.sh build                 build the binaries once; they are cached outside the repo
+#   controlplane.sh up                    build if needed, start the four processes, wait until the
+#                                         apiserver is ready and the default ServiceAccount exists
+#   controlplane.sh status                print the lines below and exit 0 if running, else exit 1
+#   controlplane.sh node-kubeconfig NAME  a kubeconfig for the node NAME (system:node:NAME in group
+#                                         system:nodes); prints NODE_KUBECONFIG=<path>
+#   controlplane.sh down                  stop the four processes (ours only) and remove the state dir
+#   controlplane.sh gomod                 regenerate deploy/controlplane/go.mod from k8s.io/kubernetes's
+#                                         own go.mod (after changing K8S_VERSION below), then go mod tidy
+#
+# On success `up` and `status` print exactly these lines on stdout (everything else goes to stderr):
+#   ADMIN_KUBECONFIG=<path>    system:masters; certificates embedded
+#   KUBECTL=<path>
+#   APISERVER=https://127.0.0.1:<port>
+#
+# Exit codes: 0 ok, 1 not running (status) or failure, 2 usage, 3 this machine cannot run it
+# (not Linux, no flock, no Go toolchain when a build is needed, openssl or curl missing and not
+# installable).
+#
+# Versions: k8s.io/kubernetes and etcd are pinned by the modules in deploy/controlplane/ (go.mod,
+# go.sum; etcd in its own module deploy/controlplane/etcd so it keeps its own dependencies).
+# Builds use the default Go module and build caches.
+#
+# Environment:
+#   ACTORLET_CONTROLPLANE_DIR  state dir (default /tmp/actorlet-controlplane): PKI, kubeconfigs,
+#                              etcd data, logs, pid files
+#   ACTORLET_CACHE             binary cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/actorlet);
+#                              binaries go to <root>/controlplane/k8s-<version>/bin and
+#                              <root>/controlplane/etcd-<version>/bin
+#   ACTORLET_APISERVER_PORT    first port tried for the apiserver (default 62443)
+#   ACTORLET_ETCD_PORT         first port tried for etcd's client URL (default 62379; peer = next)
+#   ACTORLET_SERVICE_CIDR      service cluster IP range (default 10.96.0.0/16)
+# Ports are taken on 127.0.0.1 from 61000-65535 (private, above Linux's default ephemeral range);
+# a busy port is skipped for the next free one.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+MODDIR=$ROOT/deploy/controlplane
+ETCDMOD=$MODDIR/etcd
+CACHE=${ACTORLET_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/actorlet}
+CACHE=${CACHE%/}/controlplane
+DIR=${ACTORLET_CONTROLPLANE_DIR:-/tmp/actorlet-controlplane}
+DIR=${DIR%/}
+case $DIR in "" | / | "$HOME") echo "controlplane.sh: refusing state dir '$DIR'" >&2 && exit 2 ;; esac
+PKI=$DIR/pki
+LOCK=$DIR.lock
+PORTS=$DIR/ports.env
+ADMIN_KUBECONFIG=$DIR/admin.kubeconfig
+SERVICE_CIDR=${ACTORLET_SERVICE_CIDR:-10.96.0.0/16}
+PROCS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+STAGING_SKIP='k8s.io/sample-cli-plugin|k8s.io/sample-controller' # replaced upstream, never required
+export PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
+
+log() { echo "controlplane.sh: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+cannot_run() { log "cannot run here: $*"; exit 3; }
+now_ms() { date +%s%3N; }
+
+# modver FILE MODULE: the version FILE's go.mod requires of MODULE.
+modver() {
+  awk -v m="$2" '($1 == m && $2 ~ /^v/) {print $2; exit} ($1 == "require" && $2 == m) {print $3; exit}' "$1"
+}
+
+versions() {
+  [[ -f $MODDIR/go.mod && -f $ETCDMOD/go.mod ]] || die "missing $MODDIR/go.mod or $ETCDMOD/go.mod"
+  K8S_VERSION=$(modver "$MODDIR/go.mod" k8s.io/kubernetes)
+  ETCD_VERSION=$(modver "$ETCDMOD/go.mod" go.etcd.io/etcd/server/v3)
+  [[ -n $K8S_VERSION && -n $ETCD_VERSION ]] || die "cannot read the pinned versions from deploy/controlplane"
+  KBIN=$CACHE/k8s-$K8S_VERSION/bin
+  EBIN=$CACHE/etcd-$ETCD_VERSION/bin
+  KUBECTL=$KBIN/kubectl
+}
+
+# ---------------------------------------------------------------------------------------------
+# checks
+
+check_machine() {
+  [ "$(uname -s)" = Linux ] || cannot_run "needs Linux"
+  command -v flock >/dev/null 2>&1 || cannot_run "flock (util-linux) is missing"
+}
+
+check_go() {
+  command -v go >/dev/null 2>&1 || cannot_run "no Go toolchain on PATH (needed to build the control plane)"
+}
+
+install_pkgs() {
+  local missing=()
+  command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  { [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; } ||
+    cannot_run "missing ${missing[*]} and this is not a Debian-like system (no apt-get)"
+  [ "$(id -u)" = 0 ] || cannot_run "missing ${missing[*]}; installing needs root"
+  log "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2; } ||
+    cannot_run "apt-get could not install ${missing[*]}"
+}
+
+# ---------------------------------------------------------------------------------------------
+# build
+
+all_built() {
+  local b
+  for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    [ -x "$KBIN/$b" ] || return 1
+  done
+  [ -x "$EBIN/etcd" ]
+}
+
+# go_build MODDIR OUTDIR LDFLAGS OUT PKG...: build into OUTDIR atomically (a killed build leaves
+# nothing); OUT names the binary of a single PKG, or is empty for one binary per PKG.
+go_build() {
+  local mod=$1 out=$2 ld=$3 name=$4 tmp f
+  shift 4
+  mkdir -p "$out"
+  tmp=$(mktemp -d "$out/.build.XXXXXX")
+  # One go build for several commands shares their common packages and links them in parallel.
+  if ! (cd "$mod" && GOFLAGS=-mod=readonly GOWORK=off go build -trimpath -ldflags="$ld" -o "$tmp/$name" "$@" >&2); then
+    rm -rf "$tmp"
+    die "go build $* failed (in $mod)"
+  fi
+  for f in "$tmp"/*; do mv -f "$f" "$out/"; done
+  rmdir "$tmp"
+}
+
+build() {
+  versions
+  all_built && return 0
+  check_go
+  local b missing=() t0 major minor ld pkg
+  for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    [ -x "$KBIN/$b" ] || missing+=("k8s.io/kubernetes/cmd/$b")
+  done
+  if [ ! -x "$EBIN/etcd" ]; then
+    log "building etcd $ETCD_VERSION into $EBIN"
+    t0=$(now_ms)
+    go_build "$ETCDMOD" "$EBIN" "-s -w" etcd go.etcd.io/etcd/server/v3
+    log "built etcd in $(( ($(now_ms) - t0) / 1000 ))s"
+  fi
+  if [ ${#missing[@]} -gt 0 ]; then
+    # Without these the binaries report v0.0.0-master and clients warn about version skew.
+    major=${K8S_VERSION#v}
+    major=${major%%.*}
+    minor=${K8S_VERSION#v*.}
+    minor=${minor%%.*}
+    ld="-s -w"
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+      ld+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+      ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+    done
+    log "building ${missing[*]##*/} $K8S_VERSION into $KBIN (cold: ~15 min on 2 cores)"
+    t0=$(now_ms)
+    go_build "$MODDIR" "$KBIN" "$ld" "" "${missing[@]}"
+    log "built ${missing[*]##*/} in $(( ($(now_ms) - t0) / 1000 ))s"
+  fi
+  all_built || die "build finished but binaries are missing in $KBIN / $EBIN"
+}
+
+# gomod: rewrite deploy/controlplane/go.mod for K8S_VERSION (default: the pinned one), replacing
+# every staging module k8s.io/kubernetes replaces with ./staging/... by its published v0.X.Y.
+gomod() {
+  check_go
+  versions
+  local want=${K8S_VERSION_NEW:-$K8S_VERSION} staging kmod
+  staging=v0.${want#v1.}
+  kmod=$(cd "$MODDIR" && GOWORK=off go mod download -json "k8s.io/kubernetes@$want" |
+    sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  [ -s "$kmod" ] || die "could not download k8s.io/kubernetes@$want"
+  {
+    echo "// Generated by deploy/local/controlplane.sh gomod; do not edit by hand."
+    echo "// k8s.io/kubernetes cannot be required as is: its go.mod replaces the staging"
+    echo "// modules with ./staging/src/..., so replace each with the published release."
+    echo "module github.com/actorlet/actorlet/deploy/controlplane"
+    echo
+    echo "go 1.26.0"
+    echo
+    echo "godebug default=go1.26"
+    echo
+    echo "require k8s.io/kubernetes $want"
+    echo
+    echo "replace ("
+    sed -n '/^replace (/,/^)/p' "$kmod" | awk '/=>/ {print $1}' | grep -vE "$STAGING_SKIP" |
+      while read -r m; do printf '\t%s => %s %s\n' "$m" "$m" "$staging"; done
+    echo ")"
+  } >"$MODDIR/go.mod"
+  rm -f "$MODDIR/go.sum"
+  (cd "$MODDIR" && GOWORK=off go mod tidy >&2)
+  (cd "$ETCDMOD" && GOWORK=off go mod tidy >&2)
+  log "wrote $MODDIR/go.mod for k8s.io/kubernetes $want (staging $staging)"
+}
+
+# ---------------------------------------------------------------------------------------------
+# ports
+
+port_busy() {
+  if command -v ss >/dev/null 2>&1; then
+    [ -n "$(ss -Htan "( sport = :$1 )" 2>/dev/null)" ]
+  else
+    (: </dev/tcp/127.0.0.1/"$1") 2>/dev/null
+  fi
+}
+
+# free_port FIRST [EXCLUDE...]: the first free port at or above FIRST, in 61000-65535.
+free_port() {
+  local p=$1 x
+  shift
+  [[ $p -ge 61000 && $p -le 65535 ]] || die "port $p is outside the private range 61000-65535"
+  for ((; p <= 65535; p++)); do
+    for x in "$@"; do [ "$p" = "$x" ] && continue 2; done
+    port_busy "$p" || { echo "$p"; return 0; }
+  done
+  die "no free port on 127.0.0.1 at or above $1"
+}
+
+pick_ports() {
+  ETCD_PORT=$(free_port "${ACTORLET_ETCD_PORT:-62379}")
+  ETCD_PEER_PORT=$(free_port $((ETCD_PORT + 1)) "$ETCD_PORT")
+  API_PORT=$(free_port "${ACTORLET_APISERVER_PORT:-62443}" "$ETCD_PORT" "$ETCD_PEER_PORT")
+  printf 'ETCD_PORT=%s\nETCD_PEER_PORT=%s\nAPI_PORT=%s\n' "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT" >"$PORTS"
+}
+
+load_ports() {
+  [ -f "$PORTS" ] || return 1
+  # shellcheck disable=SC1090
+  . "$PORTS"
+}
+
+# ---------------------------------------------------------------------------------------------
+# PKI: one CA signs everything (serving, clients, cluster signing); EC P-256 keys are instant.
+
+newkey() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
+
+# sign NAME SUBJECT EXT: NAME.key + NAME.crt signed by the CA.
+sign() {
+  local name=$1 subj=$2 ext=$3
+  newkey "$PKI/$name.key"
+  openssl req -new -key "$PKI/$name.key" -subj "$subj" -out "$PKI/$name.csr" 2>/dev/null
+  printf '%s\n' "$ext" >"$PKI/$name.ext"
+  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+    -days 3650 -sha256 -extfile "$PKI/$name.ext" -out "$PKI/$name.crt" 2>/dev/null ||
+    die "openssl could not sign $name"
+  rm -f "$PKI/$name.csr" "$PKI/$name.ext"
+}
+
+CLIENT_EXT='basicConstraints=critical,CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=clientAuth'
+
+first_service_ip() {
+  local net=${SERVICE_CIDR%/*}
+  echo "${net%.*}.$((${net##*.} + 1))"
+}
+
+make_pki() {
+  mkdir -p "$PKI"
+  chmod 700 "$PKI"
+  newkey "$PKI/ca.key"
+  openssl req -x509 -new -key "$PKI/ca.key" -subj "/CN=actorlet-controlplane-ca" -days 3650 -sha256 \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+    -out "$PKI/ca.crt" 2>/dev/null || die "openssl could not make the CA"
+  sign apiserver "/CN=kube-apiserver" "basicConstraints=critical,CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=IP:127.0.0.1,IP:$(first_service_ip),DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  sign admin "/O=system:masters/CN=actorlet-admin" "$CLIENT_EXT"
+  sign controller-manager "/CN=system:kube-controller-manager" "$CLIENT_EXT"
+  sign scheduler "/CN=system:kube-scheduler" "$CLIENT_EXT"
+  sign apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "$CLIENT_EXT"
+  newkey "$PKI/sa.key"
+  openssl pkey -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+  rm -f "$PKI/ca.srl"
+}
+
+b64() { base64 -w0 <"$1"; }
+
+# kubeconfig OUT USER CERT KEY: certificates embedded, so the file stands alone.
+kubeconfig() {
+  local out=$1
+  cat >"$out.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: actorlet
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority-data: $(b64 "$PKI/ca.crt")
+users:
+- name: $2
+  user:
+    client-certificate-data: $(b64 "$3")
+    client-key-data: $(b64 "$4")
+contexts:
+- name: actorlet
+  context:
+    cluster: actorlet
+    user: $2
+current-context: actorlet
+EOF
+  chmod 600 "$out.tmp"
+  mv "$out.tmp" "$out"
+}
+
+# ---------------------------------------------------------------------------------------------
+# processes
+
+# ours PROC: the pid in PROC's pid file, if that process is alive and was started for this DIR.
+ours() {
+  local f=$DIR/$1.pid pid st
+  [ -s "$f" ] || return 1
+  pid=$(cat "$f")
+  st=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [ -n "$st" ] && [ "$st" != Z ] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$DIR/" || return 1
+  echo "$pid"
+}
+
+api_get() {
+  curl -fsS --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
+    "https://127.0.0.1:$API_PORT$1" 2>/dev/null
+}
+
+healthy() {
+  [ -f "$ADMIN_KUBECONFIG" ] && load_ports || return 1
+  local p
+  for p in "${PROCS[@]}"; do ours "$p" >/dev/null || return 1; done
+  [ "$(api_get /readyz)" = ok ]
+}
+
+print_lines() {
+  echo "ADMIN_KUBECONFIG=$ADMIN_KUBECONFIG"
+  echo "KUBECTL=$KUBECTL"
+  echo "APISERVER=https://127.0.0.1:$API_PORT"
+}
+
+# start PROC ARGS...: in its own session, so it outlives the caller; fd 9 (our lock) stays here.
+start() {
+  local name=$1
+  shift
+  setsid "$@" </dev/null >"$DIR/$name.log" 2>&1 9>&- &
+  echo $! >"$DIR/$name.pid"
+}
+
+# wait_until WHAT SECONDS PROC CMD...: poll CMD every 0.1s while PROC lives.
+wait_until() {
+  local what=$1 secs=$2 proc=$3 i
+  shift 3
+  for ((i = 0; i < secs * 10; i++)); do
+    "$@" && return 0
+    if ! ours "$proc" >/dev/null; then
+      tail -n 30 "$DIR/$proc.log" >&2
+      die "$proc exited while waiting for $what (log $DIR/$proc.log)"
+    fi
+    sleep 0.1
+  done
+  tail -n 30 "$DIR/$proc.log" >&2
+  die "timed out after ${secs}s waiting for $what (log $DIR/$proc.log)"
+}
+
+etcd_healthy() { curl -fsS --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null | grep -q '"health":"true"'; }
+api_ready() { [ "$(api_get /readyz)" = ok ]; }
+sa_ready() {
+  api_get /api/v1/namespaces/default/serviceaccounts/default >/dev/null &&
+    api_get /api/v1/namespaces/default/configmaps/kube-root-ca.crt >/dev/null
+}
+
+start_all() {
+  local t0 t1
+  t0=$(now_ms)
+  pick_ports
+  make_pki
+  kubeconfig "$ADMIN_KUBECONFIG" actorlet-admin "$PKI/admin.crt" "$PKI/admin.key"
+  kubeconfig "$DIR/controller-manager.kubeconfig" system:kube-controller-manager \
+    "$PKI/controller-manager.crt" "$PKI/controller-manager.key"
+  kubeconfig "$DIR/scheduler.kubeconfig" system:kube-scheduler "$PKI/scheduler.crt" "$PKI/scheduler.key"
+
+  t1=$(now_ms)
+  start etcd "$EBIN/etcd" --name actorlet --data-dir "$DIR/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "actorlet=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --unsafe-no-fsync --log-level warn
+  wait_until "etcd health" 30 etcd etcd_healthy
+  log "etcd ready on 127.0.0.1:$ETCD_PORT in $(($(now_ms) - t1)) ms"
+
+  t1=$(now_ms)
+  start kube-apiserver "$KBIN/kube-apiserver" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
+    --cert-dir="$DIR/apiserver-certs" \
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+    --client-ca-file="$PKI/ca.crt" \
+    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --authorization-mode=Node,RBAC \
+    --enable-admission-plugins=NodeRestriction \
+    --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+    --allow-privileged=true --profiling=false
+  wait_until "kube-apiserver /readyz" 120 kube-apiserver api_ready
+  log "kube-apiserver ready on 127.0.0.1:$API_PORT in $(($(now_ms) - t1)) ms"
+
+  t1=$(now_ms)
+  start kube-controller-manager "$KBIN/kube-controller-manager" \
+    --kubeconfig="$DIR/controller-manager.kubeconfig" --secure-port=0 --leader-elect=false \
+    --use-service-account-credentials=true \
+    --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
+    --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
+    --service-cluster-ip-range="$SERVICE_CIDR" --cluster-name=actorlet --profiling=false
+  start kube-scheduler "$KBIN/kube-scheduler" \
+    --kubeconfig="$DIR/scheduler.kubeconfig" --secure-port=0 --leader-elect=false --profiling=false
+  wait_until "the default ServiceAccount and kube-root-ca.crt in default" 120 kube-controller-manager sa_ready
+  ours kube-scheduler >/dev/null || { tail -n 30 "$DIR/kube-scheduler.log" >&2; die "kube-scheduler exited"; }
+  log "kube-controller-manager made the default ServiceAccount in $(($(now_ms) - t1)) ms; up in $(($(now_ms) - t0)) ms"
+}
+
+# stop_all: TERM our processes (newest first), KILL what is left after 10s.
+stop_all() {
+  local p pid pids=() i
+  for ((i = ${#PROCS[@]} - 1; i >= 0; i--)); do
+    p=${PROCS[i]}
+    if pid=$(ours "$p"); then
+      kill "$pid" 2>/dev/null || true
+      pids+=("$pid")
+    fi
+    rm -f "$DIR/$p.pid"
+  done
+  for pid in "${pids[@]}"; do
+    for ((i = 0; i < 100; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      [ "$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)" = Z ] && break
+      sleep 0.1
+    done
+    if [ "$i" = 100 ]; then kill -9 "$pid" 2>/dev/null || true; fi
+  done
+}
+
+lock() {
+  mkdir -p "$(dirname "$LOCK")"
+  exec 9>"$LOCK"
+  flock 9
+}
+
+up() {
+  check_machine
+  lock
+  versions
+  if healthy; then
+    print_lines
+    return 0
+  fi
+  install_pkgs
+  build
+  # Anything left half-running is restarted from scratch: state is cheap, a stale PKI is not.
+  stop_all
+  if [ -d "$DIR" ]; then rm -rf --one-file-system "$DIR"; fi
+  mkdir -p "$DIR"
+  chmod 700 "$DIR"
+  start_all
+  print_lines
+}
+
+status() {
+  versions
+  healthy || return 1
+  print_lines
+}
+
+node_kubeconfig() {
+  local name=${1:-}
+  [[ $name =~ ^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$ ]] || {
+    log "usage: $0 node-kubeconfig NAME (a DNS subdomain)"
+    exit 2
+  }
+  lock
+  versions
+  healthy || die "the control plane is not running (run: $0 up)"
+  local d=$DIR/nodes/$name
+  if [ ! -s "$d/kubeconfig" ]; then
+    mkdir -p "$d"
+    sign "node-$name" "/O=system:nodes/CN=system:node:$name" "$CLIENT_EXT"
+    mv "$PKI/node-$name.crt" "$d/node.crt"
+    mv "$PKI/node-$name.key" "$d/node.key"
+    rm -f "$PKI/ca.srl"
+    kubeconfig "$d/kubeconfig" "system:node:$name" "$d/node.crt" "$d/node.key"
+  fi
+  echo "NODE_KUBECONFIG=$d/kubeconfig"
+}
+
+down() {
+  lock
+  stop_all
+  if [ -d "$DIR" ]; then rm -rf --one-file-system "$DIR"; fi
+  log "down"
+}
+
+case "${1:-}" in
+  build)
+    check_machine
+    build
+    versions
+    log "binaries: $KBIN $EBIN"
+    ;;
+  up) up ;;
+  status) status ;;
+  node-kubeconfig) node_kubeconfig "${2:-}" ;;
+  down) down ;;
+  gomod) gomod ;;
+  *)
+    echo "usage: $0 build|up|status|node-kubeconfig NAME|down|gomod" >&2
+    exit 2
+    ;;
+esac
