@@ -1,0 +1,480 @@
+// Package volume is the VolumeActor: it sets up a pod's volumes on the host
+// (emptyDir, hostPath, projected service-account tokens, ConfigMaps,
+// Secrets and the downward API), keeps projected tokens fresh and tears
+// everything down when the pod is gone. File I/O and API calls run off the
+// mailbox; results come back as messages.
+package volume
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/messages"
+)
+
+// Files writes volume contents.
+type Files interface {
+	EnsureDir(dir string, mode os.FileMode) error
+	WriteAtomic(dir string, files map[string][]byte, mode os.FileMode) error
+	RemoveAll(dir string) error
+}
+
+// API gives what projected, ConfigMap and Secret volumes need (cluster
+// mode); nil in standalone mode.
+type API interface {
+	CreateToken(ctx context.Context, namespace, serviceAccount string, req *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error)
+	ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
+	Secret(ctx context.Context, namespace, name string) (*v1.Secret, error)
+}
+
+// Config of the actor.
+type Config struct {
+	PodsDir    string        // <root-dir>/pods
+	ResyncEach time.Duration // ConfigMap/Secret contents are refreshed this often (1 m)
+	Timeout    time.Duration
+}
+
+// New returns the VolumeActor producer; api may be nil.
+func New(files Files, api API, cfg Config, clk clock.WithDelayedExecution, log *slog.Logger) actor.Producer {
+	if files == nil || clk == nil || cfg.PodsDir == "" {
+		panic("volume.New: files, clock and PodsDir are required")
+	}
+	if cfg.ResyncEach <= 0 {
+		cfg.ResyncEach = time.Minute
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return func() actor.Actor {
+		return &Actor{files: files, api: api, cfg: cfg, clk: clk, log: log.With("actor", "volumes")}
+	}
+}
+
+// Actor is the VolumeActor.
+type Actor struct {
+	files Files
+	api   API
+	cfg   Config
+	clk   clock.WithDelayedExecution
+	log   *slog.Logger
+
+	sys  *actor.ActorSystem
+	self *actor.PID
+	gen  uint64
+	pods map[types.UID]*podVolumes
+}
+
+type podVolumes struct {
+	pod      *v1.Pod
+	paths    map[string]string
+	ready    bool
+	busy     bool
+	waiters  []*actor.PID
+	timer    clock.Timer
+	lastErr  string
+	failures int
+}
+
+type (
+	setUp struct {
+		gen       uint64
+		uid       types.UID
+		paths     map[string]string
+		refreshIn time.Duration
+		err       error
+	}
+	refresh struct {
+		gen uint64
+		uid types.UID
+	}
+)
+
+// Receive implements actor.Actor.
+func (a *Actor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.sys, a.self = ctx.ActorSystem(), ctx.Self()
+		a.gen = rand.Uint64()
+		// A restarted VolumeActor knows no pod: PodActors ask again, and
+		// setting up is idempotent.
+		a.pods = map[types.UID]*podVolumes{}
+	case *actor.Restarting, *actor.Stopping:
+		for _, pv := range a.pods {
+			if pv.timer != nil {
+				pv.timer.Stop()
+			}
+		}
+	case *messages.EnsureVolumes:
+		a.handleEnsure(ctx, m)
+	case *setUp:
+		if m.gen == a.gen {
+			a.handleSetUp(ctx, m)
+		}
+	case *refresh:
+		if pv, ok := a.pods[m.uid]; ok && m.gen == a.gen {
+			a.start(pv)
+		}
+	case *messages.TearDownVolumes:
+		a.handleTearDown(m)
+	}
+}
+
+func (a *Actor) handleEnsure(ctx actor.Context, m *messages.EnsureVolumes) {
+	if m.Pod == nil {
+		return
+	}
+	pv, ok := a.pods[m.Pod.UID]
+	if !ok {
+		pv = &podVolumes{}
+		a.pods[m.Pod.UID] = pv
+	}
+	pv.pod = m.Pod
+	if pv.ready {
+		ctx.Send(m.ReplyTo, &messages.VolumesReady{UID: m.Pod.UID, Paths: copyPaths(pv.paths)})
+		return
+	}
+	pv.waiters = append(pv.waiters, m.ReplyTo)
+	a.start(pv)
+}
+
+func copyPaths(p map[string]string) map[string]string {
+	out := make(map[string]string, len(p))
+	for k, v := range p {
+		out[k] = v
+	}
+	return out
+}
+
+// start sets up (or refreshes) a pod's volumes in a goroutine.
+func (a *Actor) start(pv *podVolumes) {
+	if pv.busy {
+		return
+	}
+	pv.busy = true
+	pod, gen, sys, self := pv.pod.DeepCopy(), a.gen, a.sys, a.self
+	files, api, cfg, now := a.files, a.api, a.cfg, a.clk.Now()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+		defer cancel()
+		paths, refreshIn, err := setUpPod(ctx, files, api, cfg, pod, now)
+		sys.Root.Send(self, &setUp{gen: gen, uid: pod.UID, paths: paths, refreshIn: refreshIn, err: err})
+	}()
+}
+
+func (a *Actor) handleSetUp(ctx actor.Context, m *setUp) {
+	pv, ok := a.pods[m.uid]
+	if !ok {
+		return // torn down meanwhile
+	}
+	pv.busy = false
+	next := m.refreshIn
+	if m.err != nil {
+		pv.failures++
+		if msg := m.err.Error(); msg != pv.lastErr {
+			a.log.Warn("volume setup failed", "pod", pv.pod.Namespace+"/"+pv.pod.Name, "err", m.err)
+			pv.lastErr = msg
+		}
+		for _, w := range pv.waiters {
+			ctx.Send(w, &messages.VolumesReady{UID: m.uid, Reason: "FailedMount", Message: m.err.Error()})
+		}
+		pv.waiters = nil
+		next = min(time.Duration(pv.failures)*2*time.Second, 30*time.Second)
+		if pv.ready {
+			next = min(next, m.refreshIn) // keep what works; retry the refresh
+		}
+	} else {
+		pv.failures, pv.lastErr = 0, ""
+		pv.paths, pv.ready = m.paths, true
+		for _, w := range pv.waiters {
+			ctx.Send(w, &messages.VolumesReady{UID: m.uid, Paths: copyPaths(m.paths)})
+		}
+		pv.waiters = nil
+	}
+	if next > 0 {
+		if pv.timer != nil {
+			pv.timer.Stop()
+		}
+		sys, self, msg := a.sys, a.self, &refresh{gen: a.gen, uid: m.uid}
+		pv.timer = a.clk.AfterFunc(next, func() { sys.Root.Send(self, msg) })
+	}
+}
+
+func (a *Actor) handleTearDown(m *messages.TearDownVolumes) {
+	if pv, ok := a.pods[m.UID]; ok && pv.timer != nil {
+		pv.timer.Stop()
+	}
+	delete(a.pods, m.UID)
+	dir := filepath.Join(a.cfg.PodsDir, string(m.UID), "volumes")
+	files, log := a.files, a.log
+	go func() {
+		if err := files.RemoveAll(dir); err != nil {
+			log.Warn("volume teardown", "uid", m.UID, "err", err)
+		}
+	}()
+}
+
+// setUpPod writes every volume of the pod and returns their host paths and
+// when to refresh (0: never).
+func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod, now time.Time) (map[string]string, time.Duration, error) {
+	base := filepath.Join(cfg.PodsDir, string(pod.UID), "volumes")
+	paths := map[string]string{}
+	var refreshIn time.Duration
+	sooner := func(d time.Duration) {
+		if d > 0 && (refreshIn == 0 || d < refreshIn) {
+			refreshIn = d
+		}
+	}
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		var dir string
+		var err error
+		switch {
+		case v.EmptyDir != nil:
+			dir = filepath.Join(base, "kubernetes.io~empty-dir", v.Name)
+			err = files.EnsureDir(dir, 0o777)
+		case v.HostPath != nil:
+			dir = v.HostPath.Path
+			if v.HostPath.Type != nil && *v.HostPath.Type == v1.HostPathDirectoryOrCreate {
+				err = files.EnsureDir(dir, 0o755)
+			}
+		case v.Projected != nil:
+			dir = filepath.Join(base, "kubernetes.io~projected", v.Name)
+			var contents map[string][]byte
+			var d time.Duration
+			contents, d, err = projected(ctx, api, pod, v.Projected, now, cfg.ResyncEach)
+			if err == nil {
+				sooner(d)
+				err = files.WriteAtomic(dir, contents, mode(v.Projected.DefaultMode))
+			}
+		case v.ConfigMap != nil:
+			dir = filepath.Join(base, "kubernetes.io~configmap", v.Name)
+			var contents map[string][]byte
+			contents, err = configMapFiles(ctx, api, pod.Namespace, &v.ConfigMap.LocalObjectReference, v.ConfigMap.Items, v.ConfigMap.Optional)
+			if err == nil {
+				sooner(cfg.ResyncEach)
+				err = files.WriteAtomic(dir, contents, mode(v.ConfigMap.DefaultMode))
+			}
+		case v.Secret != nil:
+			dir = filepath.Join(base, "kubernetes.io~secret", v.Name)
+			var contents map[string][]byte
+			contents, err = secretFiles(ctx, api, pod.Namespace, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional)
+			if err == nil {
+				sooner(cfg.ResyncEach)
+				err = files.WriteAtomic(dir, contents, mode(v.Secret.DefaultMode))
+			}
+		case v.DownwardAPI != nil:
+			dir = filepath.Join(base, "kubernetes.io~downward-api", v.Name)
+			var contents map[string][]byte
+			contents, err = downward(pod, v.DownwardAPI.Items)
+			if err == nil {
+				err = files.WriteAtomic(dir, contents, mode(v.DownwardAPI.DefaultMode))
+			}
+		default:
+			err = fmt.Errorf("volume %q: this volume type is not supported by actorlet yet (supported: emptyDir, hostPath, projected, configMap, secret, downwardAPI)", v.Name)
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("volume %q: %w", v.Name, err)
+		}
+		paths[v.Name] = dir
+	}
+	return paths, refreshIn, nil
+}
+
+func mode(m *int32) os.FileMode {
+	if m == nil {
+		return 0o644
+	}
+	return os.FileMode(*m)
+}
+
+var errNoAPI = fmt.Errorf("%w: needs the API server (cluster mode)", errdefs.ErrFailedPrecondition)
+
+// projected gathers the sources of a projected volume; the duration is when
+// its token must be refreshed (at 80 %% of its lifetime, as upstream).
+func projected(ctx context.Context, api API, pod *v1.Pod, p *v1.ProjectedVolumeSource, now time.Time, resync time.Duration) (map[string][]byte, time.Duration, error) {
+	out := map[string][]byte{}
+	var refreshIn time.Duration
+	for _, src := range p.Sources {
+		switch {
+		case src.ServiceAccountToken != nil:
+			if api == nil {
+				return nil, 0, errNoAPI
+			}
+			exp := int64(3607)
+			if src.ServiceAccountToken.ExpirationSeconds != nil {
+				exp = *src.ServiceAccountToken.ExpirationSeconds
+			}
+			req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+				ExpirationSeconds: &exp,
+				BoundObjectRef:    &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID},
+			}}
+			if a := src.ServiceAccountToken.Audience; a != "" {
+				req.Spec.Audiences = []string{a}
+			}
+			sa := pod.Spec.ServiceAccountName
+			if sa == "" {
+				sa = "default"
+			}
+			tr, err := api.CreateToken(ctx, pod.Namespace, sa, req)
+			if err != nil {
+				return nil, 0, err
+			}
+			out[src.ServiceAccountToken.Path] = []byte(tr.Status.Token)
+			ttl := tr.Status.ExpirationTimestamp.Sub(now)
+			if d := ttl * 8 / 10; d > 0 && (refreshIn == 0 || d < refreshIn) {
+				refreshIn = d
+			}
+		case src.ConfigMap != nil:
+			files, err := configMapFiles(ctx, api, pod.Namespace, &src.ConfigMap.LocalObjectReference, src.ConfigMap.Items, src.ConfigMap.Optional)
+			if err != nil {
+				return nil, 0, err
+			}
+			for k, v := range files {
+				out[k] = v
+			}
+			if refreshIn == 0 || resync < refreshIn {
+				refreshIn = resync
+			}
+		case src.Secret != nil:
+			files, err := secretFiles(ctx, api, pod.Namespace, src.Secret.Name, src.Secret.Items, src.Secret.Optional)
+			if err != nil {
+				return nil, 0, err
+			}
+			for k, v := range files {
+				out[k] = v
+			}
+		case src.DownwardAPI != nil:
+			files, err := downward(pod, src.DownwardAPI.Items)
+			if err != nil {
+				return nil, 0, err
+			}
+			for k, v := range files {
+				out[k] = v
+			}
+		default:
+			return nil, 0, fmt.Errorf("projected source not supported (clusterTrustBundle, podCertificate)")
+		}
+	}
+	return out, refreshIn, nil
+}
+
+func configMapFiles(ctx context.Context, api API, ns string, ref *v1.LocalObjectReference, items []v1.KeyToPath, optional *bool) (map[string][]byte, error) {
+	if api == nil {
+		return nil, errNoAPI
+	}
+	cm, err := api.ConfigMap(ctx, ns, ref.Name)
+	if errdefs.IsNotFound(err) && optional != nil && *optional {
+		return map[string][]byte{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	data := map[string][]byte{}
+	for k, v := range cm.Data {
+		data[k] = []byte(v)
+	}
+	for k, v := range cm.BinaryData {
+		data[k] = v
+	}
+	return pick(data, items, optional, "configmap "+ref.Name)
+}
+
+func secretFiles(ctx context.Context, api API, ns, name string, items []v1.KeyToPath, optional *bool) (map[string][]byte, error) {
+	if api == nil {
+		return nil, errNoAPI
+	}
+	s, err := api.Secret(ctx, ns, name)
+	if errdefs.IsNotFound(err) && optional != nil && *optional {
+		return map[string][]byte{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pick(s.Data, items, optional, "secret "+name)
+}
+
+func pick(data map[string][]byte, items []v1.KeyToPath, optional *bool, what string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	if len(items) == 0 {
+		for k, v := range data {
+			out[k] = v
+		}
+		return out, nil
+	}
+	for _, it := range items {
+		v, ok := data[it.Key]
+		if !ok {
+			if optional != nil && *optional {
+				continue
+			}
+			return nil, fmt.Errorf("%s has no key %q", what, it.Key)
+		}
+		out[it.Path] = v
+	}
+	return out, nil
+}
+
+func downward(pod *v1.Pod, items []v1.DownwardAPIVolumeFile) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for _, it := range items {
+		if it.FieldRef == nil {
+			return nil, fmt.Errorf("downward API item %q: only fieldRef is supported", it.Path)
+		}
+		var v string
+		switch it.FieldRef.FieldPath {
+		case "metadata.name":
+			v = pod.Name
+		case "metadata.namespace":
+			v = pod.Namespace
+		case "metadata.uid":
+			v = string(pod.UID)
+		case "metadata.labels":
+			v = formatMap(pod.Labels)
+		case "metadata.annotations":
+			v = formatMap(pod.Annotations)
+		case "spec.nodeName":
+			v = pod.Spec.NodeName
+		case "spec.serviceAccountName":
+			v = pod.Spec.ServiceAccountName
+		default:
+			return nil, fmt.Errorf("downward API field %q is not supported", it.FieldRef.FieldPath)
+		}
+		out[it.Path] = []byte(v)
+	}
+	return out, nil
+}
+
+// formatMap renders labels or annotations as the upstream downward API does:
+// key="value" lines, sorted.
+func formatMap(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "%s=%q", k, m[k])
+	}
+	return b.String()
+}

@@ -1,0 +1,30 @@
+package messages
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// EnsureVolumes asks the VolumeActor to set up a pod's volumes. Reply (to
+// ReplyTo): VolumesReady. Asking again for a pod already set up answers at
+// once (its projected tokens keep being refreshed in the background).
+type EnsureVolumes struct {
+	Pod     *v1.Pod
+	ReplyTo *actor.PID
+}
+
+// VolumesReady answers EnsureVolumes: the host path of every volume by
+// name, or why they cannot be set up (Reason "FailedMount").
+type VolumesReady struct {
+	UID     types.UID
+	Paths   map[string]string
+	Reason  string
+	Message string
+}
+
+// TearDownVolumes tells the VolumeActor the pod is gone: stop refreshing and
+// remove what was written for it.
+type TearDownVolumes struct {
+	UID types.UID
+}
