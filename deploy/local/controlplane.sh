@@ -122,7 +122,7 @@ go_build() {
   mkdir -p "$out"
   tmp=$(mktemp -d "$out/.build.XXXXXX")
   # One go build for several commands shares their common packages and links them in parallel.
-  if ! (cd "$mod" && GOFLAGS=-mod=readonly GOWORK=off go build -trimpath -ldflags="$ld" -o "$tmp/$name" "$@" >&2); then
+  if ! (cd "$mod" && GOFLAGS="-mod=readonly -buildvcs=false" GOWORK=off go build -trimpath -ldflags="$ld" -o "$tmp/$name" "$@" >&2); then
     rm -rf "$tmp"
     die "go build $* failed (in $mod)"
   fi
@@ -201,7 +201,7 @@ gomod() {
 
 port_busy() {
   if command -v ss >/dev/null 2>&1; then
-    [ -n "$(ss -Htan "( sport = :$1 )" 2>/dev/null)" ]
+    [ -n "$(ss -Htln "( sport = :$1 )" 2>/dev/null)" ]
   else
     (: </dev/tcp/127.0.0.1/"$1") 2>/dev/null
   fi
@@ -460,6 +460,11 @@ up() {
   install_pkgs
   build
   # Anything left half-running is restarted from scratch: state is cheap, a stale PKI is not.
+  if [ -f "$PORTS" ]; then
+    local p dead=()
+    for p in "${PROCS[@]}"; do ours "$p" >/dev/null || dead+=("$p"); done
+    log "not healthy (not running: ${dead[*]:-none}; apiserver not ready otherwise): restarting from scratch"
+  fi
   stop_all
   if [ -d "$DIR" ]; then rm -rf --one-file-system "$DIR"; fi
   mkdir -p "$DIR"
