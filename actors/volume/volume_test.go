@@ -1,0 +1,196 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/actorlet/actorlet/adapters/volume"
+	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/messages"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+type fakeAPI struct {
+	mu     sync.Mutex
+	clk    *clocktesting.FakeClock
+	tokens int
+	cms    map[string]*v1.ConfigMap
+}
+
+var _ API = (*fakeAPI)(nil)
+
+func (f *fakeAPI) CreateToken(_ context.Context, ns, sa string, req *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tokens++
+	exp := metav1.NewTime(f.clk.Now().Add(time.Duration(*req.Spec.ExpirationSeconds) * time.Second))
+	return &authenticationv1.TokenRequest{Status: authenticationv1.TokenRequestStatus{
+		Token: ns + "/" + sa + "/" + string(rune('0'+f.tokens)), ExpirationTimestamp: exp}}, nil
+}
+
+func (f *fakeAPI) ConfigMap(_ context.Context, ns, name string) (*v1.ConfigMap, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cm, ok := f.cms[ns+"/"+name]; ok {
+		return cm, nil
+	}
+	return nil, errdefs.Wrap(errdefs.ErrNotFound, errors.New("configmap not found"))
+}
+
+func (f *fakeAPI) Secret(context.Context, string, string) (*v1.Secret, error) {
+	return nil, errdefs.Wrap(errdefs.ErrNotFound, errors.New("secret not found"))
+}
+
+func (f *fakeAPI) tokenCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tokens
+}
+
+// kubeAPIAccess is the volume the API server's admission adds to every pod.
+func kubeAPIAccess() v1.Volume {
+	exp := int64(3607)
+	return v1.Volume{Name: "kube-api-access-x", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
+		{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: &exp}},
+		{ConfigMap: &v1.ConfigMapProjection{LocalObjectReference: v1.LocalObjectReference{Name: "kube-root-ca.crt"},
+			Items: []v1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+		{DownwardAPI: &v1.DownwardAPIProjection{Items: []v1.DownwardAPIVolumeFile{
+			{Path: "namespace", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}}},
+	}}}}
+}
+
+type harness struct {
+	sys     *actor.ActorSystem
+	pid     *actor.PID
+	replies chan *messages.VolumesReady
+	sink    *actor.PID
+	dir     string
+	clk     *clocktesting.FakeClock
+	api     *fakeAPI
+}
+
+func newHarness(t *testing.T, withAPI bool) *harness {
+	t.Helper()
+	h := &harness{sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })),
+		replies: make(chan *messages.VolumesReady, 16), dir: t.TempDir(),
+		clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	h.api = &fakeAPI{clk: h.clk, cms: map[string]*v1.ConfigMap{"ns1/kube-root-ca.crt": {Data: map[string]string{"ca.crt": "CA"}}}}
+	var api API
+	if withAPI {
+		api = h.api
+	}
+	h.pid = h.sys.Root.Spawn(actor.PropsFromProducer(New(volume.Files{}, api, Config{PodsDir: h.dir}, h.clk, quiet)))
+	h.sink = h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if m, ok := c.Message().(*messages.VolumesReady); ok {
+			h.replies <- m
+		}
+	}))
+	t.Cleanup(func() { h.sys.Root.Stop(h.pid) })
+	return h
+}
+
+func (h *harness) ensure(t *testing.T, pod *v1.Pod) *messages.VolumesReady {
+	t.Helper()
+	h.sys.Root.Send(h.pid, &messages.EnsureVolumes{Pod: pod, ReplyTo: h.sink})
+	select {
+	case r := <-h.replies:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no VolumesReady")
+		return nil
+	}
+}
+
+func testPod(vols ...v1.Volume) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns1", UID: "uid-1"}, Spec: v1.PodSpec{Volumes: vols}}
+}
+
+func TestProjectedKubeAPIAccessVolume(t *testing.T) {
+	h := newHarness(t, true)
+	r := h.ensure(t, testPod(kubeAPIAccess(), v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}))
+	if r.Reason != "" {
+		t.Fatalf("setup failed: %s", r.Message)
+	}
+	dir := r.Paths["kube-api-access-x"]
+	for name, want := range map[string]string{"token": "ns1/default/1", "ca.crt": "CA", "namespace": "ns1"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || string(b) != want {
+			t.Errorf("%s = %q (%v), want %q", name, b, err, want)
+		}
+	}
+	if st, err := os.Stat(r.Paths["scratch"]); err != nil || !st.IsDir() {
+		t.Errorf("emptyDir %s: %v", r.Paths["scratch"], err)
+	}
+	// A second ask answers from what is set up: no new token.
+	h.ensure(t, testPod(kubeAPIAccess()))
+	if n := h.api.tokenCount(); n != 1 {
+		t.Fatalf("%d token requests, want 1", n)
+	}
+	// At 80 % of the token's life it is refreshed and rewritten.
+	h.clk.Step(3607 * time.Second * 8 / 10)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, _ := os.ReadFile(filepath.Join(dir, "token")); string(b) == "ns1/default/2" {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "token")); string(b) != "ns1/default/2" {
+		t.Fatalf("token not refreshed: %q", b)
+	}
+	// Tear down removes the pod's volume directories.
+	h.sys.Root.Send(h.pid, &messages.TearDownVolumes{UID: "uid-1"})
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(filepath.Join(h.dir, "uid-1")); err == nil {
+			if _, err := os.Stat(filepath.Join(h.dir, "uid-1", "volumes")); os.IsNotExist(err) {
+				return
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("volumes not removed")
+}
+
+func TestVolumeErrorsAreClear(t *testing.T) {
+	tests := []struct {
+		name    string
+		withAPI bool
+		vol     v1.Volume
+		want    string
+	}{
+		{name: "unsupported type", withAPI: true, vol: v1.Volume{Name: "nfs", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "x", Path: "/"}}}, want: "not supported"},
+		{name: "token without API", vol: kubeAPIAccess(), want: "cluster mode"},
+		{name: "missing configmap", withAPI: true, vol: v1.Volume{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "nope"}}}}, want: "not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.withAPI)
+			r := h.ensure(t, testPod(tt.vol))
+			if r.Reason != "FailedMount" || !contains(r.Message, tt.want) || !contains(r.Message, tt.vol.Name) {
+				t.Fatalf("reply %+v, want FailedMount naming %q and %q", r, tt.vol.Name, tt.want)
+			}
+		})
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
