@@ -27,6 +27,7 @@ import (
 	"github.com/actorlet/actorlet/actors/probe"
 	"github.com/actorlet/actorlet/actors/source"
 	"github.com/actorlet/actorlet/actors/status"
+	"github.com/actorlet/actorlet/actors/volume"
 	"github.com/actorlet/actorlet/adapters/cri"
 	"github.com/actorlet/actorlet/adapters/host"
 	"github.com/actorlet/actorlet/adapters/httpapi"
@@ -34,6 +35,7 @@ import (
 	"github.com/actorlet/actorlet/adapters/manifest"
 	"github.com/actorlet/actorlet/adapters/metrics"
 	"github.com/actorlet/actorlet/adapters/prober"
+	volumefiles "github.com/actorlet/actorlet/adapters/volume"
 	"github.com/actorlet/actorlet/messages"
 	"github.com/actorlet/actorlet/supervisors"
 	"k8s.io/apimachinery/pkg/types"
@@ -213,6 +215,12 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		children = append(children, supervisors.Child{Name: "source-url",
 			Props: props(source.NewURL(nodePID, lister, o.HTTPCheckFrequency, clk, log))})
 	}
+	var volumeAPI volume.API
+	if kc != nil {
+		volumeAPI = kc
+	}
+	children = append(children, supervisors.Child{Name: "volumes", Props: props(volume.New(volumefiles.Files{}, volumeAPI,
+		volume.Config{PodsDir: filepath.Join(o.RootDir, "pods"), Timeout: o.RuntimeRequestTimeout}, clk, log))})
 	if kc != nil {
 		sources = append(sources, messages.SourceAPI)
 		sourcePIDs = append(sourcePIDs, pidOf("source-api"))

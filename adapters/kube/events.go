@@ -1,0 +1,58 @@
+package kube
+
+import (
+	"fmt"
+	"log/slog"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+)
+
+// Recorder returns an event recorder writing core/v1 Events as the node
+// (source component "kubelet", host = node name, as upstream, so kubectl
+// describe shows them as usual) and a function that stops it. Events are
+// rate-limited and aggregated by client-go; a full queue drops events rather
+// than block the caller.
+func (c *Client) Recorder() (record.EventRecorder, func()) {
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.cs.CoreV1().Events("")})
+	r := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: c.nodeName})
+	return r, b.Shutdown
+}
+
+// LogRecorder is the standalone mode's recorder: events go to the log.
+type LogRecorder struct{ Log *slog.Logger }
+
+// Event implements record.EventRecorder.
+func (l LogRecorder) Event(object runtime.Object, eventtype, reason, message string) {
+	l.log().Info("event", "object", describe(object), "type", eventtype, "reason", reason, "message", message)
+}
+
+// Eventf implements record.EventRecorder.
+func (l LogRecorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	l.Event(object, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+// AnnotatedEventf implements record.EventRecorder.
+func (l LogRecorder) AnnotatedEventf(object runtime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	l.Eventf(object, eventtype, reason, messageFmt, args...)
+}
+
+func (l LogRecorder) log() *slog.Logger {
+	if l.Log == nil {
+		return slog.Default()
+	}
+	return l.Log
+}
+
+func describe(o runtime.Object) string {
+	if p, ok := o.(*v1.Pod); ok {
+		return "pod/" + p.Namespace + "/" + p.Name
+	}
+	return fmt.Sprintf("%T", o)
+}
+
+var _ record.EventRecorder = LogRecorder{}
