@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -37,6 +38,9 @@ type Config struct {
 	// SourcePIDs are asked to resend their pods when the NodeActor starts,
 	// so a restarted NodeActor rebuilds its view.
 	SourcePIDs []*actor.PID
+	// Allocatable cpu and memory: API pods whose requests do not fit are
+	// rejected (OutOfcpu, OutOfmemory), as upstream. Empty: no check.
+	Allocatable v1.ResourceList
 }
 
 // New returns the NodeActor producer.
@@ -233,6 +237,12 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 			fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", a.active(), a.cfg.MaxPods))
 		return
 	}
+	if source == messages.SourceAPI {
+		if reason, msg := a.fits(p); reason != "" {
+			a.reject(ctx, p, source, reason, msg)
+			return
+		}
+	}
 	a.spawn(ctx, p, source)
 }
 
@@ -246,6 +256,61 @@ func (a *Actor) spawn(ctx actor.Context, p *v1.Pod, source string) {
 	}
 	a.pods[p.UID] = &entry{pod: p, source: source, pid: pid}
 	ctx.Send(pid, &messages.SyncPod{Pod: p.DeepCopy()})
+}
+
+// fits checks the pod's cpu and memory requests against what the admitted
+// pods leave of the allocatable resources.
+func (a *Actor) fits(p *v1.Pod) (reason, msg string) {
+	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+		capacity, ok := a.cfg.Allocatable[name]
+		if !ok {
+			continue
+		}
+		want := podRequest(p, name)
+		if want.IsZero() {
+			continue
+		}
+		used := resource.Quantity{}
+		for _, e := range a.pods {
+			if e.pod != nil && e.killing == nil {
+				used.Add(podRequest(e.pod, name))
+			}
+		}
+		total := used.DeepCopy()
+		total.Add(want)
+		if total.Cmp(capacity) > 0 {
+			return "OutOf" + string(name), fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
+				name, quantityValue(name, want), quantityValue(name, used), quantityValue(name, capacity))
+		}
+	}
+	return "", ""
+}
+
+func quantityValue(name v1.ResourceName, q resource.Quantity) int64 {
+	if name == v1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
+}
+
+// podRequest is the pod's effective request: the larger of the sum over
+// its containers and the largest init container (as upstream).
+func podRequest(p *v1.Pod, name v1.ResourceName) resource.Quantity {
+	sum := resource.Quantity{}
+	for _, c := range p.Spec.Containers {
+		if q, ok := c.Resources.Requests[name]; ok {
+			sum.Add(q)
+		}
+	}
+	for _, c := range p.Spec.InitContainers {
+		if q, ok := c.Resources.Requests[name]; ok && q.Cmp(sum) > 0 {
+			sum = q.DeepCopy()
+		}
+	}
+	if q, ok := p.Spec.Overhead[name]; ok {
+		sum.Add(q)
+	}
+	return sum
 }
 
 // gracefulDelete kills an API pod whose deletion was requested, with the

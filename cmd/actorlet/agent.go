@@ -230,6 +230,7 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	children = append(children,
 		supervisors.Child{Name: "node", Props: props(node.New(node.Config{
 			NodeName: name, MaxPods: int(o.MaxPods), Sources: sources, SourcePIDs: sourcePIDs,
+			Allocatable: allocatable(ctx, o, log),
 		}, statusPID, podProps, m, log))},
 		supervisors.Child{Name: "pleg", Props: props(pleg.New(nodePID, rt, clk, pleg.Config{
 			Period: o.PLEGRelistPeriod, Threshold: o.PLEGThreshold, Timeout: o.RuntimeRequestTimeout,
@@ -311,6 +312,32 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	wg.Wait()
 	return err
+}
+
+// allocatable is the node's cpu and memory minus --kube-reserved and
+// --system-reserved: what API pods are admitted against.
+func allocatable(ctx context.Context, o *options, log *slog.Logger) v1.ResourceList {
+	_, capacity, err := (&host.Machine{}).Info(ctx)
+	if err != nil {
+		log.Warn("machine capacity unknown, admitting pods without a cpu/memory check", "err", err)
+		return nil
+	}
+	kube, _ := parseResources(o.KubeReserved) // validated with the flags
+	sys, _ := parseResources(o.SystemReserved)
+	out := v1.ResourceList{}
+	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+		q, ok := capacity[name]
+		if !ok {
+			continue
+		}
+		for _, r := range []v1.ResourceList{kube, sys} {
+			if rq, ok := r[name]; ok {
+				q.Sub(rq)
+			}
+		}
+		out[name] = q
+	}
+	return out
 }
 
 // waitForRuntime asks the runtime for its version until it answers (as the
