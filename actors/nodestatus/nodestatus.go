@@ -107,7 +107,9 @@ type Actor struct {
 	renewing    bool
 	lastReport  time.Time
 	health      *messages.Health
-	timers      []clock.Timer
+	statusTimer clock.Timer
+	leaseTimer  clock.Timer
+	retryTimer  clock.Timer
 }
 
 type (
@@ -135,8 +137,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.handleStarted(ctx)
 	case *actor.Restarting, *actor.Stopping:
-		for _, t := range a.timers {
-			t.Stop()
+		for _, t := range []clock.Timer{a.statusTimer, a.leaseTimer, a.retryTimer} {
+			if t != nil {
+				t.Stop()
+			}
 		}
 	case *registered:
 		a.handleRegistered(ctx, m)
@@ -144,7 +148,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.register()
 	case *statusTick:
 		if m.gen == a.gen {
-			a.arm(a.cfg.UpdateFrequency, &statusTick{gen: a.gen})
+			a.statusTimer = a.arm(a.cfg.UpdateFrequency, &statusTick{gen: a.gen})
 			ctx.Request(a.pleg, &messages.GetHealth{})
 		}
 	case *messages.Health:
@@ -154,7 +158,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handlePatched(m)
 	case *leaseTick:
 		if m.gen == a.gen {
-			a.arm(a.cfg.LeaseDuration/4, &leaseTick{gen: a.gen})
+			a.leaseTimer = a.arm(a.cfg.LeaseDuration/4, &leaseTick{gen: a.gen})
 			a.renew()
 		}
 	case *renewed:
@@ -171,21 +175,14 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.sys, a.self = ctx.ActorSystem(), ctx.Self()
 	a.gen = rand.Uint64()
 	a.register()
-	a.arm(a.cfg.UpdateFrequency, &statusTick{gen: a.gen})
-	a.arm(a.cfg.LeaseDuration/4, &leaseTick{gen: a.gen})
+	a.statusTimer = a.arm(a.cfg.UpdateFrequency, &statusTick{gen: a.gen})
+	a.leaseTimer = a.arm(a.cfg.LeaseDuration/4, &leaseTick{gen: a.gen})
 }
 
-func (a *Actor) arm(d time.Duration, msg any) {
+// arm sends msg to self after d on the injected clock.
+func (a *Actor) arm(d time.Duration, msg any) clock.Timer {
 	sys, self := a.sys, a.self
-	a.timers = append(a.timers[:0:0], append(a.live(), a.clk.AfterFunc(d, func() { sys.Root.Send(self, msg) }))...)
-}
-
-// live drops fired timers from the list (bounded: two periodic timers).
-func (a *Actor) live() []clock.Timer {
-	if len(a.timers) > 8 {
-		return a.timers[len(a.timers)-2:]
-	}
-	return a.timers
+	return a.clk.AfterFunc(d, func() { sys.Root.Send(self, msg) })
 }
 
 func (a *Actor) async(f func(ctx context.Context) any) {
@@ -240,8 +237,7 @@ func (a *Actor) handleRegistered(ctx actor.Context, m *registered) {
 	a.registering = false
 	if m.err != nil {
 		a.log.Error("node registration failed, retrying", "node", a.cfg.NodeName, "err", m.err)
-		sys, self := a.sys, a.self
-		a.timers = append(a.live(), a.clk.AfterFunc(a.cfg.UpdateFrequency, func() { sys.Root.Send(self, &retryRegister{}) }))
+		a.retryTimer = a.arm(a.cfg.UpdateFrequency, &retryRegister{})
 		return
 	}
 	a.log.Info("node registered", "node", m.node.Name, "uid", m.node.UID)

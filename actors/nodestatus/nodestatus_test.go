@@ -1,0 +1,243 @@
+package nodestatus
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/messages"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// fakeAPI is an in-memory API server for one Node.
+type fakeAPI struct {
+	mu       sync.Mutex
+	node     *v1.Node
+	creates  int
+	patches  int
+	renewals int
+	failNext string // "patch-notfound"
+}
+
+var (
+	_ API     = (*fakeAPI)(nil)
+	_ Leaser  = (*fakeAPI)(nil)
+	_ Machine = fakeMachine{}
+)
+
+func (f *fakeAPI) GetNode(_ context.Context, name string) (*v1.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.node == nil {
+		return nil, errdefs.Wrap(errdefs.ErrNotFound, errors.New("nodes "+name+" not found"))
+	}
+	return f.node.DeepCopy(), nil
+}
+
+func (f *fakeAPI) CreateNode(_ context.Context, n *v1.Node) (*v1.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.creates++
+	f.node = n.DeepCopy()
+	f.node.UID = "node-uid"
+	return f.node.DeepCopy(), nil
+}
+
+func (f *fakeAPI) PatchNodeStatus(_ context.Context, name string, _, st *v1.NodeStatus) (*v1.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failNext == "patch-notfound" || f.node == nil {
+		f.failNext = ""
+		f.node = nil
+		return nil, errdefs.Wrap(errdefs.ErrNotFound, errors.New("nodes "+name+" not found"))
+	}
+	f.patches++
+	f.node.Status = *st.DeepCopy()
+	return f.node.DeepCopy(), nil
+}
+
+func (f *fakeAPI) PatchNodeMeta(_ context.Context, _ string, labels map[string]string) (*v1.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, v := range labels {
+		f.node.Labels[k] = v
+	}
+	return f.node.DeepCopy(), nil
+}
+
+func (f *fakeAPI) RenewLease(context.Context, *v1.Node, int32, time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.renewals++
+	return nil
+}
+
+func (f *fakeAPI) snapshot() (node *v1.Node, creates, patches, renewals int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.node != nil {
+		node = f.node.DeepCopy()
+	}
+	return node, f.creates, f.patches, f.renewals
+}
+
+type fakeMachine struct{}
+
+func (fakeMachine) Info(context.Context) (v1.NodeSystemInfo, v1.ResourceList, error) {
+	return v1.NodeSystemInfo{KernelVersion: "6.1.0", OSImage: "Debian GNU/Linux 12 (bookworm)"}, v1.ResourceList{
+		v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi"),
+	}, nil
+}
+
+type harness struct {
+	t      *testing.T
+	sys    *actor.ActorSystem
+	clk    *clocktesting.FakeClock
+	api    *fakeAPI
+	mu     sync.Mutex
+	health messages.Health
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{t: t, sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })),
+		clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), api: &fakeAPI{}}
+	h.health = messages.Health{LastRelist: h.clk.Now(), Threshold: 3 * time.Minute}
+	pleg := h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*messages.GetHealth); ok {
+			h.mu.Lock()
+			hl := h.health
+			h.mu.Unlock()
+			c.Respond(&hl)
+		}
+	}))
+	cfg := Config{NodeName: "n1", NodeIP: "192.0.2.7", Hostname: "n1", Labels: map[string]string{"pool": "a"}, MaxPods: 110,
+		KubeReserved: v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")}, KubeletVersion: "v1.36.4-actorlet",
+		RuntimeVersion: "sim://0.1.0", Port: 10250}
+	pid := h.sys.Root.Spawn(actor.PropsFromProducer(New(cfg, h.api, h.api, fakeMachine{}, pleg, h.clk, quiet)))
+	t.Cleanup(func() { h.sys.Root.Stop(pid) })
+	return h
+}
+
+func (h *harness) setHealth(f func(*messages.Health)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f(&h.health)
+}
+
+func (h *harness) waitNode(what string, cond func(n *v1.Node, creates, patches, renewals int) bool) *v1.Node {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		n, c, p, r := h.api.snapshot()
+		if n != nil && cond(n, c, p, r) {
+			return n
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	n, c, p, r := h.api.snapshot()
+	h.t.Fatalf("timed out waiting for %s: node %+v creates %d patches %d renewals %d", what, n, c, p, r)
+	return nil
+}
+
+func ready(n *v1.Node) *v1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == v1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func TestRegistersAndReportsReady(t *testing.T) {
+	h := newHarness(t)
+	n := h.waitNode("Ready status", func(n *v1.Node, _, patches, _ int) bool {
+		return patches > 0 && ready(n) != nil && ready(n).Status == v1.ConditionTrue
+	})
+	if n.Labels["kubernetes.io/hostname"] != "n1" || n.Labels["pool"] != "a" || n.Labels["kubernetes.io/os"] != "linux" {
+		t.Errorf("labels %v", n.Labels)
+	}
+	if got := n.Status.Allocatable.Memory().String(); got != "3Gi" {
+		t.Errorf("allocatable memory %s, want 3Gi (4Gi minus 1Gi kube-reserved)", got)
+	}
+	if n.Status.Capacity.Pods().Value() != 110 || n.Status.NodeInfo.ContainerRuntimeVersion != "sim://0.1.0" {
+		t.Errorf("status %+v", n.Status)
+	}
+	if n.Status.Addresses[0] != (v1.NodeAddress{Type: v1.NodeInternalIP, Address: "192.0.2.7"}) {
+		t.Errorf("addresses %v", n.Status.Addresses)
+	}
+}
+
+func TestRuntimeDownMakesNotReadyAndBack(t *testing.T) {
+	h := newHarness(t)
+	h.waitNode("Ready", func(n *v1.Node, _, _, _ int) bool { return ready(n) != nil && ready(n).Status == v1.ConditionTrue })
+	h.setHealth(func(hl *messages.Health) { hl.RuntimeErr = "connection refused" })
+	h.clk.Step(10 * time.Second)
+	n := h.waitNode("NotReady", func(n *v1.Node, _, _, _ int) bool { return ready(n).Status == v1.ConditionFalse })
+	if !strings.Contains(ready(n).Message, "container runtime is down") {
+		t.Errorf("message %q", ready(n).Message)
+	}
+	transition := ready(n).LastTransitionTime
+	h.setHealth(func(hl *messages.Health) { hl.RuntimeErr = ""; hl.LastRelist = h.clk.Now() })
+	h.clk.Step(10 * time.Second)
+	n = h.waitNode("Ready again", func(n *v1.Node, _, _, _ int) bool { return ready(n).Status == v1.ConditionTrue })
+	if !ready(n).LastTransitionTime.After(transition.Time) {
+		t.Errorf("transition time not updated")
+	}
+}
+
+func TestStalePLEGMakesNotReady(t *testing.T) {
+	h := newHarness(t)
+	h.waitNode("Ready", func(n *v1.Node, _, _, _ int) bool { return ready(n) != nil && ready(n).Status == v1.ConditionTrue })
+	h.clk.Step(4 * time.Minute) // the relist time stays where it was
+	n := h.waitNode("NotReady", func(n *v1.Node, _, _, _ int) bool { return ready(n).Status == v1.ConditionFalse })
+	if !strings.Contains(ready(n).Message, "PLEG is not healthy") {
+		t.Errorf("message %q", ready(n).Message)
+	}
+}
+
+func TestPatchesOnlyOnChangeOrReportFrequency(t *testing.T) {
+	h := newHarness(t)
+	h.waitNode("first report", func(_ *v1.Node, _, patches, renewals int) bool { return patches == 1 && renewals >= 1 })
+	// step advances the fake clock by one period and waits for the lease
+	// renewal of that period, so the actor has handled its ticks.
+	step := func() {
+		_, _, _, before := h.api.snapshot()
+		h.setHealth(func(hl *messages.Health) { hl.LastRelist = h.clk.Now() })
+		h.clk.Step(10 * time.Second)
+		h.waitNode("lease renewed", func(_ *v1.Node, _, _, renewals int) bool { return renewals > before })
+	}
+	// Nothing changes for a minute (health stays fresh): no patch.
+	for i := 0; i < 6; i++ {
+		step()
+	}
+	if _, _, patches, _ := h.api.snapshot(); patches != 1 {
+		t.Fatalf("%d patches without a change", patches)
+	}
+	// After the report frequency (5 min) a patch goes out even without a change.
+	for i := 0; i < 25; i++ {
+		step()
+	}
+	h.waitNode("periodic report", func(_ *v1.Node, _, patches, _ int) bool { return patches >= 2 })
+}
+
+func TestDeletedNodeIsRegisteredAgain(t *testing.T) {
+	h := newHarness(t)
+	h.waitNode("registered", func(_ *v1.Node, creates, patches, _ int) bool { return creates == 1 && patches >= 1 })
+	h.api.mu.Lock()
+	h.api.failNext = "patch-notfound"
+	h.api.mu.Unlock()
+	h.setHealth(func(hl *messages.Health) { hl.RuntimeErr = "changed" }) // forces a patch
+	h.clk.Step(10 * time.Second)
+	h.waitNode("registered again", func(_ *v1.Node, creates, _, _ int) bool { return creates == 2 })
+}
