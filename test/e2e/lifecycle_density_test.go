@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actorlet/actorlet/internal/testenv"
+)
+
+// 1,000 pods on sim, each with an exec readiness probe every second: the
+// probes keep their period. Reports the achieved mean period (drift from
+// 1 s) and the CPU the agent (with its embedded runtime) used meanwhile.
+func TestE2ESimProbeDensity1000(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long test: 1,000 pods with probes")
+	}
+	const n = 1000
+	dir := t.TempDir()
+	for f := 0; f*50 < n; f++ {
+		var b strings.Builder
+		for i := f * 50; i < n && i < f*50+50; i++ {
+			fmt.Fprintf(&b, `---
+apiVersion: v1
+kind: Pod
+metadata: {name: probed-%04d}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: app
+    image: localhost/actorlet/busybox:1
+    command: ["sh", "-c", "touch /tmp/ready; sleep infinity"]
+    readinessProbe:
+      exec: {command: ["test", "-f", "/tmp/ready"]}
+      periodSeconds: 1
+`, i)
+		}
+		writeManifest(t, dir, fmt.Sprintf("probed-%02d.yaml", f), b.String())
+	}
+	a := startAgent(t, agentOpts{manifestDir: dir, extra: []string{"--max-pods", "1100", "--pleg-relist-period", "1s"}})
+	testenv.WaitFor(t, 5*time.Minute, "1000 pods Ready", func() (bool, error) {
+		pods, err := a.pods()
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for i := range pods {
+			if isReady(&pods[i]) {
+				ready++
+			}
+		}
+		return ready == n, fmt.Errorf("%d of %d ready", ready, len(pods))
+	})
+	if a.probeTotal(t) == 0 {
+		t.Skip("skipping: prober metrics are not wired in cmd/actorlet")
+	}
+	time.Sleep(3 * time.Second) // let the start-up settle
+	const window = 20 * time.Second
+	// Each sample is timed at the middle of its scrape.
+	sample := func() (float64, time.Duration, time.Time) {
+		before := time.Now()
+		c, cpu := a.probeTotal(t), a.cpuTime(t)
+		return c, cpu, before.Add(time.Since(before) / 2)
+	}
+	c0, cpu0, t0 := sample()
+	time.Sleep(window)
+	c1, cpu1, t1 := sample()
+	elapsed := t1.Sub(t0)
+	probes := c1 - c0
+	period := time.Duration(float64(elapsed) * n / probes)
+	cpu := (cpu1 - cpu0).Seconds() / elapsed.Seconds()
+	t.Logf("1000 pods, exec readiness probe every 1s: %.0f probes in %s = %.1f/s; mean period %s (drift %+.1f%%); CPU %.2f cores (%.0f us per probe, agent + embedded sim)",
+		probes, elapsed.Round(time.Millisecond), probes/elapsed.Seconds(), period.Round(time.Millisecond),
+		(period.Seconds()-1)*100, cpu, (cpu1-cpu0).Seconds()/probes*1e6)
+	if period > 1100*time.Millisecond || period < 900*time.Millisecond {
+		t.Fatalf("mean probe period %s, want 1s within 10%%", period)
+	}
+}
+
+// probeTotal sums prober_probe_total over all series.
+func (a *agent) probeTotal(t *testing.T) float64 {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", a.roPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "prober_probe_total{") {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			v, _ := strconv.ParseFloat(line[i+1:], 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// cpuTime is the agent process's user+system CPU time so far.
+func (a *agent) cpuTime(t *testing.T) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", a.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	const clkTck = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / clkTck
+}
