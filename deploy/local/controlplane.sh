@@ -55,7 +55,7 @@ ADMIN_KUBECONFIG=$DIR/admin.kubeconfig
 SERVICE_CIDR=${ACTORLET_SERVICE_CIDR:-10.96.0.0/16}
 PROCS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 STAGING_SKIP='k8s.io/sample-cli-plugin|k8s.io/sample-controller' # replaced upstream, never required
-export PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
+export PATH=$PATH:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 log() { echo "controlplane.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
