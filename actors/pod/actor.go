@@ -78,6 +78,9 @@ type Deps struct {
 	Config  Config
 	// Probes run the containers' probes and the httpGet lifecycle hooks.
 	Probes Probing
+	// ConfigSource gives the ConfigMaps and Secrets env refers to; nil: a
+	// non-optional reference fails with CreateContainerConfigError.
+	ConfigSource ConfigSource
 }
 
 // New returns the producer of the PodActor for uid. It refuses missing
@@ -553,6 +556,9 @@ func (a *Actor) handleOpDone(m *opDone) {
 			var se *startError
 			if errors.As(m.err, &se) && se.started {
 				reason = ReasonRunContainerError
+			}
+			if se != nil && se.config {
+				reason = ReasonCreateContainerConfigError
 			}
 			if se != nil && se.hook {
 				// The container was killed: its exit and restartPolicy

@@ -244,7 +244,7 @@ func ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, imageRef stri
 	envs := make([]*runtimeapi.KeyValue, 0, len(c.Env))
 	for _, e := range c.Env {
 		if e.ValueFrom != nil {
-			continue // env from references: the container lifecycle issue
+			continue // references are resolved off the mailbox, at start (makeEnv)
 		}
 		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
 	}

@@ -99,7 +99,7 @@ func TestTerminationMessage(t *testing.T) {
 			h := newHarnessWith(t, p, func(d *Deps) { d.Config.PodsDir = pods })
 			h.waitStatus("Running", running)
 			c := h.rt.list()[0]
-			if len(c.Mounts) != 1 || c.Mounts[0].ContainerPath != "/dev/termination-log" ||
+			if len(c.Mounts) != 2 || c.Mounts[0].ContainerPath != "/dev/termination-log" || c.Mounts[1].ContainerPath != "/etc/hosts" ||
 				!strings.HasPrefix(c.Mounts[0].HostPath, filepath.Join(pods, "uid-1", "containers", "app")) {
 				t.Fatalf("mounts %+v", c.Mounts)
 			}

@@ -15,6 +15,7 @@ import (
 type startError struct {
 	started bool // CreateContainer succeeded, StartContainer failed
 	hook    bool // the postStart hook failed (the container was killed)
+	config  bool // the container config could not be made (CreateContainerConfigError)
 	err     error
 }
 
@@ -143,7 +144,20 @@ func (a *Actor) startFunc(act action) func(ctx context.Context) error {
 		hooks.podIP = a.d.Config.HostIP
 	}
 	a.log.Info("create container", "container", act.container.Name, "attempt", act.attempt)
+	pod, src, podsDir, hostIP := a.pod.DeepCopy(), a.d.ConfigSource, a.d.Config.PodsDir, a.d.Config.HostIP
 	return func(ctx context.Context) error {
+		envs, command, args, err := makeEnv(ctx, envInput{pod: pod, c: spec, podIP: hooks.podIP, hostIP: hostIP, src: src})
+		if err != nil {
+			return &startError{config: true, err: err}
+		}
+		cfg.Envs, cfg.Command, cfg.Args = envs, command, args
+		if podsDir != "" && !pod.Spec.HostNetwork {
+			path, err := writeHostsFile(podsDir, pod, hooks.podIP)
+			if err != nil {
+				return &startError{err: fmt.Errorf("create container %s: hosts file: %w", cfg.Metadata.Name, err)}
+			}
+			cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: "/etc/hosts", HostPath: path})
+		}
 		for _, f := range files {
 			if err := createEmptyFile(f); err != nil {
 				return &startError{err: fmt.Errorf("create container %s: termination message file: %w", cfg.Metadata.Name, err)}
