@@ -386,3 +386,50 @@ spec:
 		t.Errorf("preStop hook failed")
 	}
 }
+
+func TestE2ESimContainerEnv(t *testing.T) {
+	dir := t.TempDir()
+	writeManifest(t, dir, "env.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: envpod, labels: {tier: web}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: localhost/actorlet/busybox:1
+    command: ["sh", "-c"]
+    args: ["test \"$GREETING\" = \"hello envpod-e2e-node from web\" && test \"$(EXPANDED)\" = yes && exit $(CODE)"]
+    env:
+    - name: POD_NAME
+      valueFrom: {fieldRef: {fieldPath: metadata.name}}
+    - name: TIER
+      valueFrom: {fieldRef: {fieldPath: "metadata.labels['tier']"}}
+    - name: GREETING
+      value: "hello $(POD_NAME) from $(TIER)"
+    - {name: EXPANDED, value: "yes"}
+    - {name: CODE, value: "0"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: missingref}
+spec:
+  containers:
+  - name: app
+    image: localhost/actorlet/busybox:1
+    command: ["sleep", "infinity"]
+    env:
+    - name: X
+      valueFrom: {configMapKeyRef: {name: nowhere, key: k}}
+`)
+	a := startAgent(t, agentOpts{manifestDir: dir})
+	p := a.waitPod(30*time.Second, "envpod-e2e-node", "finished", func(p *v1.Pod) bool {
+		return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
+	})
+	if p.Status.Phase != v1.PodSucceeded {
+		t.Errorf("env pod %s: the container saw the wrong environment", describe(p))
+	}
+	a.waitPod(30*time.Second, "missingref-e2e-node", "CreateContainerConfigError", func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].State.Waiting != nil && cs[0].State.Waiting.Reason == "CreateContainerConfigError"
+	})
+}
