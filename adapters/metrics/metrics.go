@@ -91,6 +91,7 @@ type Registry struct {
 	actorPanics   *prometheus.CounterVec
 	actors        *prometheus.GaugeVec
 	actorMessages *prometheus.CounterVec
+	actorStats    *actorCollector
 }
 
 // New returns a Registry with every metric and the Go and process
@@ -163,6 +164,7 @@ func New() *Registry {
 	r.actorPanics = prometheus.NewCounterVec(prometheus.CounterOpts{Name: a("actor_panics_total"), Help: "Panics recovered in actors, by actor kind."}, []string{labelKind})
 	r.actors = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: a("actors"), Help: "Live actors, by actor kind."}, []string{labelKind})
 	r.actorMessages = prometheus.NewCounterVec(prometheus.CounterOpts{Name: a("actor_messages_total"), Help: "Messages handled by actors, by actor kind."}, []string{labelKind})
+	r.actorStats = newActorCollector(r.actors, r.actorMessages)
 
 	r.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -174,7 +176,7 @@ func New() *Registry {
 		r.runtimeOps, r.runtimeOpsDuration, r.runtimeOpsErrors,
 		r.evictions, r.imagePull, r.imageGC,
 		r.probeTotal, r.probeDuration,
-		r.actorRestarts, r.actorPanics, r.actors, r.actorMessages,
+		r.actorRestarts, r.actorPanics, r.actorStats,
 	)
 	return r
 }
@@ -182,6 +184,7 @@ func New() *Registry {
 // InitActorKinds exports the actor counters of the given kinds at zero, so
 // that a dashboard sees "no restarts" rather than "no data".
 func (r *Registry) InitActorKinds(kinds ...string) {
+	r.actorStats.addKinds(kinds...)
 	for _, k := range kinds {
 		r.actorRestarts.WithLabelValues(k)
 		r.actorPanics.WithLabelValues(k)

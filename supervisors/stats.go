@@ -1,0 +1,114 @@
+package supervisors
+
+import (
+	"math/bits"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// HandlingBuckets are the upper bounds, in seconds, of the message handling
+// duration histogram: 1 us times powers of 4, up to about 4 s (then +Inf).
+var HandlingBuckets = func() []float64 {
+	b := make([]float64, numBuckets)
+	v := 1e-6
+	for i := range b {
+		b[i] = v
+		v *= 4
+	}
+	return b
+}()
+
+const numBuckets = 12
+
+// kindStats aggregates message handling of every actor of one kind, alive
+// or gone.
+type kindStats struct {
+	count   atomic.Uint64
+	nanos   atomic.Int64
+	buckets [numBuckets + 1]atomic.Uint64 // the last one is +Inf
+}
+
+// bucketOf returns the index of the smallest bound >= d (numBuckets for
+// +Inf) in O(1): bound k is 1000 ns * 4^k.
+func bucketOf(d time.Duration) int {
+	ns := int64(d)
+	if ns <= 1000 {
+		return 0
+	}
+	k := (bits.Len64(uint64(ns-1)/1000) + 1) / 2
+	return min(k, numBuckets)
+}
+
+func (s *kindStats) observe(d time.Duration) {
+	if s == nil {
+		return
+	}
+	s.count.Add(1)
+	s.nanos.Add(int64(d))
+	s.buckets[bucketOf(d)].Add(1)
+}
+
+// KindStats is what the registry knows about one actor kind: for the
+// metrics adapter (mailbox length and handling duration histogram by
+// kind) and the debug page.
+type KindStats struct {
+	Kind string
+	// Live actors of the kind now.
+	Live int
+	// MailboxLength is the sum of the live actors' waiting user messages,
+	// MailboxMax the longest one.
+	MailboxLength int
+	MailboxMax    int
+	// Handled messages since start (actors that are gone included), their
+	// total handling time, and their count per bucket of HandlingBuckets
+	// (not cumulative; one more entry for +Inf).
+	Handled         uint64
+	HandlingSeconds float64
+	Buckets         []uint64
+}
+
+// KindStats returns the stats of every kind seen since start, sorted by
+// kind. It walks the live actors once (to read mailbox lengths), so call
+// it per scrape, not per message.
+func (r *Registry) KindStats() []KindStats {
+	r.init()
+	type acc struct{ live, sum, max int }
+	r.mu.RLock()
+	accs := make(map[string]*acc, len(r.stats))
+	stats := make(map[string]*kindStats, len(r.stats))
+	for k, s := range r.stats {
+		stats[k] = s
+		accs[k] = &acc{}
+	}
+	for _, e := range r.actors {
+		a := accs[e.kind]
+		a.live++
+		if n := e.mailboxLen(); n > 0 {
+			a.sum += n
+			a.max = max(a.max, n)
+		}
+	}
+	r.mu.RUnlock()
+	out := make([]KindStats, 0, len(stats))
+	for k, s := range stats {
+		a := accs[k]
+		ks := KindStats{Kind: k, Live: a.live, MailboxLength: a.sum, MailboxMax: a.max,
+			Handled: s.count.Load(), HandlingSeconds: float64(s.nanos.Load()) / 1e9,
+			Buckets: make([]uint64, numBuckets+1)}
+		for i := range ks.Buckets {
+			ks.Buckets[i] = s.buckets[i].Load()
+		}
+		out = append(out, ks)
+	}
+	slices.SortFunc(out, func(a, b KindStats) int { return compareStrings(a.Kind, b.Kind) })
+	return out
+}
+
+// mailboxLen is the number of user messages waiting, -1 when unknown.
+func (e *entry) mailboxLen() int {
+	if e.mailbox == nil {
+		return -1
+	}
+	return e.mailbox.UserMessageCount()
+}
