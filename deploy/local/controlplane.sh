@@ -155,7 +155,7 @@ build() {
       ld+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
       ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
     done
-    log "building ${missing[*]##*/} $K8S_VERSION into $KBIN (cold: ~15 min on 2 cores)"
+    log "building ${missing[*]##*/} $K8S_VERSION into $KBIN (cold caches: 10-15 min on 2 cores, ~2 GB peak)"
     t0=$(now_ms)
     go_build "$MODDIR" "$KBIN" "$ld" "" "${missing[@]}"
     log "built ${missing[*]##*/} in $(( ($(now_ms) - t0) / 1000 ))s"

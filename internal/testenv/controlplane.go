@@ -14,7 +14,7 @@ import (
 )
 
 // controlPlaneTimeout bounds deploy/local/controlplane.sh up: the first run
-// builds kube-apiserver and friends from source (~15 min on 2 cores).
+// builds kube-apiserver and friends from source (10-15 min on 2 cores).
 const controlPlaneTimeout = 30 * time.Minute
 
 // ControlPlaneEnv is what deploy/local/controlplane.sh up prints.
@@ -38,7 +38,7 @@ var controlPlane struct {
 // (script exit 3) the test is skipped with the reason, or fails when CI=true.
 // Any other failure fails the test with the tail of the script's stderr.
 //
-// The first call on a machine builds the binaries (~15 min; cached outside the
+// The first call on a machine builds the binaries (10-15 min; cached outside the
 // repo afterwards), so run such tests with go test -timeout 30m or run
 // `deploy/local/controlplane.sh build` first. The control plane stays up after
 // the tests (fast re-runs); `deploy/local/controlplane.sh down` removes it.
@@ -99,7 +99,7 @@ func upControlPlane(root string, timeout time.Duration) {
 		controlPlane.skipMsg = tail(stderr, 5)
 		return
 	case errors.Is(err, context.DeadlineExceeded):
-		controlPlane.failMsg = fmt.Sprintf("no answer within %v (the first run builds the binaries, ~15 min: "+
+		controlPlane.failMsg = fmt.Sprintf("no answer within %v (the first run builds the binaries, 10-15 min: "+
 			"run deploy/local/controlplane.sh build, or go test -timeout 30m)\n%s", timeout, tail(stderr, 30))
 		return
 	case err != nil:
