@@ -12,13 +12,16 @@ package pod
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -81,6 +84,17 @@ type Deps struct {
 	// ConfigSource gives the ConfigMaps and Secrets env refers to; nil: a
 	// non-optional reference fails with CreateContainerConfigError.
 	ConfigSource ConfigSource
+	// Volumes is the VolumeActor; nil: pods with volumes get none mounted.
+	Volumes *actor.PID
+	// Events records Kubernetes events about the pod (upstream reasons:
+	// Pulling, Pulled, Created, Started, Killing, BackOff, Failed,
+	// FailedMount, Unhealthy); nil: none.
+	Events Recorder
+}
+
+// Recorder records events (client-go's record.EventRecorder satisfies it).
+type Recorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{})
 }
 
 // New returns the producer of the PodActor for uid. It refuses missing
@@ -167,6 +181,10 @@ type Actor struct {
 	kills         map[string]killReq     // containers to kill (probe failures), by ID
 
 	deadlineExceeded bool // activeDeadlineSeconds passed: the pod failed
+
+	volPaths map[string]string // host path of each volume, once set up
+	volAsked bool              // EnsureVolumes sent, answer pending
+	events   map[string]string // last event per key, to avoid repeating it
 }
 
 type pendingStart struct {
@@ -208,6 +226,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.requestInspect()
 	case *messages.ImageResult:
 		a.handleImageResult(m)
+	case *messages.VolumesReady:
+		a.handleVolumesReady(m)
 	case *messages.ProbeResult:
 		a.handleProbeResult(ctx, m)
 	case *actor.Terminated:
@@ -329,6 +349,9 @@ func (a *Actor) reconcile(ctx actor.Context) {
 			if !a.done {
 				a.done = true
 				a.removeCheckpoint()
+				if a.d.Volumes != nil {
+					ctx.Send(a.d.Volumes, &messages.TearDownVolumes{UID: a.uid})
+				}
 				a.log.Info("pod terminated")
 				ctx.Send(ctx.Parent(), &messages.PodTerminated{UID: a.uid})
 			}
@@ -361,6 +384,12 @@ func (a *Actor) reconcile(ctx actor.Context) {
 	p := planner{pod: a.pod, snap: a.snap, sandboxOf: a.sboxOf, phase: st.Phase, now: now,
 		base: a.d.Config.BackoffBase, max: a.d.Config.BackoffMax}.plan()
 	waits := p.waits
+	for name, w := range waits {
+		if w.reason == ReasonCrashLoopBackOff {
+			a.event(v1.EventTypeWarning, "BackOff", name+"/"+w.message, "Back-off restarting failed container %s in pod %s_%s(%s)",
+				name, a.pod.Name, a.pod.Namespace, a.pod.UID)
+		}
+	}
 	for name, w := range a.waits {
 		if _, ok := waits[name]; !ok {
 			waits[name] = w
@@ -374,10 +403,67 @@ func (a *Actor) reconcile(ctx actor.Context) {
 		return
 	}
 	if p.act.kind == actStartContainer && p.act.createdID == "" {
+		if !a.volumesReady(ctx) {
+			return // VolumesReady continues
+		}
 		a.ensureImage(ctx, p.act)
 		return
 	}
 	a.run(p.act, false)
+}
+
+// volumesReady asks the VolumeActor for the pod's volumes once; containers
+// are created only when they are set up.
+func (a *Actor) volumesReady(ctx actor.Context) bool {
+	if a.d.Volumes == nil || len(a.pod.Spec.Volumes) == 0 || a.volPaths != nil {
+		return true
+	}
+	if !a.volAsked {
+		a.volAsked = true
+		ctx.Send(a.d.Volumes, &messages.EnsureVolumes{Pod: a.pod.DeepCopy(), ReplyTo: a.self})
+	}
+	return false
+}
+
+func (a *Actor) handleVolumesReady(m *messages.VolumesReady) {
+	if !a.volAsked || a.kill != nil {
+		return
+	}
+	a.volAsked = false
+	if m.Reason != "" {
+		a.event(v1.EventTypeWarning, m.Reason, "volumes", "Unable to attach or mount volumes: %s", m.Message)
+		for _, c := range append(append([]v1.Container{}, a.pod.Spec.InitContainers...), a.pod.Spec.Containers...) {
+			a.waits[c.Name] = waitInfo{reason: ReasonContainerCreating, message: m.Reason + ": " + m.Message}
+		}
+		a.hold(a.retryDelay())
+		a.failures++
+		a.requestInspect()
+		return
+	}
+	for name, w := range a.waits {
+		if w.reason == ReasonContainerCreating {
+			delete(a.waits, name)
+		}
+	}
+	a.volPaths = m.Paths
+	a.requestInspect()
+}
+
+// event records an event about the pod, once per key and message.
+func (a *Actor) event(eventtype, reason, key, format string, args ...any) {
+	if a.d.Events == nil || a.pod == nil {
+		return
+	}
+	msg := fmt.Sprintf(format, args...)
+	k := reason + "/" + key
+	if a.events[k] == msg {
+		return
+	}
+	if a.events == nil {
+		a.events = map[string]string{}
+	}
+	a.events[k] = msg
+	a.d.Events.Eventf(a.pod, eventtype, reason, "%s", msg)
 }
 
 // startTime is the pod's start: the first sandbox's creation (it survives
@@ -468,11 +554,21 @@ func (a *Actor) handleImageResult(m *messages.ImageResult) {
 	if m.Reason != "" {
 		a.waits[name] = waitInfo{reason: m.Reason, message: m.Message}
 		a.log.Info("image not ready", "container", name, "image", m.Image, "reason", m.Reason, "message", m.Message)
+		if m.Reason == messages.ReasonImagePullBackOff {
+			a.event(v1.EventTypeNormal, "BackOff", name, "Back-off pulling image %q", m.Image)
+		} else {
+			a.event(v1.EventTypeWarning, "Failed", name, "%s", m.Message)
+		}
 		a.hold(a.d.Config.BackoffBase)
 		a.requestInspect() // publishes the waiting reason
 		return
 	}
 	delete(a.waits, name)
+	if m.Pulled {
+		a.event(v1.EventTypeNormal, "Pulled", name, "Successfully pulled image %q", m.Image)
+	} else {
+		a.event(v1.EventTypeNormal, "Pulled", name, "Container image %q already present on machine", m.Image)
+	}
 	act := ps.act
 	act.imageRef = m.ImageRef
 	if a.kill != nil {
@@ -540,6 +636,8 @@ func (a *Actor) handleOpDone(m *opDone) {
 		a.failures = 0
 		if m.kind == actStartContainer {
 			delete(a.waits, m.name)
+			a.event(v1.EventTypeNormal, "Created", m.name+"/"+strconv.FormatUint(a.opSeq, 10), "Created container %s", m.name)
+			a.event(v1.EventTypeNormal, "Started", m.name+"/"+strconv.FormatUint(a.opSeq, 10), "Started container %s", m.name)
 		}
 		a.requestInspect()
 	case errdefs.IsAlreadyExists(m.err):
@@ -568,6 +666,7 @@ func (a *Actor) handleOpDone(m *opDone) {
 				return
 			}
 			a.waits[m.name] = waitInfo{reason: reason, message: m.err.Error()}
+			a.event(v1.EventTypeWarning, "Failed", m.name, "Error: %v", m.err)
 		}
 		a.hold(a.retryDelay())
 		a.requestInspect()

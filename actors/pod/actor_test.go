@@ -51,6 +51,16 @@ func newHarness(t *testing.T, pod *v1.Pod) *harness {
 // newHarnessWith lets a test adjust the PodActor's Deps.
 func newHarnessWith(t *testing.T, pod *v1.Pod, adjust func(*Deps)) *harness {
 	t.Helper()
+	return newHarnessSys(t, pod, func(_ *actor.ActorSystem, d *Deps) {
+		if adjust != nil {
+			adjust(d)
+		}
+	})
+}
+
+// newHarnessSys also gives the adjustment the actor system (to spawn fakes).
+func newHarnessSys(t *testing.T, pod *v1.Pod, adjust func(*actor.ActorSystem, *Deps)) *harness {
+	t.Helper()
 	h := &harness{t: t, sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })), clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), pod: pod}
 	h.rt = newFakeRuntime(h.clk)
 	status := h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
@@ -76,7 +86,7 @@ func newHarnessWith(t *testing.T, pod *v1.Pod, adjust func(*Deps)) *harness {
 	deps := Deps{Runtime: h.rt, Images: images, Status: status, Clock: h.clk, Log: quiet,
 		Config: Config{RuntimeName: "fake", HostIP: "192.0.2.1", PodLogsDir: t.TempDir(), BackoffBase: 10 * time.Second, BackoffMax: 40 * time.Second}}
 	if adjust != nil {
-		adjust(&deps)
+		adjust(h.sys, &deps)
 	}
 	var child *actor.PID
 	parentProps := actor.PropsFromFunc(func(c actor.Context) {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -43,6 +46,7 @@ func (a *Actor) run(act action, killing bool) {
 		timeout += time.Duration(grace) * time.Second
 		snap := a.snap
 		stops := a.stopSpecs(snap.runningIDs())
+		a.killingEvents(stops, a.kill.Reason)
 		hooks, log := a.hooks(), a.log.Warn
 		f = func(ctx context.Context) error { return killAll(ctx, rt, snap, stops, hooks, grace, log) }
 	case act.kind == actRunSandbox:
@@ -63,6 +67,7 @@ func (a *Actor) run(act action, killing bool) {
 		}
 		timeout += time.Duration(grace) * time.Second
 		stops := a.stopSpecs(act.ids)
+		a.killingEvents(stops, act.reason)
 		hooks, log := a.hooks(), a.log.Warn
 		a.log.Info("stop containers", "reason", act.reason, "count", len(stops))
 		f = func(ctx context.Context) error { return stopContainers(ctx, rt, stops, hooks, grace, log) }
@@ -127,6 +132,11 @@ func (a *Actor) startFunc(act action) func(ctx context.Context) error {
 		image = act.container.Image
 	}
 	cfg := ContainerConfig(a.pod, act.container, act.attempt, image, act.isInit)
+	mounts, err := volumeMounts(act.container, a.volPaths)
+	if err != nil {
+		return func(context.Context) error { return &startError{config: true, err: err} }
+	}
+	cfg.Mounts = append(cfg.Mounts, mounts...)
 	var files []string // host files to create before the container
 	if dir := a.d.Config.PodsDir; dir != "" {
 		host := terminationLogPath(dir, string(a.pod.UID), act.container.Name, act.attempt)
@@ -183,6 +193,48 @@ func (a *Actor) startFunc(act action) func(ctx context.Context) error {
 		}
 		return nil
 	}
+}
+
+// killingEvents records a Killing event per container being stopped.
+func (a *Actor) killingEvents(stops []stopSpec, reason string) {
+	for _, s := range stops {
+		if s.container != nil {
+			a.event(v1.EventTypeNormal, "Killing", s.id, "Stopping container %s (%s)", s.container.Name, reason)
+		}
+	}
+}
+
+// volumeMounts maps a container's volumeMounts to CRI mounts of the
+// volumes' host paths (subPath within them).
+func volumeMounts(c *v1.Container, paths map[string]string) ([]*runtimeapi.Mount, error) {
+	var out []*runtimeapi.Mount
+	for _, m := range c.VolumeMounts {
+		host, ok := paths[m.Name]
+		if !ok {
+			if paths == nil {
+				continue // no VolumeActor wired: nothing to mount
+			}
+			return nil, fmt.Errorf("volumeMount %q: no volume of that name is set up", m.Name)
+		}
+		if m.SubPath != "" {
+			sub := filepath.Clean(m.SubPath)
+			if filepath.IsAbs(sub) || strings.HasPrefix(sub, "..") {
+				return nil, fmt.Errorf("volumeMount %q: subPath %q must stay inside the volume", m.Name, m.SubPath)
+			}
+			host = filepath.Join(host, sub)
+		}
+		mount := &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly}
+		if m.MountPropagation != nil {
+			switch *m.MountPropagation {
+			case v1.MountPropagationHostToContainer:
+				mount.Propagation = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+			case v1.MountPropagationBidirectional:
+				mount.Propagation = runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+			}
+		}
+		out = append(out, mount)
+	}
+	return out, nil
 }
 
 // stopContainers stops containers in parallel, each with the grace period

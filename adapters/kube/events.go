@@ -28,7 +28,7 @@ type LogRecorder struct{ Log *slog.Logger }
 
 // Event implements record.EventRecorder.
 func (l LogRecorder) Event(object runtime.Object, eventtype, reason, message string) {
-	l.log().Info("event", "object", describe(object), "type", eventtype, "reason", reason, "message", message)
+	l.log().Debug("event", "object", describe(object), "type", eventtype, "reason", reason, "message", message)
 }
 
 // Eventf implements record.EventRecorder.

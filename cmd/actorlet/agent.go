@@ -183,6 +183,8 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 			ProbeCheckpointDir: filepath.Join(o.RootDir, "probes"), // readiness survives restarts
 			PodsDir:            filepath.Join(o.RootDir, "pods"),   // termination-log files, managed /etc/hosts
 		},
+		Volumes: pidOf("volumes"),
+		Events:  kube.LogRecorder{Log: log},
 		Probes: pod.Probing{
 			Handlers: probe.Handlers{Exec: rt, HTTP: pr, TCP: pr, GRPC: pr},
 			Metrics:  m,
@@ -218,6 +220,10 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	var volumeAPI volume.API
 	if kc != nil {
 		volumeAPI = kc
+		podDeps.ConfigSource = kc
+		recorder, stopRecorder := kc.Recorder()
+		defer stopRecorder()
+		podDeps.Events = recorder
 	}
 	children = append(children, supervisors.Child{Name: "volumes", Props: props(volume.New(volumefiles.Files{}, volumeAPI,
 		volume.Config{PodsDir: filepath.Join(o.RootDir, "pods"), Timeout: o.RuntimeRequestTimeout}, clk, log))})
