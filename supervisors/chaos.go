@@ -57,7 +57,10 @@ func ParseKinds(s string) ([]string, error) {
 
 // StartChaos starts a goroutine that, as a Poisson process of cfg.Rate
 // events per second, picks a random live actor of cfg.Kinds from reg and
-// sends it messages.ChaosPanic (the Chaos middleware then crashes it). It
+// sends it messages.ChaosPanic (the Chaos middleware then crashes it).
+// Actors with a crash on its way or waiting for their restart (backoff)
+// are not picked: crashes happen when injected, never queued behind a
+// suspended mailbox to play back after chaos stopped. It
 // returns at once; the goroutine ends when ctx is done. Nothing happens
 // when cfg.Rate <= 0.
 func StartChaos(ctx context.Context, sys *actor.ActorSystem, reg *Registry, cfg ChaosConfig, log *slog.Logger) {
@@ -96,13 +99,17 @@ func nextInterval(rng *rand.Rand, rate float64) time.Duration {
 	return max(d, time.Microsecond)
 }
 
+// pickVictim picks a random live actor of kinds that is not already
+// crashing or backing off (see entry.chaosBusy) and marks it busy.
 func pickVictim(rng *rand.Rand, reg *Registry, kinds []string) *actor.PID {
-	live := reg.Live(kinds...)
+	live := reg.chaosVictims(kinds...)
 	if len(kinds) == 0 {
-		live = slices.DeleteFunc(live, func(p *actor.PID) bool { return KindOf(p) == KindRoot })
+		live = slices.DeleteFunc(live, func(e *entry) bool { return e.kind == KindRoot })
 	}
 	if len(live) == 0 {
 		return nil
 	}
-	return live[rng.IntN(len(live))]
+	e := live[rng.IntN(len(live))]
+	e.chaosBusy.Store(true)
+	return e.pid
 }

@@ -54,8 +54,13 @@ type entry struct {
 	messages atomic.Uint64
 	restarts atomic.Int64
 	nanos    atomic.Int64 // handling time
-	stats    *kindStats
-	mailbox  actor.Mailbox // nil when it could not be found
+	// chaosBusy: a chaos crash is on its way, or the actor failed and
+	// waits for its restart; cleared when it starts again. The injector
+	// skips busy actors, so crashes do not queue up in the mailbox of an
+	// actor that backs off and then play back long after chaos stopped.
+	chaosBusy atomic.Bool
+	stats     *kindStats
+	mailbox   actor.Mailbox // nil when it could not be found
 
 	fmu           sync.Mutex
 	lastFailure   string
@@ -104,6 +109,7 @@ func (r *Registry) Middleware() actor.ReceiverMiddleware {
 			case *actor.Started:
 				e = r.add(c.Self())
 				c.Set(e) // grows the extension slice: Get below is safe afterwards
+				e.chaosBusy.Store(false)
 				if e.mailbox == nil {
 					e.mailbox = mailboxOf(c)
 				}
@@ -236,6 +242,7 @@ func (r *Registry) NoteFailure(pid *actor.PID, reason any) {
 	if e == nil {
 		return
 	}
+	e.chaosBusy.Store(true)
 	s := fmt.Sprint(reason)
 	now := r.clk.Now()
 	e.fmu.Lock()
@@ -256,6 +263,23 @@ func (r *Registry) Live(kinds ...string) []*actor.PID {
 	}
 	r.mu.RUnlock()
 	slices.SortFunc(out, func(a, b *actor.PID) int { return compareStrings(a.Id, b.Id) })
+	return out
+}
+
+// chaosVictims returns the live actors of the given kinds (all when none
+// is given) that neither wait for a restart nor have a chaos crash on its
+// way, sorted by id.
+func (r *Registry) chaosVictims(kinds ...string) []*entry {
+	r.init()
+	r.mu.RLock()
+	out := make([]*entry, 0, len(r.actors))
+	for _, e := range r.actors {
+		if (len(kinds) == 0 || slices.Contains(kinds, e.kind)) && !e.chaosBusy.Load() {
+			out = append(out, e)
+		}
+	}
+	r.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *entry) int { return compareStrings(a.pid.Id, b.pid.Id) })
 	return out
 }
 

@@ -1,6 +1,7 @@
 package supervisors
 
 import (
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -166,4 +167,49 @@ func TestBackoffOnFakeClock(t *testing.T) {
 			t.Fatalf("restarted actor has state %v, want fresh", got)
 		}
 	}
+}
+
+// TestChaosSkipsActorsBackingOff checks that the injector never picks an
+// actor that waits for its restart (or already has a crash on its way):
+// crashes would queue in its suspended mailbox and play back, each with a
+// longer backoff, long after chaos stopped.
+func TestChaosSkipsActorsBackingOff(t *testing.T) {
+	sys := newSystem(t)
+	log, _ := testLogger(t)
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	reg := NewRegistry(fc)
+	strat := NewStrategy(StrategyConfig{MaxRestarts: 100, Window: time.Hour, BackoffBase: time.Second, BackoffCap: 4 * time.Second}, fc, log, nil)
+	mws := Middlewares(reg, log, nil)
+	child := actor.PropsFromProducer(func() actor.Actor { return &counter{} }, actor.WithReceiverMiddleware(mws...))
+	root, err := SpawnRoot(sys, strat, mws, []Child{{Name: "pleg", Props: child}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = Stop(sys, root) })
+	pid := pidOf(sys, "root/pleg")
+	rng := rand.New(rand.NewPCG(1, 2))
+
+	// First crash: restarted at once, then it is a candidate again.
+	if v := pickVictim(rng, reg, []string{KindPLEG}); v == nil || v.Id != pid.Id {
+		t.Fatalf("victim %v", v)
+	}
+	if v := pickVictim(rng, reg, []string{KindPLEG}); v != nil {
+		t.Fatalf("picked %s again with a crash on its way", v.Id)
+	}
+	sys.Root.Send(pid, chaosMsg)
+	eventually(t, "first restart", func() bool { return restartsOf(reg, pid.Id) == 1 })
+	eventually(t, "candidate again", func() bool { return len(reg.chaosVictims(KindPLEG)) == 1 })
+
+	// Second crash: 1 s backoff on the fake clock; not a candidate meanwhile.
+	if v := pickVictim(rng, reg, []string{KindPLEG}); v == nil {
+		t.Fatal("no victim")
+	}
+	sys.Root.Send(pid, chaosMsg)
+	eventually(t, "backoff timer armed", fc.HasWaiters)
+	if v := pickVictim(rng, reg, []string{KindPLEG}); v != nil {
+		t.Fatalf("picked %s while it backs off", v.Id)
+	}
+	fc.Step(time.Second)
+	eventually(t, "second restart", func() bool { return restartsOf(reg, pid.Id) == 2 })
+	eventually(t, "candidate after its restart", func() bool { return len(reg.chaosVictims(KindPLEG)) == 1 })
 }

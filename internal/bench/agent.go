@@ -59,6 +59,9 @@ func freePort() (int, error) {
 // (upstream defaults but --max-pods) on free loopback ports, and waits for
 // /healthz.
 func startAgent(ctx context.Context, s agentSpec) (*agent, error) {
+	if err := os.MkdirAll(s.rootDir, 0o755); err != nil {
+		return nil, err
+	}
 	var ports [3]int
 	for i := range ports {
 		p, err := freePort()

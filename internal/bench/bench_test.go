@@ -1,0 +1,224 @@
+package bench_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/actorlet/actorlet/internal/bench"
+	"github.com/actorlet/actorlet/internal/testenv"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// actorletBin builds the actorlet binary (with -race, as the e2e tests)
+// once per test process.
+func actorletBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "actorlet-bench-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "actorlet")
+		cmd := exec.Command("go", "build", "-race", "-o", binPath, "./cmd/actorlet")
+		cmd.Dir = testenv.RepoRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// runBench runs `actorlet bench args...` as a user would and returns the
+// JSON result, the exit code and stderr.
+func runBench(t *testing.T, args ...string) (bench.Result, int, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "result.json")
+	cmd := exec.Command(actorletBin(t), append([]string{"bench", "--out", out}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var r bench.Result
+	b, rerr := os.ReadFile(out)
+	if rerr == nil {
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatalf("result is not JSON: %v\n%s", err, b)
+		}
+	}
+	return r, code, stderr.String()
+}
+
+// checkSane asserts what every complete run reports: every pod reached
+// the goal, ordered latencies, and the agent's footprint.
+func checkSane(t *testing.T, r bench.Result, scenario string, pods int) {
+	t.Helper()
+	if r.Scenario != scenario {
+		t.Errorf("scenario %q, want %q", r.Scenario, scenario)
+	}
+	if pods > 0 && r.Pods != pods {
+		t.Errorf("pods %d, want %d", r.Pods, pods)
+	}
+	if r.Running != r.Pods || r.Pods == 0 {
+		t.Errorf("%d of %d pods reached %s", r.Running, r.Pods, r.Goal)
+	}
+	l := r.LatencyMS
+	if !(l.P50 > 0 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.Max) {
+		t.Errorf("latencies not ordered: %+v", l)
+	}
+	if len(r.LatencySamplesMS) != r.Running {
+		t.Errorf("%d latency samples for %d pods", len(r.LatencySamplesMS), r.Running)
+	}
+	if r.Seconds <= 0 || r.PodsPerSecond <= 0 {
+		t.Errorf("seconds %v, pods/s %v", r.Seconds, r.PodsPerSecond)
+	}
+	if r.RSSPeakBytes == 0 || r.RSSEndBytes == 0 || r.RSSPeakBytes < r.RSSEndBytes {
+		t.Errorf("rss peak %d, end %d", r.RSSPeakBytes, r.RSSEndBytes)
+	}
+	if r.CPUSeconds < 0 || r.GoroutinesPeak <= 0 || r.ActorsEnd <= 0 {
+		t.Errorf("cpu %v, goroutines peak %d, actors %d", r.CPUSeconds, r.GoroutinesPeak, r.ActorsEnd)
+	}
+	if r.Polls == 0 || len(r.RunningOverTime) == 0 {
+		t.Errorf("no observation: %d polls", r.Polls)
+	}
+	if r.Machine.CPUs == 0 || len(r.AgentArgs) == 0 {
+		t.Errorf("machine %+v, args %v", r.Machine, r.AgentArgs)
+	}
+}
+
+func TestBenchStandaloneSim(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"push", nil},
+		{"manifest dir", []string{"--source", "file"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, code, stderr := runBench(t, append([]string{"--scenario", "standalone-sim", "--pods", "20"}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d\n%s", code, stderr)
+			}
+			checkSane(t, r, bench.ScenarioStandaloneSim, 20)
+			if r.Goal != bench.GoalRunning || r.Violations != 0 {
+				t.Errorf("goal %q, violations %d", r.Goal, r.Violations)
+			}
+			if !strings.Contains(stderr, "20/20 pods Running") {
+				t.Errorf("no summary on stderr:\n%s", stderr)
+			}
+		})
+	}
+}
+
+func TestBenchChurn(t *testing.T) {
+	r, code, stderr := runBench(t, "--scenario", "churn", "--pods", "10", "--duration", "3s")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	checkSane(t, r, bench.ScenarioChurn, 0)
+	c := r.Churn
+	if c == nil || c.Creates <= 10 || c.Deletes != c.Creates-10 || !c.Converged || r.Violations != 0 {
+		t.Fatalf("churn: %+v, violations %v", c, r.ViolationDetails)
+	}
+	if d := c.DeleteLatencyMS; !(d.P50 > 0 && d.P50 <= d.P99 && d.P99 <= d.Max) {
+		t.Errorf("delete latencies: %+v", d)
+	}
+}
+
+func TestBenchChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos waits for convergence; skipped with -short")
+	}
+	r, code, stderr := runBench(t, "--scenario", "chaos", "--pods", "10", "--duration", "3s", "--chaos-kill-rate", "20")
+	if code != 0 {
+		t.Fatalf("exit %d: %v\n%s", code, r.ViolationDetails, stderr)
+	}
+	checkSane(t, r, bench.ScenarioChaos, 0)
+	c := r.Churn
+	if c == nil || !c.Converged || c.ChaosKillRate != 20 || c.ChaosCrashes == 0 || c.ActorRestarts == 0 {
+		t.Fatalf("chaos: %+v", c)
+	}
+	if r.Violations != 0 {
+		t.Fatalf("violations: %v", r.ViolationDetails)
+	}
+}
+
+func TestBenchProbes(t *testing.T) {
+	r, code, stderr := runBench(t, "--scenario", "probes", "--pods", "10", "--duration", "3s")
+	if code == 3 {
+		t.Skipf("exec probes not in this actorlet yet: %s", stderr)
+	}
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	checkSane(t, r, bench.ScenarioProbes, 10)
+	p := r.Probes
+	if r.Goal != bench.GoalReady || p == nil || p.Executions == 0 || p.Missed != 0 || p.PeriodSeconds != 1 {
+		t.Fatalf("probes: %+v", p)
+	}
+	if pm := p.PeriodMS; !(pm.P50 > 0 && pm.P50 <= pm.P90 && pm.P90 <= pm.P99 && pm.P99 <= pm.Max) {
+		t.Errorf("probe periods: %+v", pm)
+	}
+}
+
+// TestBenchContainerd runs busybox pods on a private containerd (its own
+// state dir, bridge and subnet, so that agents of other test packages on
+// the shared one do not kill these pods as orphans).
+func TestBenchContainerd(t *testing.T) {
+	t.Setenv("ACTORLET_CONTAINERD_DIR", "/tmp/actorlet-containerd-bench")
+	t.Setenv("ACTORLET_CNI_BRIDGE", "actorletb0")
+	t.Setenv("ACTORLET_CNI_SUBNET", "10.244.214.0/24")
+	env := testenv.ContainerdInfo(t)
+	r, code, stderr := runBench(t, "--scenario", "containerd", "--pods", "5",
+		"--runtime-endpoint", env.Endpoint, "--image", env.BusyboxImage)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	checkSane(t, r, bench.ScenarioContainerd, 5)
+	if r.Runtime != env.Endpoint {
+		t.Errorf("runtime %q, want %q", r.Runtime, env.Endpoint)
+	}
+}
+
+func TestBenchUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"no scenario", nil, 2, "--scenario is required"},
+		{"unknown scenario", []string{"--scenario", "nope"}, 2, `unknown scenario "nope"`},
+		{"bad flag", []string{"--pods", "x"}, 2, "invalid argument"},
+		{"file source for churn", []string{"--scenario", "churn", "--source", "file"}, 2, "--source file"},
+		{"cluster-sim needs a control plane", []string{"--scenario", "cluster-sim"}, 1, "--kubeconfig"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, code, stderr := runBench(t, tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.msg) {
+				t.Fatalf("exit %d, want %d with %q:\n%s", code, tc.code, tc.msg, stderr)
+			}
+		})
+	}
+}
