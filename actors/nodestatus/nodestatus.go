@@ -122,6 +122,7 @@ type (
 		gen  uint64
 		node *v1.Node
 		err  error
+		read bool // a GET, not a patch
 	}
 	renewed struct {
 		gen uint64
@@ -279,6 +280,7 @@ func (a *Actor) report(force bool) {
 	}
 	changed := !apiequality.Semantic.DeepEqual(withoutHeartbeats(a.node.Status), withoutHeartbeats(*next))
 	if !force && !changed && now.Sub(a.lastReport) < a.cfg.ReportFrequency {
+		a.checkExists()
 		return
 	}
 	a.patching = true
@@ -287,6 +289,17 @@ func (a *Actor) report(force bool) {
 	a.async(func(ctx context.Context) any {
 		n, err := api.PatchNodeStatus(ctx, name, old, next)
 		return &patched{gen: gen, node: n, err: err}
+	})
+}
+
+// checkExists reads the Node when there is nothing to patch, so a deleted
+// Node object is noticed (and registered again) within one update period.
+func (a *Actor) checkExists() {
+	api, gen, name := a.api, a.gen, a.node.Name
+	a.patching = true
+	a.async(func(ctx context.Context) any {
+		n, err := api.GetNode(ctx, name)
+		return &patched{gen: gen, node: n, err: err, read: true}
 	})
 }
 
@@ -305,7 +318,9 @@ func (a *Actor) handlePatched(m *patched) {
 		a.log.Warn("node status update failed", "err", m.err)
 	default:
 		a.node = m.node
-		a.lastReport = a.clk.Now()
+		if !m.read {
+			a.lastReport = a.clk.Now()
+		}
 	}
 }
 

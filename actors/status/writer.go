@@ -105,6 +105,7 @@ type apiPod struct {
 	failures  int
 	finalize  bool // delete from the API once written (graceful deletion done)
 	forgotten bool // the pod left the node: delete its mirror
+	stale     bool // someone asked to delete the mirror pod: delete it for good, then make it again
 }
 
 type (
@@ -217,6 +218,11 @@ func (w *writer) handleMirror(m *messages.MirrorPod) {
 			continue
 		}
 		switch {
+		case !m.Deleted && m.Pod.DeletionTimestamp != nil && st.apiUID == m.Pod.UID:
+			// A graceful delete of a mirror pod: finish it and make a new
+			// one (as upstream).
+			st.stale = true
+			w.flush(st)
 		case m.Deleted && st.apiUID == m.Pod.UID:
 			// Someone deleted the mirror pod: make it again (as upstream).
 			st.apiUID, st.written = "", nil
@@ -267,6 +273,8 @@ func (w *writer) next(st *apiPod) string {
 		}
 		delete(w.pods, st.uid)
 		return ""
+	case st.static && st.stale && st.apiUID != "":
+		return "delete-mirror"
 	case st.static && st.apiUID == "":
 		if w.nodeUID == "" || st.spec == nil {
 			return "" // the mirror pod is owned by the Node: wait for its UID
@@ -354,10 +362,18 @@ func (w *writer) handleDone(m *writeDone) {
 			w.log.Info("mirror pod created", "pod", st.ns+"/"+st.name, "uid", m.pod.UID)
 		case "delete", "delete-mirror":
 			w.log.Info("pod deleted from the API server", "pod", st.ns+"/"+st.name, "mirror", m.op == "delete-mirror")
+			if m.op == "delete-mirror" && !st.forgotten {
+				st.apiUID, st.written, st.stale = "", nil, false // make it again
+				break
+			}
 			delete(w.pods, st.uid)
 			return
 		}
 	case errdefs.IsNotFound(m.err) && (m.op == "delete" || m.op == "delete-mirror"):
+		if m.op == "delete-mirror" && !st.forgotten {
+			st.apiUID, st.written, st.stale = "", nil, false
+			break
+		}
 		delete(w.pods, st.uid)
 		return
 	case errdefs.IsNotFound(m.err) && st.static:

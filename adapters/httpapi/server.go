@@ -52,6 +52,9 @@ type Config struct {
 	Metrics http.Handler
 	// Debug serves /debug/ on the main handler; may be nil.
 	Debug http.Handler
+	// ContainerLogs serves GET /containerLogs/{namespace}/{pod}/{container}
+	// on the main handler (NewContainerLogs); nil leaves it unserved.
+	ContainerLogs http.Handler
 	// RequestTimeout bounds every request to an actor. Default 10s.
 	RequestTimeout time.Duration
 	// MaxBodyBytes bounds request bodies. Default 1 MiB.
@@ -121,6 +124,9 @@ func (s *Server) Main() http.Handler {
 	s.readOnlyRoutes(mux)
 	mux.HandleFunc("POST /pods", s.handlePushPod)
 	mux.HandleFunc("DELETE /pods/{namespace}/{name}", s.handleRemovePod)
+	if s.cfg.ContainerLogs != nil {
+		mux.Handle("GET /containerLogs/", s.cfg.ContainerLogs)
+	}
 	if s.cfg.Debug != nil {
 		mux.Handle("/debug/", s.cfg.Debug)
 	}

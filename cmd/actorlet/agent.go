@@ -280,8 +280,10 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		System: sys, Status: statusPID, Push: pushPID, PLEG: plegPID,
 		Decode:  pushDecoder(name),
 		Metrics: m.Handler(),
-		Logger:  log,
-		Clock:   clk,
+		ContainerLogs: httpapi.NewContainerLogs(o.PodLogsDir,
+			httpapi.StatusResolver(sys, statusPID, 0), log.With("component", "container-logs")),
+		Logger: log,
+		Clock:  clk,
 	})
 	if err != nil {
 		return fmt.Errorf("node API: %w", err)
