@@ -57,3 +57,22 @@ containerd-down:
 
 clean:
 	rm -rf bin
+
+# The big runs of docs/BENCHMARKS.md (not part of `make test`): results in
+# docs/bench/*.json, charts in docs/bench/*.svg. BENCH_BIN may name an
+# actorlet built with /debug wired (for the profiles); containerd needs root.
+BENCH_DIR ?= docs/bench
+BENCH_BIN ?= $(BIN)
+.PHONY: bench
+bench: build
+	@mkdir -p $(BENCH_DIR)
+	./$(BENCH_BIN) bench --quiet --scenario standalone-sim --pods 100   --out $(BENCH_DIR)/standalone-sim-100.json
+	./$(BENCH_BIN) bench --quiet --scenario standalone-sim --pods 1000  --out $(BENCH_DIR)/standalone-sim-1000.json
+	./$(BENCH_BIN) bench --quiet --scenario standalone-sim --pods 10000 --timeout 20m --out $(BENCH_DIR)/standalone-sim-10000.json
+	./$(BENCH_BIN) bench --quiet --scenario churn  --pods 100 --duration 60s --out $(BENCH_DIR)/churn.json
+	./$(BENCH_BIN) bench --quiet --scenario probes --pods 1000 --duration 60s --out $(BENCH_DIR)/probes.json
+	./$(BENCH_BIN) bench --quiet --scenario chaos  --pods 100 --duration 60s --chaos-kill-rate 20 --out $(BENCH_DIR)/chaos.json
+	./$(BENCH_BIN) bench --quiet --scenario containerd --pods 50 --out $(BENCH_DIR)/containerd-50.json
+	cd hack/benchplot && $(GO) run . -cdf ../../$(BENCH_DIR)/start-latency-cdf.svg -timeline ../../$(BENCH_DIR)/standalone-sim-10000-timeline.svg \
+		../../$(BENCH_DIR)/standalone-sim-10000.json ../../$(BENCH_DIR)/standalone-sim-1000.json ../../$(BENCH_DIR)/standalone-sim-100.json ../../$(BENCH_DIR)/containerd-50.json
+	cd hack/benchplot && $(GO) run . -markdown ../../docs/BENCHMARKS.md $$(ls ../../$(BENCH_DIR)/*.json)

@@ -44,6 +44,7 @@ func runBench(ctx context.Context, args []string) int {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "cluster-sim: kubeconfig of the control plane")
 	fs.DurationVar(&o.ProfileCPU, "cpu-profile-seconds", 0, "take a CPU profile of the agent for this long while pods start (needs /debug/pprof)")
 	fs.StringVar(&o.ProfileOut, "cpu-profile", "", "file for the CPU profile")
+	fs.StringVar(&o.HeapOut, "heap-profile", "", "write the agent's heap profile at the end of the run to this file (needs /debug/pprof)")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
 	if done, code := parseFlags(fs, args); done {
 		return code

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,6 +84,9 @@ type Options struct {
 	// agent's /debug/pprof/profile while pods start, into ProfileOut.
 	ProfileCPU time.Duration
 	ProfileOut string
+	// HeapOut, when set, receives the agent's heap profile
+	// (/debug/pprof/heap) at the end of the run, before it stops.
+	HeapOut string
 }
 
 func (o *Options) defaults() error {
@@ -278,6 +282,11 @@ func (s *session) close(ctx context.Context, r *Result) {
 			r.Churn.ActorRestarts = ms.actorRestarts
 		}
 	}
+	if s.o.HeapOut != "" {
+		if err := fetch(ctx, s.a.mainURL+"/debug/pprof/heap", s.o.HeapOut); err != nil {
+			s.o.Log.Warn("heap profile failed", "err", err)
+		}
+	}
 	s.cancel()
 	s.wg.Wait()
 	s.samp.mu.Lock()
@@ -319,12 +328,36 @@ func (s *session) cleanup() {
 // profile fetches a CPU profile from the agent while it is loaded.
 func (s *session) profile(ctx context.Context) {
 	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", s.a.mainURL, int(s.o.ProfileCPU.Seconds()))
-	cmd := exec.CommandContext(ctx, "curl", "-sf", "-o", s.o.ProfileOut, url)
-	if err := cmd.Run(); err != nil {
+	if err := fetch(ctx, url, s.o.ProfileOut); err != nil {
 		s.o.Log.Warn("cpu profile failed", "url", url, "err", err)
 		return
 	}
 	s.o.Log.Info("cpu profile written", "file", s.o.ProfileOut)
+}
+
+// fetch GETs url into the file path.
+func fetch(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s (is the agent's /debug/ wired? see docs/WIRING-issue5.md)", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // runtime dials the agent's CRI runtime for checks that must not trust
@@ -420,6 +453,7 @@ func runStart(ctx context.Context, o Options, r *Result, runtimeEndpoint string)
 	}
 	o.Log.Info("creating pods", "pods", o.Pods, "source", o.Source, "concurrency", o.Concurrency)
 	created, names, cerr := s.createAll(ctx, specs)
+	r.CreatedSeconds = round3(time.Since(s.start).Seconds())
 	lat, last := s.waitAll(ctx, created, o.Timeout)
 	finish(r, s, lat, last)
 	if o.Scenario == ScenarioContainerd && s.started {

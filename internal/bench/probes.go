@@ -33,6 +33,7 @@ func runProbes(ctx context.Context, o Options, r *Result) error {
 		specs[i] = podSpec{name: fmt.Sprintf("probe-%05d", i), image: o.Image, probe: true, probePeriod: probePeriod}
 	}
 	created, _, cerr := s.createAll(ctx, specs)
+	r.CreatedSeconds = round3(time.Since(s.start).Seconds())
 	lat, last := s.waitAll(ctx, created, o.Timeout)
 	finish(r, s, lat, last)
 	if err := goalErr(r, cerr); err != nil {

@@ -85,6 +85,9 @@ type Result struct {
 	Seconds       float64 `json:"seconds"`
 	PodsPerSecond float64 `json:"pods_per_second"`
 	LatencyMS     Latency `json:"latency_ms"`
+	// CreatedSeconds is when the last create request returned (or the
+	// last manifest was written), since the start.
+	CreatedSeconds float64 `json:"created_seconds"`
 
 	RSSPeakBytes    uint64         `json:"rss_peak_bytes"`
 	RSSEndBytes     uint64         `json:"rss_end_bytes"`
