@@ -139,10 +139,10 @@ func TestBackoffOnFakeClock(t *testing.T) {
 	log, _ := testLogger(t)
 	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	reg := NewRegistry(fc)
-	strat := NewStrategy(StrategyConfig{MaxRestarts: 100, Window: time.Hour, BackoffBase: time.Second, BackoffCap: 4 * time.Second}, fc, log, nil)
+	strategy := NewStrategy(StrategyConfig{MaxRestarts: 100, Window: time.Hour, BackoffBase: time.Second, BackoffCap: 4 * time.Second}, fc, log, nil)
 	mws := Middlewares(reg, log, nil)
 	child := actor.PropsFromProducer(func() actor.Actor { return &counter{} }, actor.WithReceiverMiddleware(mws...))
-	root, err := SpawnRoot(sys, strat, mws, []Child{{Name: "pleg", Props: child}})
+	root, err := SpawnRoot(sys, strategy, mws, []Child{{Name: "pleg", Props: child}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,10 +178,10 @@ func TestChaosSkipsActorsBackingOff(t *testing.T) {
 	log, _ := testLogger(t)
 	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	reg := NewRegistry(fc)
-	strat := NewStrategy(StrategyConfig{MaxRestarts: 100, Window: time.Hour, BackoffBase: time.Second, BackoffCap: 4 * time.Second}, fc, log, nil)
+	strategy := NewStrategy(StrategyConfig{MaxRestarts: 100, Window: time.Hour, BackoffBase: time.Second, BackoffCap: 4 * time.Second}, fc, log, nil)
 	mws := Middlewares(reg, log, nil)
 	child := actor.PropsFromProducer(func() actor.Actor { return &counter{} }, actor.WithReceiverMiddleware(mws...))
-	root, err := SpawnRoot(sys, strat, mws, []Child{{Name: "pleg", Props: child}})
+	root, err := SpawnRoot(sys, strategy, mws, []Child{{Name: "pleg", Props: child}})
 	if err != nil {
 		t.Fatal(err)
 	}

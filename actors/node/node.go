@@ -319,9 +319,7 @@ func (a *Actor) gracefulDelete(ctx actor.Context, p *v1.Pod, source string) {
 	kill := &messages.KillPod{UID: p.UID, GracePeriod: p.DeletionGracePeriodSeconds, Reason: "deleted from the API server"}
 	e, ok := a.pods[p.UID]
 	if !ok {
-		if _, rejected := a.rejected[p.UID]; rejected {
-			delete(a.rejected, p.UID)
-		}
+		delete(a.rejected, p.UID)
 		// Not running here (or not any more): a PodActor still cleans up
 		// whatever the runtime holds, then the pod is deleted for good.
 		pid, err := ctx.SpawnNamed(a.podProps(p.UID), "pod-"+string(p.UID))

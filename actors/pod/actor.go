@@ -193,8 +193,7 @@ type pendingStart struct {
 
 // Messages the actor sends to itself.
 type (
-	inspectDone = inspected
-	opDone      struct {
+	opDone struct {
 		gen  uint64
 		kind actionKind
 		name string

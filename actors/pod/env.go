@@ -33,12 +33,6 @@ type ConfigSource interface {
 // whose config cannot be made (a missing ConfigMap, Secret or key).
 const ReasonCreateContainerConfigError = "CreateContainerConfigError"
 
-// configError is a container config that cannot be made.
-type configError struct{ err error }
-
-func (e *configError) Error() string { return e.err.Error() }
-func (e *configError) Unwrap() error { return e.err }
-
 // envInput is what the environment of a container is made from.
 type envInput struct {
 	pod    *v1.Pod

@@ -2,7 +2,6 @@ package pod
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -200,5 +199,3 @@ func ignoreNotFound(err error) error {
 	}
 	return err
 }
-
-var errNoPod = errors.New("no desired pod")

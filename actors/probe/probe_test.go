@@ -3,8 +3,6 @@ package probe
 import (
 	"context"
 	"log/slog"
-	"net/http"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -47,20 +45,6 @@ func (f *fakeExec) calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.at)
-}
-
-type fakeHTTP struct {
-	mu  sync.Mutex
-	got []string
-	hdr http.Header
-}
-
-func (f *fakeHTTP) HTTPGet(_ context.Context, u *url.URL, h http.Header, _ time.Duration) (bool, string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.got = append(f.got, u.String())
-	f.hdr = h
-	return true, "", nil
 }
 
 // fakeMetrics counts observed probes: a probe is observed once its result
@@ -109,7 +93,9 @@ func newHarness(t *testing.T, kind messages.ProbeKind, p *v1.Probe, codes ...int
 	parent := h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case *actor.Started:
-			c.SpawnNamed(actor.PropsFromProducer(New(target, deps)), Name("app", kind))
+			if _, err := c.SpawnNamed(actor.PropsFromProducer(New(target, deps)), Name("app", kind)); err != nil {
+				panic(err)
+			}
 		case *messages.ProbeResult:
 			h.mu.Lock()
 			h.results = append(h.results, *m)

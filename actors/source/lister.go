@@ -68,12 +68,11 @@ type poller struct {
 	log    *slog.Logger
 	source string
 
-	gen     uint64
-	cancel  context.CancelFunc
-	timer   clock.Timer
-	sent    bool
-	last    []*v1.Pod // sorted by UID, as sent
-	lastErr int       // number of errors in the previous listing, to log changes
+	gen    uint64
+	cancel context.CancelFunc
+	timer  clock.Timer
+	sent   bool
+	last   []*v1.Pod // sorted by UID, as sent
 }
 
 // NewFile returns the manifest-directory source (messages.SourceFile),

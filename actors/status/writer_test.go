@@ -180,7 +180,7 @@ func TestWriterCoalescesToTheNewestStatus(t *testing.T) {
 		h.update(p)
 	}
 	// Let the actor take them in, then release the writes.
-	h.sys.Root.RequestFuture(h.pid, &messages.GetPods{}, time.Second).Wait()
+	_ = h.sys.Root.RequestFuture(h.pid, &messages.GetPods{}, time.Second).Wait()
 	h.api.mu.Lock()
 	h.api.block = nil
 	h.api.mu.Unlock()
@@ -214,7 +214,7 @@ func TestWriterNeverGoesBackFromTerminal(t *testing.T) {
 	h.update(apiPodWith("a", "uid-a", v1.PodSucceeded))
 	h.waitFor("Succeeded written", func() bool { p := h.api.get("a"); return p.Status.Phase == v1.PodSucceeded })
 	h.update(apiPodWith("a", "uid-a", v1.PodRunning))
-	h.sys.Root.RequestFuture(h.pid, &messages.GetPods{}, time.Second).Wait()
+	_ = h.sys.Root.RequestFuture(h.pid, &messages.GetPods{}, time.Second).Wait()
 	if n := h.api.count("patch a Running"); n != 0 {
 		t.Fatalf("a terminal pod was moved back to Running")
 	}
@@ -237,7 +237,7 @@ func TestWriterMirrorPods(t *testing.T) {
 	static.Annotations = map[string]string{annotationSource: "file", annotationHash: "static-uid"}
 	h.update(static)
 	// No mirror before the Node's UID is known (it owns the mirror pod).
-	h.sys.Root.RequestFuture(h.pid, &messages.GetPods{}, time.Second).Wait()
+	_ = h.sys.Root.RequestFuture(h.pid, &messages.GetPods{}, time.Second).Wait()
 	if h.api.count("create") != 0 {
 		t.Fatalf("mirror created without a node owner")
 	}

@@ -84,7 +84,7 @@ func (p *Prober) HTTPGet(ctx context.Context, u *url.URL, header http.Header, ti
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return false, "", fmt.Errorf("Get %q: %w", u.String(), unwrapTimeout(err, timeout))
+		return false, "", fmt.Errorf("Get %q: %w", u.String(), unwrapTimeout(err, timeout)) //nolint:staticcheck // the text of net/http's errors, as upstream probes report them
 	}
 	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))

@@ -72,7 +72,7 @@ spec:
 `, "IMAGE", image)
 	writeManifest(t, dir, "lifecycle.yaml", manifest)
 
-	p1 := a.waitPod(2*time.Minute, "cd-probes-e2e-node", "Ready (httpGet on a named port, exec after postStart)", isReady)
+	a.waitPod(2*time.Minute, "cd-probes-e2e-node", "Ready (httpGet on a named port, exec after postStart)", isReady)
 	p2 := a.waitPod(2*time.Minute, "cd-live-e2e-node", "restarted by its liveness probe", func(p *v1.Pod) bool {
 		cs := p.Status.ContainerStatuses
 		return len(cs) == 1 && cs[0].RestartCount >= 1 && cs[0].LastTerminationState.Terminated != nil
@@ -87,7 +87,7 @@ spec:
 			t.Errorf("%s: termination message %q, want %q", cs.Name, got, want)
 		}
 	}
-	p1, _ = a.pod("cd-probes-e2e-node")
+	p1, _ := a.pod("cd-probes-e2e-node")
 	if n := p1.Status.ContainerStatuses[0].RestartCount; n != 0 {
 		t.Errorf("web restarted %d times: its tcpSocket liveness probe should pass", n)
 	}
