@@ -5,7 +5,7 @@ RUN_DIR   ?= $(or $(TMPDIR),/tmp)/actorlet-run
 GOTEST    ?= $(GO) test -race
 PKGS      := ./...
 
-.PHONY: all build run test unit lint vet fmt integration clean containerd-up containerd-down
+.PHONY: all build run test unit lint vet fmt integration clean containerd-up containerd-down controlplane-up controlplane-down
 
 all: build
 
@@ -34,7 +34,7 @@ unit: vet
 	$(GOTEST) -short $(PKGS)
 
 integration: build
-	$(GOTEST) -timeout 30m -run 'E2E|Containerd' ./test/... ./adapters/...
+	$(GOTEST) -timeout 30m -run 'E2E|Containerd|ControlPlane' ./test/... ./adapters/... ./internal/...
 
 vet:
 	$(GO) vet $(PKGS)
@@ -42,8 +42,11 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
+# golangci-lint (pinned, built once into the cache outside the repo) with
+# the linters of STYLE.md and depguard for DESIGN.md's import rules.
 lint: vet lint-imports
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	./hack/lint.sh
 
 # DESIGN.md's import rules (what depguard would enforce).
 lint-imports:
@@ -54,6 +57,12 @@ containerd-up:
 
 containerd-down:
 	deploy/local/containerd.sh down
+
+controlplane-up:
+	deploy/local/controlplane.sh up
+
+controlplane-down:
+	deploy/local/controlplane.sh down
 
 clean:
 	rm -rf bin
