@@ -158,6 +158,14 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 
 	clk := clock.RealClock{}
 	reg := supervisors.NewRegistry(clk)
+	m.SetActorStats(supervisors.HandlingBuckets, func() []metrics.ActorKindStats {
+		ks := reg.KindStats()
+		out := make([]metrics.ActorKindStats, len(ks))
+		for i, k := range ks {
+			out[i] = metrics.ActorKindStats(k)
+		}
+		return out
+	})
 	strategy := supervisors.NewStrategy(supervisors.StrategyConfig{}, clk, log, m.IncActorRestart)
 	mws := supervisors.Middlewares(reg, log, func(kind string, _ any, _ []byte) { m.IncActorPanic(kind) })
 	props := func(p actor.Producer) *actor.Props {
@@ -274,9 +282,13 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		defer chaosCancel()
 		supervisors.StartChaos(chaosCtx, sys, reg, supervisors.ChaosConfig{Rate: o.ChaosKillRate, Seed: seed, Kinds: kinds}, log)
 	}
-	go reportActors(ctx, reg, m)
 
+	var debug http.Handler
+	if o.EnableDebuggingHandlers {
+		debug = httpapi.NewDebug(reg)
+	}
 	srv, err := httpapi.New(httpapi.Config{
+		Debug:  debug,
 		System: sys, Status: statusPID, Push: pushPID, PLEG: plegPID,
 		Decode:  pushDecoder(name),
 		Metrics: m.Handler(),
@@ -366,21 +378,6 @@ func waitForRuntime(ctx context.Context, rt *cri.Client, log *slog.Logger) (name
 		}
 		if delay < 5*time.Second {
 			delay *= 2
-		}
-	}
-}
-
-func reportActors(ctx context.Context, reg *supervisors.Registry, m *metrics.Registry) {
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		for kind, n := range reg.Counts() {
-			m.SetActors(kind, n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
 		}
 	}
 }

@@ -49,6 +49,7 @@ type options struct {
 	ChaosDuration            time.Duration
 	Verbosity                int
 	LogFormat                string
+	EnableDebuggingHandlers  bool
 
 	// cluster mode
 	Kubeconfig                string
@@ -85,6 +86,7 @@ func defaultOptions() *options {
 		ImagePullBackoffMax:      300 * time.Second,
 		ChaosKinds:               "pod,probe",
 		LogFormat:                "text",
+		EnableDebuggingHandlers:  true,
 
 		NodeStatusUpdateFrequency: 10 * time.Second,
 		NodeStatusReportFrequency: 5 * time.Minute,
@@ -131,6 +133,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Int32Var(&o.NodeLeaseDurationSeconds, "node-lease-duration-seconds", o.NodeLeaseDurationSeconds, "Duration of the node's Lease (renewed every quarter of it).")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS towards the API server.")
 	fs.Int32Var(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst towards the API server.")
+	fs.BoolVar(&o.EnableDebuggingHandlers, "enable-debugging-handlers", o.EnableDebuggingHandlers,
+		"Serve /debug/actors (the live supervision tree, HTML and ?format=json) and /debug/pprof/ on --port.")
 	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "Log verbosity (0 info, 4 and up debug).")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "Log format: text or json.")
 }
