@@ -30,6 +30,7 @@ type fakeRuntime struct {
 	execs      map[string]int   // container name -> exec count
 	execLog    []string         // container name + " " + command, in order
 	stopGrace  []int64          // StopContainer timeouts, in order
+	stopped    []string         // names of the containers StopContainer stopped, in order
 }
 
 var _ Runtime = (*fakeRuntime)(nil)
@@ -220,6 +221,7 @@ func (f *fakeRuntime) StopContainer(_ context.Context, id string, timeout int64)
 	}
 	if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		f.exit(c, 137)
+		f.stopped = append(f.stopped, c.Metadata.Name)
 	}
 	return nil
 }

@@ -84,6 +84,8 @@ func truncateMsg(s string) string {
 type stopSpec struct {
 	id        string
 	container *v1.Container // nil: no hook
+	name      string        // container name ("" when unknown)
+	sidecar   bool          // a restartable init container: stopped after the others
 }
 
 // stopSpecs pairs container IDs with their specs (for preStop hooks).
@@ -95,7 +97,12 @@ func (a *Actor) stopSpecs(ids []string) []stopSpec {
 			for name, cs := range a.snap.containers {
 				for _, c := range cs {
 					if c.Id == id && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-						if spec := containerSpec(a.pod, name); spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
+						spec := containerSpec(a.pod, name)
+						s.name = name
+						if spec != nil {
+							s.sidecar = isSidecar(spec)
+						}
+						if spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
 							s.container = spec.DeepCopy()
 						}
 					}

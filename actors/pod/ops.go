@@ -198,8 +198,8 @@ func (a *Actor) startFunc(act action) func(ctx context.Context) error {
 // killingEvents records a Killing event per container being stopped.
 func (a *Actor) killingEvents(stops []stopSpec, reason string) {
 	for _, s := range stops {
-		if s.container != nil {
-			a.event(v1.EventTypeNormal, "Killing", s.id, "Stopping container %s (%s)", s.container.Name, reason)
+		if s.name != "" {
+			a.event(v1.EventTypeNormal, "Killing", s.id, "Stopping container %s (%s)", s.name, reason)
 		}
 	}
 }
@@ -280,8 +280,20 @@ func killAll(ctx context.Context, rt Runtime, snap *snapshot, stops []stopSpec, 
 			all = append(all, c.Id)
 		}
 	}
-	if err := stopContainers(ctx, rt, stops, hooks, grace, log); err != nil {
-		return err
+	// Main containers first, sidecars (restartable init containers) after
+	// them, as upstream.
+	var main, sidecars []stopSpec
+	for _, s := range stops {
+		if s.sidecar {
+			sidecars = append(sidecars, s)
+		} else {
+			main = append(main, s)
+		}
+	}
+	for _, group := range [][]stopSpec{main, sidecars} {
+		if err := stopContainers(ctx, rt, group, hooks, grace, log); err != nil {
+			return err
+		}
 	}
 	var errs []error
 	for _, sb := range snap.sandboxes {

@@ -126,9 +126,26 @@ func (p planner) plan() planResult {
 		return res
 	}
 
+	initialized := p.mainCreated(sb.Id)
 	for i := range p.pod.Spec.InitContainers {
 		c := &p.pod.Spec.InitContainers[i]
 		cur := p.snap.inSandbox(c.Name, sb.Id, p.sandboxOf)
+		if isSidecar(c) {
+			// A restartable init container (sidecar) only has to be running
+			// for the next one to start; it keeps running, and is restarted
+			// whenever it exits.
+			if cur != nil && cur.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				continue
+			}
+			if act, done := p.step(c, true, cur, sb, &res); done {
+				res.act = act
+				return res
+			}
+			if initialized {
+				continue // a sidecar in back-off holds up nothing once the pod is initialized
+			}
+			return res
+		}
 		if cur != nil && cur.State == runtimeapi.ContainerState_CONTAINER_EXITED && cur.ExitCode == 0 {
 			continue
 		}
@@ -180,7 +197,10 @@ func (p planner) step(c *v1.Container, isInit bool, cur *runtimeapi.ContainerSta
 		return action{}, false
 	case runtimeapi.ContainerState_CONTAINER_EXITED:
 		policy := p.pod.Spec.RestartPolicy
-		if isInit && policy == v1.RestartPolicyAlways {
+		switch {
+		case isInit && isSidecar(c):
+			policy = v1.RestartPolicyAlways // sidecars always come back
+		case isInit && policy == v1.RestartPolicyAlways:
 			policy = v1.RestartPolicyOnFailure // init containers re-run only on failure
 		}
 		if !shouldRestart(policy, cur.ExitCode) {
@@ -203,6 +223,17 @@ func (p planner) step(c *v1.Container, isInit bool, cur *runtimeapi.ContainerSta
 		return start, true
 	}
 	return action{}, false // unknown state: wait for the runtime to settle
+}
+
+// mainCreated reports whether a regular container exists in the sandbox:
+// the pod got past its initialization there.
+func (p planner) mainCreated(sandboxID string) bool {
+	for i := range p.pod.Spec.Containers {
+		if p.snap.inSandbox(p.pod.Spec.Containers[i].Name, sandboxID, p.sandboxOf) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // runningContainers lists running or created containers, all of them when

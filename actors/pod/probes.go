@@ -178,6 +178,7 @@ func (a *Actor) handleProbeResult(ctx actor.Context, m *messages.ProbeResult) {
 		r.Ready = &ok
 		if !ok {
 			a.log.Info("container not ready", "reason", ReasonUnhealthy, "container", m.Container, "message", "Readiness probe failed: "+m.Message)
+			a.event(v1.EventTypeWarning, ReasonUnhealthy, m.ContainerID+"/readiness", "Readiness probe failed: %s", m.Message)
 		}
 	case m.Kind == messages.ProbeStartup && ok:
 		if r.Started != nil && *r.Started {
@@ -200,6 +201,7 @@ func (a *Actor) handleProbeResult(ctx actor.Context, m *messages.ProbeResult) {
 		}
 		a.log.Warn("probe failed", "reason", ReasonUnhealthy, "container", m.Container,
 			"message", fmt.Sprintf("%s probe failed: %s", upperFirst(what), m.Message))
+		a.event(v1.EventTypeWarning, ReasonUnhealthy, m.ContainerID+"/"+what, "%s probe failed: %s", upperFirst(what), m.Message)
 		msg := fmt.Sprintf("Container %s failed %s probe, will be restarted", m.Container, what)
 		a.log.Info("killing container", "reason", ReasonKilling, "container", m.Container, "message", msg)
 		a.kills[m.ContainerID] = killReq{name: m.Container, message: msg, grace: grace}

@@ -84,8 +84,11 @@ func computeStatus(in statusInput) v1.PodStatus {
 		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
 			continue
 		}
+		if isSidecar(c) && cs.State.Running != nil {
+			continue // a started sidecar lets initialization go on
+		}
 		initDone = false
-		if failedForGood(pod, cs) {
+		if !isSidecar(c) && failedForGood(pod, cs) {
 			initFailed = true
 		}
 	}
@@ -101,6 +104,11 @@ func computeStatus(in statusInput) v1.PodStatus {
 		st.Message = "Pod was active on the node longer than the specified deadline"
 	}
 	allReady := len(st.ContainerStatuses) > 0
+	for i, cs := range st.InitContainerStatuses {
+		if isSidecar(&pod.Spec.InitContainers[i]) && !cs.Ready {
+			allReady = false // sidecars count for readiness, as upstream
+		}
+	}
 	for _, cs := range st.ContainerStatuses {
 		if !cs.Ready {
 			allReady = false

@@ -1,0 +1,59 @@
+package pod
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/actorlet/actorlet/messages"
+)
+
+func TestSidecarsStartFirstKeepRunningAndStopLast(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	p := testPod(v1.RestartPolicyAlways, "app")
+	p.Spec.InitContainers = []v1.Container{
+		{Name: "proxy", Image: "busybox:1", RestartPolicy: &always},
+		{Name: "migrate", Image: "busybox:1"},
+	}
+	h := newHarness(t, p)
+	// The sidecar runs and the next init container starts beside it.
+	h.waitStatus("proxy running, migrate running", func(s *v1.PodStatus) bool {
+		return s.InitContainerStatuses[0].State.Running != nil && s.InitContainerStatuses[1].State.Running != nil &&
+			s.Phase == v1.PodPending
+	})
+	h.rt.exitContainer("migrate", 0)
+	h.poke()
+	st := h.waitStatus("Running with the sidecar", running)
+	if st.InitContainerStatuses[0].State.Running == nil {
+		t.Fatalf("the sidecar stopped: %+v", st.InitContainerStatuses[0].State)
+	}
+	for _, c := range st.Conditions {
+		if c.Type == v1.PodInitialized && c.Status != v1.ConditionTrue {
+			t.Fatalf("Initialized %s with a running sidecar", c.Status)
+		}
+	}
+	// The sidecar crashes: it comes back (restartPolicy Always), the app
+	// keeps running.
+	h.rt.exitContainer("proxy", 1)
+	h.poke()
+	h.waitStatus("sidecar restarted", func(s *v1.PodStatus) bool {
+		return s.InitContainerStatuses[0].State.Running != nil && s.InitContainerStatuses[0].RestartCount == 1 && running(s)
+	})
+	// Killing the pod stops the app before the sidecar.
+	h.send(&messages.KillPod{UID: "uid-1", Reason: "test"})
+	h.waitFor("terminated", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.terminated
+	})
+	h.rt.mu.Lock()
+	order := append([]string(nil), h.rt.stopped...)
+	h.rt.mu.Unlock()
+	last := map[string]int{}
+	for i, n := range order {
+		last[n] = i
+	}
+	if last["app"] > last["proxy"] {
+		t.Fatalf("stop order %v: the sidecar must stop after the app", order)
+	}
+}
