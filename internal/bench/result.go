@@ -15,6 +15,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -41,6 +42,9 @@ type Machine struct {
 	Kernel    string `json:"kernel"`
 	CPUModel  string `json:"cpu_model"`
 	GoVersion string `json:"go_version"`
+	// LoadAvg1 is the 1-minute load average when the run started: other
+	// work on the machine skews every number.
+	LoadAvg1 float64 `json:"load_avg_1m"`
 }
 
 // Churn holds what the churn and chaos scenarios add.
@@ -199,6 +203,11 @@ func machine() Machine {
 			if v, ok := strings.CutPrefix(l, "MemTotal:"); ok {
 				m.MemBytes = parseKB(v)
 			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			m.LoadAvg1, _ = strconv.ParseFloat(f[0], 64)
 		}
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
