@@ -273,11 +273,12 @@ type metricsSnapshot struct {
 	actors        map[string]int
 	actorRestarts float64
 	probeTotal    map[string]float64 // pod name -> probe executions (prober_probe_total, readiness)
+	runtimeOps    map[string]float64 // kubelet_runtime_operations_total by operation_type
 }
 
 // scrapeMetrics reads the agent's /metrics (text format).
 func (a *agent) scrapeMetrics(ctx context.Context) (metricsSnapshot, error) {
-	ms := metricsSnapshot{actors: map[string]int{}, probeTotal: map[string]float64{}}
+	ms := metricsSnapshot{actors: map[string]int{}, probeTotal: map[string]float64{}, runtimeOps: map[string]float64{}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.roURL+"/metrics", nil)
 	if err != nil {
 		return ms, err
@@ -306,6 +307,8 @@ func (a *agent) scrapeMetrics(ctx context.Context) (metricsSnapshot, error) {
 			ms.goroutines = int(val)
 		case "actorlet_actors":
 			ms.actors[labels["kind"]] = int(val)
+		case "kubelet_runtime_operations_total":
+			ms.runtimeOps[labels["operation_type"]] += val
 		case "actorlet_actor_restarts_total":
 			ms.actorRestarts += val
 		case "prober_probe_total":

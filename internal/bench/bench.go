@@ -281,6 +281,12 @@ func (s *session) close(ctx context.Context, r *Result) {
 		if r.Churn != nil {
 			r.Churn.ActorRestarts = ms.actorRestarts
 		}
+		if r.Pods > 0 && len(ms.runtimeOps) > 0 {
+			r.RuntimeOpsPerPod = map[string]float64{}
+			for op, n := range ms.runtimeOps {
+				r.RuntimeOpsPerPod[op] = round(n / float64(r.Pods))
+			}
+		}
 	}
 	if s.o.HeapOut != "" {
 		if err := fetch(ctx, s.a.mainURL+"/debug/pprof/heap", s.o.HeapOut); err != nil {

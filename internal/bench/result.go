@@ -105,6 +105,10 @@ type Result struct {
 	ActorsEnd       int            `json:"actors_end"`
 	ActorsByKindEnd map[string]int `json:"actors_by_kind_end,omitempty"`
 
+	// RuntimeOpsPerPod is CRI calls per pod by operation (the agent's
+	// kubelet_runtime_operations_total at the end over pods).
+	RuntimeOpsPerPod map[string]float64 `json:"runtime_ops_per_pod,omitempty"`
+
 	Violations       int      `json:"violations"`
 	ViolationDetails []string `json:"violation_details,omitempty"`
 
