@@ -60,7 +60,7 @@ type entry struct {
 	// actor that backs off and then play back long after chaos stopped.
 	chaosBusy atomic.Bool
 	stats     *kindStats
-	mailbox   actor.Mailbox // nil when it could not be found
+	mailbox   atomic.Pointer[mailboxRef] // nil until found
 
 	fmu           sync.Mutex
 	lastFailure   string
@@ -110,8 +110,10 @@ func (r *Registry) Middleware() actor.ReceiverMiddleware {
 				e = r.add(c.Self())
 				c.Set(e) // grows the extension slice: Get below is safe afterwards
 				e.chaosBusy.Store(false)
-				if e.mailbox == nil {
-					e.mailbox = mailboxOf(c)
+				if e.mailbox.Load() == nil {
+					if mb := mailboxOf(c); mb != nil {
+						e.mailbox.Store(&mailboxRef{mb})
+					}
 				}
 			case *actor.Stopped:
 				next(c, env)
@@ -140,6 +142,9 @@ func (e *entry) observe(d time.Duration) {
 	e.nanos.Add(int64(d))
 	e.stats.observe(d)
 }
+
+// mailboxRef boxes a mailbox for atomic.Pointer.
+type mailboxRef struct{ mb actor.Mailbox }
 
 // mailboxOf finds the actor's mailbox, to read its length on demand.
 // protoactor keeps it in an unexported field of *actor.ActorProcess; it is

@@ -107,8 +107,9 @@ func (r *Registry) KindStats() []KindStats {
 
 // mailboxLen is the number of user messages waiting, -1 when unknown.
 func (e *entry) mailboxLen() int {
-	if e.mailbox == nil {
+	ref := e.mailbox.Load()
+	if ref == nil {
 		return -1
 	}
-	return e.mailbox.UserMessageCount()
+	return ref.mb.UserMessageCount()
 }

@@ -188,6 +188,7 @@ func TestChaosSkipsActorsBackingOff(t *testing.T) {
 	t.Cleanup(func() { _ = Stop(sys, root) })
 	pid := pidOf(sys, "root/pleg")
 	rng := rand.New(rand.NewPCG(1, 2))
+	eventually(t, "child registered", func() bool { return len(reg.chaosVictims(KindPLEG)) == 1 })
 
 	// First crash: restarted at once, then it is a candidate again.
 	if v := pickVictim(rng, reg, []string{KindPLEG}); v == nil || v.Id != pid.Id {

@@ -25,11 +25,11 @@ func TestChildRestartKeepsSiblingState(t *testing.T) {
 	log, _ := testLogger(t)
 	reg := NewRegistry(nil)
 	mws := Middlewares(reg, log, nil)
-	strat := fastStrategy(t, 10)
+	strategy := fastStrategy(t, 10)
 	props := func() *actor.Props {
 		return actor.PropsFromProducer(func() actor.Actor { return &counter{} }, actor.WithReceiverMiddleware(mws...))
 	}
-	root, err := SpawnRoot(sys, strat, mws, []Child{{Name: "status", Props: props()}, {Name: "pleg", Props: props()}})
+	root, err := SpawnRoot(sys, strategy, mws, []Child{{Name: "status", Props: props()}, {Name: "pleg", Props: props()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +85,11 @@ func TestIntensityEscalates(t *testing.T) {
 	log, _ := testLogger(t)
 	reg := NewRegistry(nil)
 	mws := Middlewares(reg, log, nil)
-	strat := fastStrategy(t, 2)
+	strategy := fastStrategy(t, 2)
 	pod := actor.PropsFromProducer(func() actor.Actor { return &counter{} }, actor.WithReceiverMiddleware(mws...))
 	node := actor.PropsFromProducer(func() actor.Actor { return &parent{child: pod} },
-		actor.WithReceiverMiddleware(mws...), actor.WithSupervisor(strat))
-	root, err := SpawnRoot(sys, strat, mws, []Child{{Name: "node", Props: node}})
+		actor.WithReceiverMiddleware(mws...), actor.WithSupervisor(strategy))
+	root, err := SpawnRoot(sys, strategy, mws, []Child{{Name: "node", Props: node}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,9 +121,9 @@ func TestRootFailingTooOftenIsStopped(t *testing.T) {
 	log, _ := testLogger(t)
 	reg := NewRegistry(nil)
 	mws := Middlewares(reg, log, nil)
-	strat := fastStrategy(t, 1)
+	strategy := fastStrategy(t, 1)
 	child := actor.PropsFromProducer(func() actor.Actor { return &counter{} }, actor.WithReceiverMiddleware(mws...))
-	root, err := SpawnRoot(sys, strat, mws, []Child{{Name: "status", Props: child}})
+	root, err := SpawnRoot(sys, strategy, mws, []Child{{Name: "status", Props: child}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestChaosInjectorHitsOnlyChosenKinds(t *testing.T) {
 	log, _ := testLogger(t)
 	reg := NewRegistry(nil)
 	mws := Middlewares(reg, log, nil)
-	strat := NewStrategy(StrategyConfig{MaxRestarts: 1_000_000, Window: time.Hour, BackoffBase: time.Microsecond, BackoffCap: time.Microsecond}, nil, log, nil)
+	strategy := NewStrategy(StrategyConfig{MaxRestarts: 1_000_000, Window: time.Hour, BackoffBase: time.Microsecond, BackoffCap: time.Microsecond}, nil, log, nil)
 	leaf := actor.PropsFromProducer(func() actor.Actor { return &counter{} }, actor.WithReceiverMiddleware(mws...))
 	pod := actor.PropsFromFunc(func(c actor.Context) {
 		if _, ok := c.Message().(*actor.Started); ok {
@@ -330,7 +330,7 @@ func TestChaosInjectorHitsOnlyChosenKinds(t *testing.T) {
 				}
 			}
 		}
-	}, actor.WithReceiverMiddleware(mws...), actor.WithSupervisor(strat))
+	}, actor.WithReceiverMiddleware(mws...), actor.WithSupervisor(strategy))
 	node := actor.PropsFromFunc(func(c actor.Context) {
 		if _, ok := c.Message().(*actor.Started); ok {
 			for _, n := range []string{"pod-a", "pod-b", "pod-c"} {
@@ -339,8 +339,8 @@ func TestChaosInjectorHitsOnlyChosenKinds(t *testing.T) {
 				}
 			}
 		}
-	}, actor.WithReceiverMiddleware(mws...), actor.WithSupervisor(strat))
-	root, err := SpawnRoot(sys, strat, mws, []Child{{Name: "node", Props: node}, {Name: "status", Props: leaf}})
+	}, actor.WithReceiverMiddleware(mws...), actor.WithSupervisor(strategy))
+	root, err := SpawnRoot(sys, strategy, mws, []Child{{Name: "node", Props: node}, {Name: "status", Props: leaf}})
 	if err != nil {
 		t.Fatal(err)
 	}
