@@ -16,6 +16,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/spf13/pflag"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
@@ -227,8 +228,10 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	var volumeAPI volume.API
 	if kc != nil {
-		volumeAPI = kc
-		podDeps.ConfigSource = kc
+		objects := kc.NewObjectCache(0)
+		go objects.Run(ctx)
+		volumeAPI = clusterObjects{kc, objects}
+		podDeps.ConfigSource = objects
 		recorder, stopRecorder := kc.Recorder()
 		defer stopRecorder()
 		podDeps.Events = recorder
@@ -332,6 +335,25 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	wg.Wait()
 	return err
+}
+
+// clusterObjects gives volumes their tokens from the API server and their
+// ConfigMaps and Secrets from the watch-based cache.
+type clusterObjects struct {
+	client  *kube.Client
+	objects *kube.ObjectCache
+}
+
+func (c clusterObjects) CreateToken(ctx context.Context, ns, sa string, req *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+	return c.client.CreateToken(ctx, ns, sa, req)
+}
+
+func (c clusterObjects) ConfigMap(ctx context.Context, ns, name string) (*v1.ConfigMap, error) {
+	return c.objects.ConfigMap(ctx, ns, name)
+}
+
+func (c clusterObjects) Secret(ctx context.Context, ns, name string) (*v1.Secret, error) {
+	return c.objects.Secret(ctx, ns, name)
 }
 
 // allocatable is the node's cpu and memory minus --kube-reserved and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -238,4 +239,57 @@ func TestE2EClusterContainerdGracefulDeletion(t *testing.T) {
 	if took := time.Since(start); took < time.Duration(grace)*time.Second {
 		t.Fatalf("pod gone after %s, before its %ds grace period", took, grace)
 	}
+}
+
+func TestE2EClusterConfigMapEnvAndVolume(t *testing.T) {
+	c := newCluster(t)
+	a := c.startNode(t, "e2e-cm", agentOpts{})
+	c.waitNodeReady(t, "e2e-cm", v1.ConditionTrue, time.Minute)
+	ctx := context.Background()
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "greeting", Namespace: "default"}, Data: map[string]string{"text": "hello from a configmap"}}
+	_ = c.cs.CoreV1().ConfigMaps("default").Delete(ctx, "greeting", metav1.DeleteOptions{})
+	if _, err := c.cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.cs.CoreV1().ConfigMaps("default").Delete(ctx, "greeting", metav1.DeleteOptions{}) })
+	p := apiPod("cm-user", "e2e-cm", simImage, "sh", "-c", "echo $GREETING; sleep infinity")
+	p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "GREETING", ValueFrom: &v1.EnvVarSource{
+		ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "greeting"}, Key: "text"}}}}
+	p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: "cfg", VolumeSource: v1.VolumeSource{
+		ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "greeting"}}}})
+	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "cfg", MountPath: "/etc/greeting"}}
+	created, err := c.cs.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitPod(t, "default", "cm-user", "Running", time.Minute, isRunning)
+	file := filepath.Join(a.rootDir, "pods", string(created.UID), "volumes", "kubernetes.io~configmap", "cfg", "text")
+	if b, err := os.ReadFile(file); err != nil || string(b) != "hello from a configmap" {
+		t.Fatalf("configMap volume file: %q %v", b, err)
+	}
+	logURL := fmt.Sprintf("http://127.0.0.1:%d/containerLogs/default/cm-user/main", a.port)
+	testenv.WaitFor(t, 30*time.Second, "the env value in the container's log", func() (bool, error) {
+		resp, err := http.Get(logURL)
+		if err != nil {
+			return false, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), "hello from a configmap"), fmt.Errorf("log %q", b)
+	})
+	// A pod referring to a ConfigMap that does not exist waits with
+	// CreateContainerConfigError, as upstream.
+	bad := apiPod("cm-missing", "e2e-cm", simImage, "sleep", "infinity")
+	bad.Spec.Containers[0].Env = []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{
+		ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "nope"}, Key: "k"}}}}
+	if _, err := c.cs.CoreV1().Pods("default").Create(ctx, bad, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitPod(t, "default", "cm-missing", "CreateContainerConfigError", time.Minute, func(p *v1.Pod) bool {
+		if len(p.Status.ContainerStatuses) == 0 {
+			return false
+		}
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		return w != nil && w.Reason == "CreateContainerConfigError"
+	})
 }

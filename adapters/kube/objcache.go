@@ -1,0 +1,119 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorlet/actorlet/errdefs"
+)
+
+// ObjectCache serves the ConfigMaps and Secrets the node's pods reference
+// from single-object watches (as the upstream kubelet's Watch strategy): the
+// first read of an object starts a watch on it alone (field selector on its
+// name, which the Node authorizer allows for objects its pods reference),
+// later reads come from memory, and a watch nobody read for Idle is stopped.
+type ObjectCache struct {
+	c    *Client
+	idle time.Duration
+	now  func() time.Time
+
+	mu      sync.Mutex
+	watches map[string]*objWatch // kind/ns/name
+}
+
+type objWatch struct {
+	store    cache.Store
+	synced   cache.InformerSynced
+	stop     chan struct{}
+	lastUsed time.Time
+}
+
+// NewObjectCache returns a cache over c; watches idle for idle (default
+// 10 min) are stopped by Run.
+func (c *Client) NewObjectCache(idle time.Duration) *ObjectCache {
+	if idle <= 0 {
+		idle = 10 * time.Minute
+	}
+	return &ObjectCache{c: c, idle: idle, now: time.Now, watches: map[string]*objWatch{}}
+}
+
+// Run stops idle watches until ctx is done, then all of them.
+func (o *ObjectCache) Run(ctx context.Context) {
+	t := time.NewTicker(o.idle / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			o.mu.Lock()
+			for k, w := range o.watches {
+				close(w.stop)
+				delete(o.watches, k)
+			}
+			o.mu.Unlock()
+			return
+		case <-t.C:
+			o.mu.Lock()
+			for k, w := range o.watches {
+				if o.now().Sub(w.lastUsed) > o.idle {
+					close(w.stop)
+					delete(o.watches, k)
+				}
+			}
+			o.mu.Unlock()
+		}
+	}
+}
+
+// ConfigMap reads a ConfigMap through its watch.
+func (o *ObjectCache) ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+	obj, err := o.get(ctx, "configmaps", &v1.ConfigMap{}, namespace, name)
+	if err != nil {
+		return nil, fmt.Errorf("configmap %s/%s: %w", namespace, name, err)
+	}
+	return obj.(*v1.ConfigMap).DeepCopy(), nil
+}
+
+// Secret reads a Secret through its watch.
+func (o *ObjectCache) Secret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
+	obj, err := o.get(ctx, "secrets", &v1.Secret{}, namespace, name)
+	if err != nil {
+		return nil, fmt.Errorf("secret %s/%s: %w", namespace, name, err)
+	}
+	return obj.(*v1.Secret).DeepCopy(), nil
+}
+
+func (o *ObjectCache) get(ctx context.Context, resource string, example runtime.Object, namespace, name string) (runtime.Object, error) {
+	key := resource + "/" + namespace + "/" + name
+	o.mu.Lock()
+	w, ok := o.watches[key]
+	if !ok {
+		lw := cache.NewListWatchFromClient(o.c.cs.CoreV1().RESTClient(), resource, namespace,
+			fields.OneTermEqualSelector("metadata.name", name))
+		inf := cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{})
+		w = &objWatch{store: inf.GetStore(), synced: inf.HasSynced, stop: make(chan struct{})}
+		o.watches[key] = w
+		go inf.Run(w.stop)
+	}
+	w.lastUsed = o.now()
+	o.mu.Unlock()
+
+	if !cache.WaitForCacheSync(ctx.Done(), w.synced) {
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, errors.New("watch did not sync: "+ctx.Err().Error()))
+	}
+	item, exists, err := w.store.GetByKey(namespace + "/" + name)
+	if err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrUnknown, err)
+	}
+	if !exists {
+		return nil, errdefs.Wrap(errdefs.ErrNotFound, errors.New("not found"))
+	}
+	return item.(runtime.Object), nil
+}
