@@ -24,6 +24,7 @@ func TestFitsRejectsWhatDoesNotFit(t *testing.T) {
 	a := &Actor{cfg: Config{Allocatable: v1.ResourceList{
 		v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("1Gi")}},
 		pods: map[types.UID]*entry{"u-1": {pod: pod("1", "1500m", "512Mi")}}}
+	a.track(a.pods["u-1"], 1)
 	tests := []struct {
 		name   string
 		pod    *v1.Pod

@@ -86,6 +86,42 @@ type Actor struct {
 	pods     map[types.UID]*entry
 	rejected map[types.UID]*v1.Pod // pods refused at admission, with their status
 	runtime  []types.UID           // last RuntimePods
+
+	// Kept up to date on every change of an entry (no walk over all pods
+	// per update): admitted pods by source kind and their requests.
+	nActive, nStatic, nAPI int
+	requested              v1.ResourceList
+}
+
+// track adds (sign 1) or removes (sign -1) an entry's share of the counts;
+// every change of an entry's pod or killing is wrapped in track(-1), change,
+// track(+1).
+func (a *Actor) track(e *entry, sign int) {
+	if e == nil || e.pod == nil || e.killing != nil {
+		return
+	}
+	a.nActive += sign
+	if e.source == messages.SourceAPI {
+		a.nAPI += sign
+	} else {
+		a.nStatic += sign
+	}
+	if a.requested == nil {
+		a.requested = v1.ResourceList{}
+	}
+	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+		q := podRequest(e.pod, name)
+		if q.IsZero() {
+			continue
+		}
+		cur := a.requested[name]
+		if sign > 0 {
+			cur.Add(q)
+		} else {
+			cur.Sub(q)
+		}
+		a.requested[name] = cur
+	}
 }
 
 // Receive implements actor.Actor.
@@ -116,6 +152,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.synced = map[string]bool{}
 	a.pods = map[types.UID]*entry{}
 	a.rejected = map[types.UID]*v1.Pod{}
+	a.nActive, a.nStatic, a.nAPI, a.requested = 0, 0, 0, v1.ResourceList{}
 	// After a restart nothing is known: the sources send their pods again
 	// and new PodActors adopt what runs (the old ones were stopped with us).
 	for _, pid := range a.cfg.SourcePIDs {
@@ -188,15 +225,7 @@ func (a *Actor) handlePodUpdate(ctx actor.Context, m *messages.PodUpdate) {
 	a.reportDesired()
 }
 
-func (a *Actor) active() int {
-	n := 0
-	for _, e := range a.pods {
-		if e.pod != nil && e.killing == nil {
-			n++
-		}
-	}
-	return n
-}
+func (a *Actor) active() int { return a.nActive }
 
 func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 	if p == nil || p.UID == "" {
@@ -222,7 +251,9 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 			equality.Semantic.DeepEqual(e.pod.ObjectMeta, p.ObjectMeta) {
 			return
 		}
+		a.track(e, -1)
 		e.pod = p
+		a.track(e, 1)
 		ctx.Send(e.pid, &messages.SyncPod{Pod: p.DeepCopy()})
 		return
 	}
@@ -254,7 +285,9 @@ func (a *Actor) spawn(ctx actor.Context, p *v1.Pod, source string) {
 		a.log.Error("spawn pod actor", "pod", p.Namespace+"/"+p.Name, "err", err)
 		return
 	}
-	a.pods[p.UID] = &entry{pod: p, source: source, pid: pid}
+	e := &entry{pod: p, source: source, pid: pid}
+	a.pods[p.UID] = e
+	a.track(e, 1)
 	ctx.Send(pid, &messages.SyncPod{Pod: p.DeepCopy()})
 }
 
@@ -270,12 +303,7 @@ func (a *Actor) fits(p *v1.Pod) (reason, msg string) {
 		if want.IsZero() {
 			continue
 		}
-		used := resource.Quantity{}
-		for _, e := range a.pods {
-			if e.pod != nil && e.killing == nil {
-				used.Add(podRequest(e.pod, name))
-			}
-		}
+		used := a.requested[name].DeepCopy()
 		total := used.DeepCopy()
 		total.Add(want)
 		if total.Cmp(capacity) > 0 {
@@ -329,10 +357,12 @@ func (a *Actor) gracefulDelete(ctx actor.Context, p *v1.Pod, source string) {
 		}
 		e = &entry{pod: p, source: source, pid: pid}
 		a.pods[p.UID] = e
+		a.track(e, 1)
 	}
 	if e.source != source && e.pod != nil {
 		return
 	}
+	a.track(e, -1)
 	e.pod, e.deleting, e.respawn = p, true, nil
 	if e.killing == nil || e.killing.GracePeriod == nil ||
 		(kill.GracePeriod != nil && *kill.GracePeriod < *e.killing.GracePeriod) {
@@ -340,6 +370,7 @@ func (a *Actor) gracefulDelete(ctx actor.Context, p *v1.Pod, source string) {
 		e.killing = kill
 		ctx.Send(e.pid, kill)
 	}
+	a.track(e, 1)
 }
 
 // reject reports a pod refused at admission: Failed with the reason, as
@@ -374,6 +405,7 @@ func (a *Actor) remove(ctx actor.Context, uid types.UID, source string) {
 	if e.source != source || e.killing != nil {
 		return
 	}
+	a.track(e, -1)
 	e.killing = &messages.KillPod{UID: uid, Reason: "removed from source " + source}
 	ctx.Send(e.pid, e.killing)
 	a.handOver(e, uid, source)
@@ -452,6 +484,7 @@ func (a *Actor) handleTerminated(ctx actor.Context, m *messages.PodTerminated) {
 	}
 	ctx.Send(a.status, forget)
 	if e.killing == nil {
+		a.track(e, -1)
 		e.killing = &messages.KillPod{UID: m.UID, Reason: "terminated"}
 	}
 	// Keep the entry until the actor has stopped and its name is free;
@@ -462,6 +495,7 @@ func (a *Actor) handleTerminated(ctx actor.Context, m *messages.PodTerminated) {
 		if cur, ok := a.pods[uid]; !ok || cur != e {
 			return
 		}
+		a.track(e, -1)
 		delete(a.pods, uid)
 		if e.respawn != nil {
 			a.upsert(ctx, e.respawn, e.respawnSource)
@@ -474,17 +508,6 @@ func (a *Actor) reportDesired() {
 	if a.m == nil {
 		return
 	}
-	var static, api int
-	for _, e := range a.pods {
-		if e.pod == nil || e.killing != nil {
-			continue
-		}
-		if e.source == messages.SourceAPI {
-			api++
-		} else {
-			static++
-		}
-	}
-	a.m.SetDesiredPods(true, static)
-	a.m.SetDesiredPods(false, api)
+	a.m.SetDesiredPods(true, a.nStatic)
+	a.m.SetDesiredPods(false, a.nAPI)
 }
