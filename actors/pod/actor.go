@@ -301,11 +301,11 @@ func (a *Actor) requestInspect() {
 		return
 	}
 	a.inspecting, a.dirty = true, false
-	rt, uid, gen, sys, self, timeout, seq := a.d.Runtime, a.uid, a.gen, a.sys, a.self, a.d.Config.OpTimeout, a.opSeq
+	rt, uid, gen, sys, self, timeout, seq, prev := a.d.Runtime, a.uid, a.gen, a.sys, a.self, a.d.Config.OpTimeout, a.opSeq, a.snap
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		snap, sboxOf, err := inspect(ctx, rt, uid)
+		snap, sboxOf, err := inspect(ctx, rt, uid, prev)
 		sys.Root.Send(self, &inspected{gen: gen, opSeq: seq, snap: snap, sandboxOf: sboxOf, err: err})
 	}()
 }

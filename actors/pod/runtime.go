@@ -115,7 +115,13 @@ type inspected struct {
 
 // inspect lists the pod's sandboxes and containers by UID label and reads
 // each one's full status.
-func inspect(ctx context.Context, rt Inspector, uid types.UID) (*snapshot, map[string]string, error) {
+//
+// prev is the last snapshot (may be nil): a sandbox or container whose state
+// the list shows unchanged keeps its status from it, so a steady pod costs
+// two list calls, not one status call per object (statuses only change
+// with the state: a running container's status stays the same until it
+// exits, an exited one never changes).
+func inspect(ctx context.Context, rt Inspector, uid types.UID, prev *snapshot) (*snapshot, map[string]string, error) {
 	sel := uidFilter(uid)
 	sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
 	if err != nil {
@@ -125,8 +131,13 @@ func inspect(ctx context.Context, rt Inspector, uid types.UID) (*snapshot, map[s
 	if err != nil {
 		return nil, nil, fmt.Errorf("list containers of pod %s: %w", uid, err)
 	}
+	known := prev.byID()
 	snap := &snapshot{containers: map[string][]*runtimeapi.ContainerStatus{}}
 	for _, sb := range sbs {
+		if old, ok := known.sandboxes[sb.Id]; ok && old.State == sb.State {
+			snap.sandboxes = append(snap.sandboxes, old)
+			continue
+		}
 		st, err := rt.PodSandboxStatus(ctx, sb.Id)
 		if errdefs.IsNotFound(err) {
 			continue // removed since the list
@@ -138,6 +149,11 @@ func inspect(ctx context.Context, rt Inspector, uid types.UID) (*snapshot, map[s
 	}
 	sandboxOf := make(map[string]string, len(ctrs))
 	for _, c := range ctrs {
+		if old, ok := known.containers[c.Id]; ok && old.State == c.State && c.State != runtimeapi.ContainerState_CONTAINER_UNKNOWN {
+			snap.containers[old.GetMetadata().GetName()] = append(snap.containers[old.GetMetadata().GetName()], old)
+			sandboxOf[c.Id] = c.PodSandboxId
+			continue
+		}
 		st, err := rt.ContainerStatus(ctx, c.Id)
 		if errdefs.IsNotFound(err) {
 			continue
@@ -176,6 +192,28 @@ func inspect(ctx context.Context, rt Inspector, uid types.UID) (*snapshot, map[s
 		})
 	}
 	return snap, sandboxOf, nil
+}
+
+// statusIndex is a snapshot's statuses by ID.
+type statusIndex struct {
+	sandboxes  map[string]*runtimeapi.PodSandboxStatus
+	containers map[string]*runtimeapi.ContainerStatus
+}
+
+func (s *snapshot) byID() statusIndex {
+	idx := statusIndex{map[string]*runtimeapi.PodSandboxStatus{}, map[string]*runtimeapi.ContainerStatus{}}
+	if s == nil {
+		return idx
+	}
+	for _, sb := range s.sandboxes {
+		idx.sandboxes[sb.Id] = sb
+	}
+	for _, cs := range s.containers {
+		for _, c := range cs {
+			idx.containers[c.Id] = c
+		}
+	}
+	return idx
 }
 
 // restartCount of a container status: its attempt (the restartCount
