@@ -4,6 +4,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -305,13 +305,29 @@ func (s *Server) handleGetPods(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusInternalServerError, "list pods: unexpected answer %T", res)
 		return
 	}
-	if items == nil {
-		items = []v1.Pod{}
+	writePodList(w, items)
+}
+
+// writePodList streams a v1 PodList one pod at a time: with thousands of
+// pods the answer is tens of MB, and building it whole doubled the agent's
+// memory for the length of a request.
+func writePodList(w http.ResponseWriter, items []v1.Pod) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	_, _ = bw.WriteString(`{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[`)
+	for i := range items {
+		b, err := json.Marshal(&items[i])
+		if err != nil {
+			continue // a v1.Pod always encodes; never a half item
+		}
+		if i > 0 {
+			_ = bw.WriteByte(',')
+		}
+		_, _ = bw.Write(b)
 	}
-	writeJSON(w, http.StatusOK, &v1.PodList{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"},
-		Items:    items,
-	})
+	_, _ = bw.WriteString("]}\n")
+	_ = bw.Flush()
 }
 
 // podRef is the body of a successful push or removal.
