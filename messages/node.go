@@ -37,3 +37,20 @@ type NeedPod struct {
 type RuntimePods struct {
 	UIDs []types.UID
 }
+
+// StartSlot is asked by a PodActor before it starts a new pod (its first
+// sandbox); the NodeActor answers StartGranted when fewer than its limit of
+// pods are starting, in the order asked. Starting many pods at once only
+// makes all of them slow; a bounded number at a time makes most fast.
+type StartSlot struct {
+	UID types.UID
+}
+
+// StartGranted lets a PodActor start its pod.
+type StartGranted struct{}
+
+// StartDone gives the slot back: the pod's containers started, or it is
+// waiting on something (a back-off, an image, an error), or it is killed.
+type StartDone struct {
+	UID types.UID
+}

@@ -41,6 +41,9 @@ type Config struct {
 	// Allocatable cpu and memory: API pods whose requests do not fit are
 	// rejected (OutOfcpu, OutOfmemory), as upstream. Empty: no check.
 	Allocatable v1.ResourceList
+	// MaxParallelStarts bounds the pods starting at once (StartSlot); 0: no
+	// bound.
+	MaxParallelStarts int
 }
 
 // New returns the NodeActor producer.
@@ -91,6 +94,9 @@ type Actor struct {
 	// per update): admitted pods by source kind and their requests.
 	nActive, nStatic, nAPI int
 	requested              v1.ResourceList
+
+	starting map[types.UID]bool // pods holding a start slot
+	waiting  []types.UID        // pods waiting for one, in order
 }
 
 // track adds (sign 1) or removes (sign -1) an entry's share of the counts;
@@ -144,6 +150,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handleNeedPod(ctx, m)
 	case *messages.PodTerminated:
 		a.handleTerminated(ctx, m)
+	case *messages.StartSlot:
+		a.handleStartSlot(ctx, m.UID)
+	case *messages.StartDone:
+		a.releaseSlot(ctx, m.UID)
 	}
 }
 
@@ -153,6 +163,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.pods = map[types.UID]*entry{}
 	a.rejected = map[types.UID]*v1.Pod{}
 	a.nActive, a.nStatic, a.nAPI, a.requested = 0, 0, 0, v1.ResourceList{}
+	a.starting, a.waiting = map[types.UID]bool{}, nil
 	// After a restart nothing is known: the sources send their pods again
 	// and new PodActors adopt what runs (the old ones were stopped with us).
 	for _, pid := range a.cfg.SourcePIDs {
@@ -406,6 +417,7 @@ func (a *Actor) remove(ctx actor.Context, uid types.UID, source string) {
 		return
 	}
 	a.track(e, -1)
+	a.releaseSlot(ctx, uid)
 	e.killing = &messages.KillPod{UID: uid, Reason: "removed from source " + source}
 	ctx.Send(e.pid, e.killing)
 	a.handOver(e, uid, source)
@@ -478,6 +490,7 @@ func (a *Actor) handleTerminated(ctx actor.Context, m *messages.PodTerminated) {
 	if !ok || e.stopping {
 		return
 	}
+	a.releaseSlot(ctx, m.UID)
 	forget := &messages.PodForget{UID: m.UID, DeleteFromAPI: e.deleting}
 	if e.pod != nil {
 		forget.Namespace, forget.Name = e.pod.Namespace, e.pod.Name
@@ -502,6 +515,44 @@ func (a *Actor) handleTerminated(ctx actor.Context, m *messages.PodTerminated) {
 		}
 		a.reportDesired()
 	})
+}
+
+func (a *Actor) handleStartSlot(ctx actor.Context, uid types.UID) {
+	e, ok := a.pods[uid]
+	if !ok {
+		return
+	}
+	if a.cfg.MaxParallelStarts <= 0 || a.starting[uid] || len(a.starting) < a.cfg.MaxParallelStarts {
+		a.starting[uid] = true
+		ctx.Send(e.pid, &messages.StartGranted{})
+		return
+	}
+	for _, w := range a.waiting {
+		if w == uid {
+			return
+		}
+	}
+	a.waiting = append(a.waiting, uid)
+}
+
+// releaseSlot frees uid's slot (or its place in the queue) and grants the
+// next pods waiting.
+func (a *Actor) releaseSlot(ctx actor.Context, uid types.UID) {
+	delete(a.starting, uid)
+	for i, w := range a.waiting {
+		if w == uid {
+			a.waiting = append(a.waiting[:i], a.waiting[i+1:]...)
+			break
+		}
+	}
+	for len(a.waiting) > 0 && len(a.starting) < a.cfg.MaxParallelStarts {
+		next := a.waiting[0]
+		a.waiting = a.waiting[1:]
+		if e, ok := a.pods[next]; ok && e.killing == nil {
+			a.starting[next] = true
+			ctx.Send(e.pid, &messages.StartGranted{})
+		}
+	}
 }
 
 func (a *Actor) reportDesired() {

@@ -92,6 +92,12 @@ func (r *recorder) podProps(uid types.UID) *actor.Props {
 			r.note(inc, fmt.Sprintf("Event %s %s", m.Type, m.ID))
 		case *messages.Resync:
 			r.note(inc, "Resync")
+		case *messages.StartGranted:
+			r.note(inc, "StartGranted")
+		case askSlot:
+			c.Send(c.Parent(), &messages.StartSlot{UID: uid})
+		case doneSlot:
+			c.Send(c.Parent(), &messages.StartDone{UID: uid})
 		case terminate:
 			c.Send(c.Parent(), &messages.PodTerminated{UID: uid})
 		case needPod:
@@ -320,6 +326,44 @@ func (h *harness) alive(uid string) bool {
 		return false
 	default:
 		return true
+	}
+}
+
+// askSlot / doneSlot make a stub pod actor ask for or give back its start slot.
+type askSlot struct{}
+type doneSlot struct{}
+
+func TestStartSlotsBoundParallelStarts(t *testing.T) {
+	h := newHarness(t, Config{NodeName: "n1", MaxParallelStarts: 2})
+	h.send(set(messages.SourceFile, mkPod("a", "img"), mkPod("b", "img"), mkPod("c", "img"), mkPod("d", "img")))
+	h.quiesce()
+	for _, uid := range []string{"a", "b", "c", "d"} {
+		h.tell(uid, askSlot{})
+	}
+	h.quiesce()
+	granted := func() string {
+		var out []string
+		for _, uid := range []string{"a", "b", "c", "d"} {
+			if strings.Contains(h.msgs(uid), "StartGranted") {
+				out = append(out, uid)
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	if got := granted(); got != "a,b" {
+		t.Fatalf("granted %q, want a,b (two at a time, in order)", got)
+	}
+	h.tell("a", doneSlot{})
+	h.quiesce()
+	if got := granted(); got != "a,b,c" {
+		t.Fatalf("after a is done: granted %q, want a,b,c", got)
+	}
+	// A pod removed while waiting frees its place; one removed while
+	// starting frees its slot.
+	h.send(set(messages.SourceFile, mkPod("a", "img"), mkPod("c", "img"), mkPod("d", "img")))
+	h.quiesce()
+	if got := granted(); got != "a,b,c,d" {
+		t.Fatalf("after b is removed: granted %q, want a,b,c,d", got)
 	}
 }
 

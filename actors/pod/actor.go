@@ -49,6 +49,9 @@ type Config struct {
 	// OpTimeout bounds one runtime operation (upstream runtime request
 	// timeout, 2 m); a stop adds the grace period.
 	OpTimeout time.Duration
+	// ThrottleStarts: ask the parent for a start slot (StartSlot) before
+	// starting a new pod, and give it back once the pod started or waits.
+	ThrottleStarts bool
 	// ProbeCheckpointDir keeps each pod's last probe results
 	// (<dir>/<pod-uid>.json) so that readiness survives a restart of the
 	// PodActor or of actorlet. Empty: no checkpoint.
@@ -147,9 +150,10 @@ type Actor struct {
 	d   Deps
 	log *slog.Logger
 
-	sys  *actor.ActorSystem
-	self *actor.PID
-	gen  uint64 // this incarnation; results of an earlier one are dropped
+	sys    *actor.ActorSystem
+	self   *actor.PID
+	parent *actor.PID
+	gen    uint64 // this incarnation; results of an earlier one are dropped
 
 	pod     *v1.Pod
 	kill    *messages.KillPod
@@ -182,10 +186,20 @@ type Actor struct {
 
 	deadlineExceeded bool // activeDeadlineSeconds passed: the pod failed
 
+	slot     slotState         // start slot (Config.ThrottleStarts)
 	volPaths map[string]string // host path of each volume, once set up
 	volAsked bool              // EnsureVolumes sent, answer pending
 	events   map[string]string // last event per key, to avoid repeating it
 }
+
+type slotState int
+
+const (
+	slotNone slotState = iota
+	slotAsked
+	slotHeld
+	slotDone
+)
 
 type pendingStart struct {
 	act action
@@ -227,6 +241,11 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handleImageResult(m)
 	case *messages.VolumesReady:
 		a.handleVolumesReady(m)
+	case *messages.StartGranted:
+		if a.slot == slotAsked {
+			a.slot = slotHeld
+			a.requestInspect()
+		}
 	case *messages.ProbeResult:
 		a.handleProbeResult(ctx, m)
 	case *actor.Terminated:
@@ -249,7 +268,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 }
 
 func (a *Actor) handleStarted(ctx actor.Context) {
-	a.sys, a.self = ctx.ActorSystem(), ctx.Self()
+	a.sys, a.self, a.parent = ctx.ActorSystem(), ctx.Self(), ctx.Parent()
 	a.gen = rand.Uint64()
 	a.waits = map[string]waitInfo{}
 	a.pulling = map[uint64]pendingStart{}
@@ -257,6 +276,11 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.results = a.loadCheckpoint()
 	if p := ctx.Parent(); p != nil {
 		ctx.Send(p, &messages.NeedPod{UID: a.uid})
+		if a.d.Config.ThrottleStarts {
+			// A slot an earlier incarnation held is given back; this one
+			// asks again if it still has to start the pod.
+			ctx.Send(p, &messages.StartDone{UID: a.uid})
+		}
 	}
 	a.armResync()
 	a.requestInspect()
@@ -279,6 +303,7 @@ func (a *Actor) handleKillPod(m *messages.KillPod) {
 	}
 	a.kill = m
 	a.pulling = map[uint64]pendingStart{} // image results no longer matter
+	a.releaseSlot()
 	a.requestInspect()
 }
 
@@ -401,6 +426,13 @@ func (a *Actor) reconcile(ctx actor.Context) {
 	if p.act.kind == actNone {
 		return
 	}
+	if p.act.kind == actRunSandbox && p.act.attempt == 0 && a.d.Config.ThrottleStarts && a.slot != slotHeld && a.slot != slotDone {
+		if a.slot == slotNone {
+			a.slot = slotAsked
+			ctx.Send(ctx.Parent(), &messages.StartSlot{UID: a.uid})
+		}
+		return // StartGranted continues
+	}
 	if p.act.kind == actStartContainer && p.act.createdID == "" {
 		if !a.volumesReady(ctx) {
 			return // VolumesReady continues
@@ -517,10 +549,34 @@ func (a *Actor) publish(waits map[string]waitInfo, now time.Time) {
 			a.d.Metrics.ObservePodStart(now.Sub(a.started))
 		}
 	}
+	if a.slot == slotHeld && (anyStarted(st) || st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed || len(waits) > 0) {
+		a.releaseSlot() // started, or waiting on something: the next pod may start
+	}
 	a.status = &st
 	out := a.pod.DeepCopy()
 	out.Status = *st.DeepCopy()
 	a.sys.Root.Send(a.d.Status, &messages.PodStatusUpdate{Pod: out})
+}
+
+// releaseSlot gives a start slot back to the parent.
+func (a *Actor) releaseSlot() {
+	if a.slot == slotAsked || a.slot == slotHeld {
+		a.slot = slotDone
+		a.sys.Root.Send(a.parent, &messages.StartDone{UID: a.uid})
+	}
+}
+
+// anyStarted: a container of the pod has run (the costly part of a start,
+// sandbox and first container, is over).
+func anyStarted(st v1.PodStatus) bool {
+	for _, list := range [][]v1.ContainerStatus{st.InitContainerStatuses, st.ContainerStatuses} {
+		for _, cs := range list {
+			if cs.State.Running != nil || cs.State.Terminated != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func allRunning(st v1.PodStatus) bool {

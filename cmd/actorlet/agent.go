@@ -189,6 +189,7 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 			RuntimeName: runtimeName, HostIP: hostIP, PodLogsDir: o.PodLogsDir,
 			BackoffBase: o.BackoffInitial, BackoffMax: o.BackoffMax,
 			SyncPeriod: o.SyncFrequency, OpTimeout: o.RuntimeRequestTimeout,
+			ThrottleStarts:     o.MaxParallelPodStarts > 0,
 			ProbeCheckpointDir: filepath.Join(o.RootDir, "probes"), // readiness survives restarts
 			PodsDir:            filepath.Join(o.RootDir, "pods"),   // termination-log files, managed /etc/hosts
 		},
@@ -247,7 +248,8 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	children = append(children,
 		supervisors.Child{Name: "node", Props: props(node.New(node.Config{
 			NodeName: name, MaxPods: int(o.MaxPods), Sources: sources, SourcePIDs: sourcePIDs,
-			Allocatable: allocatable(ctx, o, log),
+			Allocatable:       allocatable(ctx, o, log),
+			MaxParallelStarts: int(o.MaxParallelPodStarts),
 		}, statusPID, podProps, m, log))},
 		supervisors.Child{Name: "pleg", Props: props(pleg.New(nodePID, rt, clk, pleg.Config{
 			Period: o.PLEGRelistPeriod, Threshold: o.PLEGThreshold, Timeout: o.RuntimeRequestTimeout,

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -50,6 +51,7 @@ type options struct {
 	Verbosity                int
 	LogFormat                string
 	EnableDebuggingHandlers  bool
+	MaxParallelPodStarts     int32
 
 	// cluster mode
 	Kubeconfig                string
@@ -87,6 +89,7 @@ func defaultOptions() *options {
 		ChaosKinds:               "pod,probe",
 		LogFormat:                "text",
 		EnableDebuggingHandlers:  true,
+		MaxParallelPodStarts:     int32(4 * runtime.NumCPU()),
 
 		NodeStatusUpdateFrequency: 10 * time.Second,
 		NodeStatusReportFrequency: 5 * time.Minute,
@@ -133,6 +136,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Int32Var(&o.NodeLeaseDurationSeconds, "node-lease-duration-seconds", o.NodeLeaseDurationSeconds, "Duration of the node's Lease (renewed every quarter of it).")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS towards the API server.")
 	fs.Int32Var(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst towards the API server.")
+	fs.Int32Var(&o.MaxParallelPodStarts, "max-parallel-pod-starts", o.MaxParallelPodStarts,
+		"Pods starting at once (sandbox and first container); the others queue in arrival order. 0: no bound. Default 4 per CPU.")
 	fs.BoolVar(&o.EnableDebuggingHandlers, "enable-debugging-handlers", o.EnableDebuggingHandlers,
 		"Serve /debug/actors (the live supervision tree, HTML and ?format=json) and /debug/pprof/ on --port.")
 	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "Log verbosity (0 info, 4 and up debug).")
@@ -167,6 +172,9 @@ func (o *options) validate() error {
 		if p.v < 0 || p.v > 65535 {
 			bad("--%s must be 0-65535, got %d", p.name, p.v)
 		}
+	}
+	if o.MaxParallelPodStarts < 0 {
+		bad("--max-parallel-pod-starts must not be negative, got %d", o.MaxParallelPodStarts)
 	}
 	if o.MaxPods < 0 {
 		bad("--max-pods must not be negative, got %d", o.MaxPods)
