@@ -41,6 +41,7 @@ type agentSpec struct {
 	binary   string
 	runtime  string // --container-runtime-endpoint
 	maxPods  int
+	node     string // --hostname-override; "" is benchNode
 	rootDir  string
 	manifest string // --pod-manifest-path, "" for none
 	extra    []string
@@ -81,10 +82,13 @@ func startAgent(ctx context.Context, s agentSpec) (*agent, error) {
 	if strings.HasPrefix(s.runtime, "sim://") {
 		a.cri = "unix://" + filepath.Join(s.rootDir, "actorlet-sim.sock")
 	}
+	if s.node == "" {
+		s.node = benchNode
+	}
 	a.args = []string{
 		"--container-runtime-endpoint", s.runtime,
 		"--root-dir", s.rootDir, "--pod-logs-dir", filepath.Join(s.rootDir, "pods"),
-		"--hostname-override", benchNode, "--node-ip", "127.0.0.1",
+		"--hostname-override", s.node, "--node-ip", "127.0.0.1",
 		"--address", "127.0.0.1",
 		"--port", strconv.Itoa(ports[0]), "--read-only-port", strconv.Itoa(ports[1]),
 		"--healthz-port", strconv.Itoa(ports[2]),

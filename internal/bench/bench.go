@@ -76,8 +76,15 @@ type Options struct {
 	KeepDir bool
 	// AgentArgs are extra flags for the agent.
 	AgentArgs []string
-	// Kubeconfig is for cluster-sim (cluster mode).
-	Kubeconfig string
+	// Kubeconfig is cluster-sim's admin kubeconfig (pods are created and
+	// watched, and the API server's /metrics read, with it), and
+	// NodeKubeconfig the agent's (system:node:<Node>). Without them
+	// deploy/local/controlplane.sh brings up the local control plane and
+	// makes the node's.
+	Kubeconfig     string
+	NodeKubeconfig string
+	// Node is the agent's --hostname-override (default bench-node).
+	Node string
 	// Log receives progress; default discards.
 	Log *slog.Logger
 	// ProfileCPU, when > 0, fetches a CPU profile of that length from the
@@ -206,8 +213,38 @@ type session struct {
 	wg      sync.WaitGroup
 }
 
+// sessionConfig says how a session drives its agent. The zero target and
+// feed mean the node API: pods pushed (or written as manifests) and /pods
+// polled.
+type sessionConfig struct {
+	runtime string // --container-runtime-endpoint
+	goal    string
+	extra   []string // agent flags
+	maxPods int      // 0: pods + concurrency
+	node    string   // --hostname-override; "" is benchNode
+	// ready, when set, is waited for after the agent is healthy and
+	// before the clock starts (cluster: the Node is Ready).
+	ready func(ctx context.Context) error
+	// target creates and removes pods (cluster: the API server).
+	target podTarget
+	// feed, when set, replaces /pods polling: it calls the observer until
+	// ctx is done (cluster: a watch on the API server).
+	feed func(ctx context.Context, obs *observer)
+}
+
 // open starts the agent (or connects to the user's) and the instruments.
 func open(ctx context.Context, o Options, runtimeEndpoint, goal string, extra ...string) (*session, error) {
+	return openWith(ctx, o, sessionConfig{runtime: runtimeEndpoint, goal: goal, extra: extra})
+}
+
+func openWith(ctx context.Context, o Options, cfg sessionConfig) (*session, error) {
+	runtimeEndpoint, goal, extra := cfg.runtime, cfg.goal, cfg.extra
+	if cfg.maxPods <= 0 {
+		cfg.maxPods = o.Pods + o.Concurrency
+	}
+	if cfg.node == "" {
+		cfg.node = benchNode
+	}
 	s := &session{o: o}
 	if o.Endpoint != "" {
 		s.a = externalAgent(o.Endpoint, o.AgentPID, o.RuntimeEndpoint)
@@ -233,13 +270,22 @@ func open(ctx context.Context, o Options, runtimeEndpoint, goal string, extra ..
 			// node from a directory sets it lower too.
 			args = append([]string{"--file-check-frequency", "1s"}, args...)
 		}
-		a, err := startAgent(ctx, agentSpec{binary: o.Binary, runtime: runtimeEndpoint, maxPods: o.Pods + o.Concurrency,
-			rootDir: root, manifest: manifests, extra: args})
+		a, err := startAgent(ctx, agentSpec{binary: o.Binary, runtime: runtimeEndpoint, maxPods: cfg.maxPods,
+			node: cfg.node, rootDir: root, manifest: manifests, extra: args})
 		if err != nil {
 			s.cleanup()
 			return nil, err
 		}
 		s.a, s.started = a, true
+	}
+	if cfg.ready != nil {
+		if err := cfg.ready(ctx); err != nil {
+			if s.started {
+				s.a.stop()
+			}
+			s.cleanup()
+			return nil, err
+		}
 	}
 	// Let the agent settle (first relist, sources synced) before the clock
 	// starts, and read its idle footprint.
@@ -247,9 +293,12 @@ func open(ctx context.Context, o Options, runtimeEndpoint, goal string, extra ..
 	if ps, err := readProc(s.a.pid); err == nil {
 		s.idleRSS, s.cpu0 = ps.rss, ps.cpu
 	}
-	if o.Source == SourceFile {
-		s.target = fileTarget{dir: filepath.Join(s.a.rootDir, "manifests"), node: benchNode}
-	} else {
+	switch {
+	case cfg.target != nil:
+		s.target = cfg.target
+	case o.Source == SourceFile:
+		s.target = fileTarget{dir: filepath.Join(s.a.rootDir, "manifests"), node: cfg.node}
+	default:
 		s.push = newPushClient(s.a.mainURL, o.Concurrency)
 		s.target = pushTarget{s.push}
 	}
@@ -259,7 +308,11 @@ func open(ctx context.Context, o Options, runtimeEndpoint, goal string, extra ..
 	s.samp = startSampler(cctx, s.a, s.start, 200*time.Millisecond)
 	s.obs = newObserver(s.a.roURL, goal, s.start)
 	s.wg.Add(1)
-	go func() { defer s.wg.Done(); s.obs.run(cctx) }()
+	if cfg.feed != nil {
+		go func() { defer s.wg.Done(); cfg.feed(cctx, s.obs) }()
+	} else {
+		go func() { defer s.wg.Done(); s.obs.run(cctx) }()
+	}
 	if o.ProfileCPU > 0 && o.ProfileOut != "" {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.profile(cctx) }()

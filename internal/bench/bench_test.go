@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -200,6 +201,52 @@ func TestBenchContainerd(t *testing.T) {
 	}
 }
 
+// TestBenchClusterSim creates pods through the local control plane's API
+// server for an agent in cluster mode (its own node name, so that a bench
+// run by hand does not collide) and checks the API server counted the
+// agent's requests.
+func TestBenchClusterSim(t *testing.T) {
+	env := testenv.ControlPlane(t)
+	const node = "bench-test-node"
+	nodeKubeconfig := testenv.NodeKubeconfig(t, node)
+	r, code, stderr := runBench(t, "--scenario", "cluster-sim", "--pods", "20", "--node-name", node,
+		"--kubeconfig", env.AdminKubeconfig, "--node-kubeconfig", nodeKubeconfig)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	checkSane(t, r, bench.ScenarioClusterSim, 20)
+	if r.Goal != bench.GoalReady {
+		t.Errorf("goal %q, want Ready", r.Goal)
+	}
+	// Every pod's status reaches the API server through the agent's own
+	// identity: at least one status write and one token per pod.
+	if r.APIRequestsPerPod["patch pods/status"] < 1 || r.APIRequestsPerPod["create serviceaccounts/token"] < 1 || r.APIWritesPerPod < 2 {
+		t.Errorf("API requests per pod: %v (writes %v)", r.APIRequestsPerPod, r.APIWritesPerPod)
+	}
+	if r.APIRequestsStartup["create nodes"] != 1 {
+		t.Errorf("startup requests: %v", r.APIRequestsStartup)
+	}
+	if !slices.Contains(r.AgentArgs, "--kube-api-qps") || !strings.Contains(stderr, "20/20 pods Ready") {
+		t.Errorf("args %v; stderr:\n%s", r.AgentArgs, stderr)
+	}
+	// Cleaned up: no Node, no pods, no counting FlowSchemas.
+	kubectl := func(args ...string) string {
+		out, _ := exec.Command(env.Kubectl, append([]string{"--kubeconfig", env.AdminKubeconfig}, args...)...).CombinedOutput()
+		return string(out)
+	}
+	if out := kubectl("get", "node", node); !strings.Contains(out, "NotFound") {
+		t.Errorf("node left behind: %s", out)
+	}
+	if out := kubectl("get", "flowschemas", "-o", "name"); strings.Contains(out, "actorlet-bench-"+node) || !strings.Contains(out, "system-nodes") {
+		t.Errorf("FlowSchemas left behind: %s", out)
+	}
+	out, _ := exec.Command(env.Kubectl, "--kubeconfig", env.AdminKubeconfig, "get", "pods", "-A",
+		"--field-selector", "spec.nodeName="+node, "-o", "name").CombinedOutput()
+	if strings.TrimSpace(string(out)) != "" && !strings.Contains(string(out), "No resources") {
+		t.Errorf("pods left behind: %s", out)
+	}
+}
+
 func TestBenchUsage(t *testing.T) {
 	tests := []struct {
 		name string
@@ -211,7 +258,7 @@ func TestBenchUsage(t *testing.T) {
 		{"unknown scenario", []string{"--scenario", "nope"}, 2, `unknown scenario "nope"`},
 		{"bad flag", []string{"--pods", "x"}, 2, "invalid argument"},
 		{"file source for churn", []string{"--scenario", "churn", "--source", "file"}, 2, "--source file"},
-		{"cluster-sim needs a control plane", []string{"--scenario", "cluster-sim"}, 1, "--kubeconfig"},
+		{"cluster-sim with a missing kubeconfig", []string{"--scenario", "cluster-sim", "--kubeconfig", "/nonexistent/admin.kubeconfig"}, 1, "--kubeconfig"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

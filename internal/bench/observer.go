@@ -257,3 +257,38 @@ func (o *observer) stats() (polls int, mean time.Duration, series []Sample, last
 	}
 	return o.polls, mean, append([]Sample(nil), o.series...), o.lastErr
 }
+
+// applyEvent records one pod's state as a watch delivered it at now
+// (cluster mode: the API server's view, not the agent's). gone is a
+// deletion. Each event counts as one observation in polls.
+func (o *observer) applyEvent(p podLite, gone bool, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.polls++
+	name := p.Metadata.Name
+	v := o.view(name)
+	if gone {
+		v.listed = false
+		if v.gone.IsZero() && v.seen {
+			v.gone = now
+			for _, w := range v.goners {
+				w <- now
+			}
+			v.goners = nil
+		}
+		return
+	}
+	v.seen, v.listed, v.last = true, true, p
+	for _, cs := range p.Status.ContainerStatuses {
+		v.restarts = max(v.restarts, cs.RestartCount)
+	}
+	if v.reached.IsZero() && reached(&p, o.goal) {
+		v.reached = now
+		o.nReached++
+		for _, w := range v.waiters {
+			w <- now
+		}
+		v.waiters = nil
+		o.series = append(o.series, Sample{T: round3(now.Sub(o.start).Seconds()), Value: float64(o.nReached)})
+	}
+}

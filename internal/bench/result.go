@@ -109,6 +109,19 @@ type Result struct {
 	// kubelet_runtime_operations_total at the end over pods).
 	RuntimeOpsPerPod map[string]float64 `json:"runtime_ops_per_pod,omitempty"`
 
+	// APIRequestsPerPod is cluster-sim's count of the agent's API requests
+	// by "verb resource" (as the API server dispatched them for the node's
+	// user) from the first create to the last pod Ready, over pods;
+	// APIWritesPerPod sums its create, update, patch and delete.
+	// APIRequestsStartup is the same from the agent's start to the Node
+	// Ready (not per pod).
+	APIRequestsPerPod map[string]float64 `json:"api_requests_per_pod,omitempty"`
+	APIWritesPerPod   float64            `json:"api_writes_per_pod,omitempty"`
+	// APIWritesPerPodAtReady counts only up to the last pod Ready (events
+	// and other writes may trail it).
+	APIWritesPerPodAtReady float64            `json:"api_writes_per_pod_at_ready,omitempty"`
+	APIRequestsStartup     map[string]float64 `json:"api_requests_startup,omitempty"`
+
 	Violations       int      `json:"violations"`
 	ViolationDetails []string `json:"violation_details,omitempty"`
 
@@ -193,6 +206,9 @@ func (r *Result) Summary() string {
 	}
 	if r.Probes != nil {
 		fmt.Fprintf(&b, ", probe period p50 %.0fms p99 %.0fms (drift p99 %.0fms)", r.Probes.PeriodMS.P50, r.Probes.PeriodMS.P99, r.Probes.DriftMS.P99)
+	}
+	if len(r.APIRequestsPerPod) > 0 {
+		fmt.Fprintf(&b, ", API writes %.2f per pod (%s)", r.APIWritesPerPod, apiSummary(r.APIRequestsPerPod))
 	}
 	if r.Scenario == ScenarioChaos || r.Violations > 0 {
 		fmt.Fprintf(&b, ", violations %d", r.Violations)
