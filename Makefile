@@ -69,7 +69,8 @@ clean:
 
 # The big runs of docs/BENCHMARKS.md (not part of `make test`): results in
 # docs/bench/*.json, charts in docs/bench/*.svg. BENCH_BIN may name an
-# actorlet built with /debug wired (for the profiles); containerd needs root.
+# actorlet built with /debug wired (for the profiles); containerd needs root;
+# cluster-sim brings up deploy/local/controlplane.sh (built once, ~11 min).
 BENCH_DIR ?= docs/bench
 BENCH_BIN ?= $(BIN)
 .PHONY: bench
@@ -82,6 +83,8 @@ bench: build
 	./$(BENCH_BIN) bench --quiet --scenario probes --pods 1000 --duration 60s --out $(BENCH_DIR)/probes.json
 	./$(BENCH_BIN) bench --quiet --scenario chaos  --pods 100 --duration 60s --chaos-kill-rate 20 --out $(BENCH_DIR)/chaos.json
 	./$(BENCH_BIN) bench --quiet --scenario containerd --pods 50 --out $(BENCH_DIR)/containerd-50.json
+	./$(BENCH_BIN) bench --quiet --scenario cluster-sim --pods 100  --out $(BENCH_DIR)/cluster-sim-100.json
+	./$(BENCH_BIN) bench --quiet --scenario cluster-sim --pods 1000 --out $(BENCH_DIR)/cluster-sim-1000.json
 	cd hack/benchplot && $(GO) run . -cdf ../../$(BENCH_DIR)/start-latency-cdf.svg -timeline ../../$(BENCH_DIR)/standalone-sim-10000-timeline.svg \
 		../../$(BENCH_DIR)/standalone-sim-10000.json ../../$(BENCH_DIR)/standalone-sim-1000.json ../../$(BENCH_DIR)/standalone-sim-100.json ../../$(BENCH_DIR)/containerd-50.json
 	cd hack/benchplot && $(GO) run . -markdown ../../docs/BENCHMARKS.md $$(ls ../../$(BENCH_DIR)/*.json)
