@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"runtime"
 	"strings"
 	"time"
 
@@ -89,7 +88,7 @@ func defaultOptions() *options {
 		ChaosKinds:               "pod,probe",
 		LogFormat:                "text",
 		EnableDebuggingHandlers:  true,
-		MaxParallelPodStarts:     int32(4 * runtime.NumCPU()),
+		MaxParallelPodStarts:     0,
 
 		NodeStatusUpdateFrequency: 10 * time.Second,
 		NodeStatusReportFrequency: 5 * time.Minute,
@@ -137,7 +136,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS towards the API server.")
 	fs.Int32Var(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst towards the API server.")
 	fs.Int32Var(&o.MaxParallelPodStarts, "max-parallel-pod-starts", o.MaxParallelPodStarts,
-		"Pods starting at once (sandbox and first container); the others queue in arrival order. 0: no bound. Default 4 per CPU.")
+		"Pods starting at once (sandbox and first container); the others queue in arrival order. 0 (default): no bound, as upstream (see docs/BENCHMARKS.md for measurements).")
 	fs.BoolVar(&o.EnableDebuggingHandlers, "enable-debugging-handlers", o.EnableDebuggingHandlers,
 		"Serve /debug/actors (the live supervision tree, HTML and ?format=json) and /debug/pprof/ on --port.")
 	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "Log verbosity (0 info, 4 and up debug).")
