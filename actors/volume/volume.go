@@ -67,6 +67,12 @@ func New(files Files, api API, cfg Config, clk clock.WithDelayedExecution, log *
 	}
 }
 
+// token is a projected service-account token and when to renew it.
+type token struct {
+	value   []byte
+	renewAt time.Time
+}
+
 // Actor is the VolumeActor.
 type Actor struct {
 	files Files
@@ -83,6 +89,7 @@ type Actor struct {
 
 type podVolumes struct {
 	pod      *v1.Pod
+	tokens   map[string]token // by volume/path: reused until 80 % of their life
 	paths    map[string]string
 	ready    bool
 	busy     bool
@@ -97,6 +104,7 @@ type (
 		gen       uint64
 		uid       types.UID
 		paths     map[string]string
+		tokens    map[string]token
 		refreshIn time.Duration
 		err       error
 	}
@@ -170,11 +178,15 @@ func (a *Actor) start(pv *podVolumes) {
 	pv.busy = true
 	pod, gen, sys, self := pv.pod.DeepCopy(), a.gen, a.sys, a.self
 	files, api, cfg, now := a.files, a.api, a.cfg, a.clk.Now()
+	tokens := make(map[string]token, len(pv.tokens))
+	for k, v := range pv.tokens {
+		tokens[k] = v
+	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 		defer cancel()
-		paths, refreshIn, err := setUpPod(ctx, files, api, cfg, pod, now)
-		sys.Root.Send(self, &setUp{gen: gen, uid: pod.UID, paths: paths, refreshIn: refreshIn, err: err})
+		paths, refreshIn, err := setUpPod(ctx, files, api, cfg, pod, now, tokens)
+		sys.Root.Send(self, &setUp{gen: gen, uid: pod.UID, paths: paths, tokens: tokens, refreshIn: refreshIn, err: err})
 	}()
 }
 
@@ -184,6 +196,9 @@ func (a *Actor) handleSetUp(ctx actor.Context, m *setUp) {
 		return // torn down meanwhile
 	}
 	pv.busy = false
+	if m.tokens != nil {
+		pv.tokens = m.tokens
+	}
 	next := m.refreshIn
 	if m.err != nil {
 		pv.failures++
@@ -232,7 +247,10 @@ func (a *Actor) handleTearDown(m *messages.TearDownVolumes) {
 
 // setUpPod writes every volume of the pod and returns their host paths and
 // when to refresh (0: never).
-func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod, now time.Time) (map[string]string, time.Duration, error) {
+//
+// tokens holds the projected tokens already issued (by volume/path); a token
+// is reused until its renewal time, new ones are added to it.
+func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod, now time.Time, tokens map[string]token) (map[string]string, time.Duration, error) {
 	base := filepath.Join(cfg.PodsDir, string(pod.UID), "volumes")
 	paths := map[string]string{}
 	var refreshIn time.Duration
@@ -258,7 +276,7 @@ func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod
 			dir = filepath.Join(base, "kubernetes.io~projected", v.Name)
 			var contents map[string][]byte
 			var d time.Duration
-			contents, d, err = projected(ctx, api, pod, v.Projected, now, cfg.ResyncEach)
+			contents, d, err = projected(ctx, api, pod, v.Name, v.Projected, now, cfg.ResyncEach, tokens)
 			if err == nil {
 				sooner(d)
 				err = files.WriteAtomic(dir, contents, mode(v.Projected.DefaultMode))
@@ -308,14 +326,25 @@ var errNoAPI = fmt.Errorf("%w: needs the API server (cluster mode)", errdefs.Err
 
 // projected gathers the sources of a projected volume; the duration is when
 // its token must be refreshed (at 80 %% of its lifetime, as upstream).
-func projected(ctx context.Context, api API, pod *v1.Pod, p *v1.ProjectedVolumeSource, now time.Time, resync time.Duration) (map[string][]byte, time.Duration, error) {
+func projected(ctx context.Context, api API, pod *v1.Pod, volume string, p *v1.ProjectedVolumeSource, now time.Time, resync time.Duration, tokens map[string]token) (map[string][]byte, time.Duration, error) {
 	out := map[string][]byte{}
 	var refreshIn time.Duration
+	sooner := func(d time.Duration) {
+		if d > 0 && (refreshIn == 0 || d < refreshIn) {
+			refreshIn = d
+		}
+	}
 	for _, src := range p.Sources {
 		switch {
 		case src.ServiceAccountToken != nil:
 			if api == nil {
 				return nil, 0, errNoAPI
+			}
+			key := volume + "/" + src.ServiceAccountToken.Path
+			if t, ok := tokens[key]; ok && now.Before(t.renewAt) {
+				out[src.ServiceAccountToken.Path] = t.value // still fresh: no new request
+				sooner(t.renewAt.Sub(now))
+				continue
 			}
 			exp := int64(3607)
 			if src.ServiceAccountToken.ExpirationSeconds != nil {
@@ -337,10 +366,9 @@ func projected(ctx context.Context, api API, pod *v1.Pod, p *v1.ProjectedVolumeS
 				return nil, 0, err
 			}
 			out[src.ServiceAccountToken.Path] = []byte(tr.Status.Token)
-			ttl := tr.Status.ExpirationTimestamp.Sub(now)
-			if d := ttl * 8 / 10; d > 0 && (refreshIn == 0 || d < refreshIn) {
-				refreshIn = d
-			}
+			renewIn := tr.Status.ExpirationTimestamp.Sub(now) * 8 / 10
+			tokens[key] = token{value: []byte(tr.Status.Token), renewAt: now.Add(renewIn)}
+			sooner(renewIn)
 		case src.ConfigMap != nil:
 			files, err := configMapFiles(ctx, api, pod.Namespace, &src.ConfigMap.LocalObjectReference, src.ConfigMap.Items, src.ConfigMap.Optional)
 			if err != nil {
@@ -349,9 +377,7 @@ func projected(ctx context.Context, api API, pod *v1.Pod, p *v1.ProjectedVolumeS
 			for k, v := range files {
 				out[k] = v
 			}
-			if refreshIn == 0 || resync < refreshIn {
-				refreshIn = resync
-			}
+			sooner(resync)
 		case src.Secret != nil:
 			files, err := secretFiles(ctx, api, pod.Namespace, src.Secret.Name, src.Secret.Items, src.Secret.Optional)
 			if err != nil {

@@ -27,6 +27,7 @@ type fakeAPI struct {
 	mu     sync.Mutex
 	clk    *clocktesting.FakeClock
 	tokens int
+	cmGets int
 	cms    map[string]*v1.ConfigMap
 }
 
@@ -44,6 +45,7 @@ func (f *fakeAPI) CreateToken(_ context.Context, ns, sa string, req *authenticat
 func (f *fakeAPI) ConfigMap(_ context.Context, ns, name string) (*v1.ConfigMap, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.cmGets++
 	if cm, ok := f.cms[ns+"/"+name]; ok {
 		return cm, nil
 	}
@@ -139,9 +141,26 @@ func TestProjectedKubeAPIAccessVolume(t *testing.T) {
 	if n := h.api.tokenCount(); n != 1 {
 		t.Fatalf("%d token requests, want 1", n)
 	}
-	// At 80 % of the token's life it is refreshed and rewritten.
-	h.clk.Step(3607 * time.Second * 8 / 10)
+	// The ConfigMap is read again every minute; the token is not asked for
+	// again before 80 % of its life.
+	h.clk.Step(61 * time.Second)
 	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		h.api.mu.Lock()
+		gets := h.api.cmGets
+		h.api.mu.Unlock()
+		if gets >= 2 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.sys.Root.RequestFuture(h.pid, &messages.EnsureVolumes{Pod: testPod(kubeAPIAccess()), ReplyTo: h.sink}, time.Second)
+	<-h.replies
+	if n := h.api.tokenCount(); n != 1 {
+		t.Fatalf("%d token requests after a ConfigMap resync, want 1", n)
+	}
+	// At 80 % of the token's life it is refreshed and rewritten.
+	h.clk.Step(3607*time.Second*8/10 - 61*time.Second)
 	for time.Now().Before(deadline) {
 		if b, _ := os.ReadFile(filepath.Join(dir, "token")); string(b) == "ns1/default/2" {
 			break

@@ -29,6 +29,7 @@ import (
 // Client talks to the API server with the node's credentials.
 type Client struct {
 	cs       kubernetes.Interface
+	events   kubernetes.Interface // own rate limit (--event-qps/--event-burst), as upstream
 	cfg      *rest.Config
 	nodeName string
 }
@@ -40,6 +41,8 @@ type Options struct {
 	Burst      int     // --kube-api-burst, 100
 	UserAgent  string
 	Timeout    time.Duration // per request, default 30 s
+	EventQPS   float32       // --event-qps, 50
+	EventBurst int           // --event-burst, 100
 }
 
 // New builds a client from a kubeconfig file. It does not contact the API
@@ -69,12 +72,24 @@ func New(nodeName string, o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return &Client{cs: cs, cfg: cfg, nodeName: nodeName}, nil
+	if o.EventQPS <= 0 {
+		o.EventQPS = 50
+	}
+	if o.EventBurst <= 0 {
+		o.EventBurst = 100
+	}
+	ecfg := rest.CopyConfig(cfg)
+	ecfg.QPS, ecfg.Burst = o.EventQPS, o.EventBurst
+	events, err := kubernetes.NewForConfig(ecfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes events client: %w", err)
+	}
+	return &Client{cs: cs, events: events, cfg: cfg, nodeName: nodeName}, nil
 }
 
 // NewForClientset wraps an existing clientset (tests).
 func NewForClientset(cs kubernetes.Interface, nodeName string) *Client {
-	return &Client{cs: cs, nodeName: nodeName}
+	return &Client{cs: cs, events: cs, nodeName: nodeName}
 }
 
 // Clientset exposes the clientset (wiring of informers and the recorder).

@@ -18,7 +18,7 @@ import (
 // than block the caller.
 func (c *Client) Recorder() (record.EventRecorder, func()) {
 	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.cs.CoreV1().Events("")})
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.events.CoreV1().Events("")})
 	r := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: c.nodeName})
 	return r, b.Shutdown
 }

@@ -145,6 +145,7 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	var kc *kube.Client
 	if o.Kubeconfig != "" {
 		kc, err = kube.New(name, kube.Options{Kubeconfig: o.Kubeconfig, QPS: o.KubeAPIQPS, Burst: int(o.KubeAPIBurst),
+			EventQPS: o.EventQPS, EventBurst: int(o.EventBurst),
 			UserAgent: "actorlet/" + kubeletVersion + " (" + name + ")"})
 		if err != nil {
 			return fmt.Errorf("cluster mode: %w", err)

@@ -62,6 +62,8 @@ type options struct {
 	NodeLeaseDurationSeconds  int32
 	KubeAPIQPS                float32
 	KubeAPIBurst              int32
+	EventQPS                  float32
+	EventBurst                int32
 }
 
 func defaultOptions() *options {
@@ -95,6 +97,8 @@ func defaultOptions() *options {
 		NodeLeaseDurationSeconds:  40,
 		KubeAPIQPS:                50,
 		KubeAPIBurst:              100,
+		EventQPS:                  50,
+		EventBurst:                100,
 	}
 }
 
@@ -135,6 +139,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Int32Var(&o.NodeLeaseDurationSeconds, "node-lease-duration-seconds", o.NodeLeaseDurationSeconds, "Duration of the node's Lease (renewed every quarter of it).")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS towards the API server.")
 	fs.Int32Var(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst towards the API server.")
+	fs.Float32Var(&o.EventQPS, "event-qps", o.EventQPS, "QPS of event writes (their own limit, not --kube-api-qps).")
+	fs.Int32Var(&o.EventBurst, "event-burst", o.EventBurst, "Burst of event writes.")
 	fs.Int32Var(&o.MaxParallelPodStarts, "max-parallel-pod-starts", o.MaxParallelPodStarts,
 		"Pods starting at once (sandbox and first container); the others queue in arrival order. 0 (default): no bound, as upstream (see docs/BENCHMARKS.md for measurements).")
 	fs.BoolVar(&o.EnableDebuggingHandlers, "enable-debugging-handlers", o.EnableDebuggingHandlers,
@@ -223,6 +229,9 @@ func (o *options) validate() error {
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		bad("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	if o.EventQPS <= 0 || o.EventBurst <= 0 {
+		bad("--event-qps and --event-burst must be positive")
 	}
 	for name, m := range map[string]map[string]string{"kube-reserved": o.KubeReserved, "system-reserved": o.SystemReserved} {
 		if _, err := parseResources(m); err != nil {
