@@ -23,6 +23,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/actorlet/actorlet/actors/probe"
@@ -233,7 +234,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.KillPod:
 		a.handleKillPod(m)
 	case *messages.PodLifecycleEvent:
-		a.requestInspect()
+		if a.stale(m) {
+			a.requestInspect()
+		}
 	case *messages.Resync:
 		a.status = nil // publish again even if unchanged
 		a.requestInspect()
@@ -283,7 +286,8 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 		}
 	}
 	a.armResync()
-	a.requestInspect()
+	// No inspection yet: the parent's SyncPod or KillPod (sent with the
+	// spawn, and again for NeedPod) starts the first one.
 }
 
 func (a *Actor) handleSyncPod(m *messages.SyncPod) {
@@ -292,9 +296,37 @@ func (a *Actor) handleSyncPod(m *messages.SyncPod) {
 	}
 	if a.pod == nil {
 		a.started = a.d.Clock.Now()
+	} else if apiequality.Semantic.DeepEqual(a.pod.Spec, m.Pod.Spec) && apiequality.Semantic.DeepEqual(a.pod.ObjectMeta, m.Pod.ObjectMeta) {
+		return // the same pod again (the answer to NeedPod): nothing to look at
 	}
 	a.pod = m.Pod
 	a.requestInspect()
+}
+
+// stale reports whether a runtime event says something this actor's view
+// does not already show (its own operations are seen by its own
+// inspections; the PLEG reports them again a moment later).
+func (a *Actor) stale(ev *messages.PodLifecycleEvent) bool {
+	if a.snap == nil {
+		return true
+	}
+	var have *runtimeapi.ContainerStatus
+	for _, cs := range a.snap.containers {
+		for _, c := range cs {
+			if c.Id == ev.ID {
+				have = c
+			}
+		}
+	}
+	switch ev.Type {
+	case messages.ContainerStarted:
+		return have == nil || have.State != runtimeapi.ContainerState_CONTAINER_RUNNING
+	case messages.ContainerDied:
+		return have == nil || have.State != runtimeapi.ContainerState_CONTAINER_EXITED
+	case messages.ContainerRemoved:
+		return have != nil
+	}
+	return true
 }
 
 func (a *Actor) handleKillPod(m *messages.KillPod) {
