@@ -652,6 +652,9 @@ func (a *Actor) handleImageResult(m *messages.ImageResult) {
 	}
 	delete(a.waits, name)
 	if m.Pulled {
+		// The ImageActor pulls for many pods at once and answers when done:
+		// Pulling and Pulled come together, in upstream's order.
+		a.event(v1.EventTypeNormal, "Pulling", name, "Pulling image %q", m.Image)
 		a.event(v1.EventTypeNormal, "Pulled", name, "Successfully pulled image %q", m.Image)
 	} else {
 		a.event(v1.EventTypeNormal, "Pulled", name, "Container image %q already present on machine", m.Image)
