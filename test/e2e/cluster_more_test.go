@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -292,4 +293,46 @@ func TestE2EClusterConfigMapEnvAndVolume(t *testing.T) {
 		w := p.Status.ContainerStatuses[0].State.Waiting
 		return w != nil && w.Reason == "CreateContainerConfigError"
 	})
+}
+
+// The user's path, with kubectl itself: run, wait, get -o wide, delete.
+func TestE2EClusterKubectl(t *testing.T) {
+	c := newCluster(t)
+	c.startNode(t, "e2e-kubectl", agentOpts{})
+	c.waitNodeReady(t, "e2e-kubectl", v1.ConditionTrue, time.Minute)
+	kubectl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(c.env.Kubectl, append([]string{"--kubeconfig", c.env.AdminKubeconfig}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	out := kubectl("get", "nodes", "e2e-kubectl", "--no-headers")
+	if !strings.Contains(out, " Ready ") {
+		t.Fatalf("kubectl get nodes: %q", out)
+	}
+	kubectl("run", "kweb", "--image", simImage, "--restart=Never",
+		"--overrides", `{"spec":{"nodeSelector":{"kubernetes.io/hostname":"e2e-kubectl"},"terminationGracePeriodSeconds":2}}`,
+		"--", "httpd", "-f", "-p", "8080")
+	kubectl("wait", "--for=condition=Ready", "pod/kweb", "--timeout=60s")
+	out = kubectl("get", "pod", "kweb", "-o", "wide", "--no-headers")
+	fields := strings.Fields(out)
+	if len(fields) < 7 || fields[2] != "Running" || !strings.HasPrefix(fields[5], "127.") || fields[6] != "e2e-kubectl" {
+		t.Fatalf("kubectl get pods -o wide: %q", out)
+	}
+	// The pod IP answers HTTP (the sim's httpd listens on it for real).
+	resp, err := http.Get("http://" + fields[5] + ":8080/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET pod IP: %d", resp.StatusCode)
+	}
+	kubectl("delete", "pod", "kweb", "--wait=true", "--timeout=60s")
+	if out := kubectl("get", "pods", "--field-selector", "spec.nodeName=e2e-kubectl", "--no-headers", "--ignore-not-found"); strings.Contains(out, "kweb") {
+		t.Fatalf("pod still listed: %q", out)
+	}
 }
