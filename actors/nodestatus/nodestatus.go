@@ -101,15 +101,20 @@ type Actor struct {
 	self *actor.PID
 	gen  uint64
 
-	node        *v1.Node // as the API server last returned it; nil until registered
-	registering bool
-	patching    bool
-	renewing    bool
-	lastReport  time.Time
-	health      *messages.Health
-	statusTimer clock.Timer
-	leaseTimer  clock.Timer
-	retryTimer  clock.Timer
+	node         *v1.Node // as the API server last returned it; nil until registered
+	registering  bool
+	patching     bool
+	renewing     bool
+	lastReport   time.Time
+	health       *messages.Health
+	info         v1.NodeSystemInfo // the machine, as last read (off the mailbox)
+	capacity     v1.ResourceList
+	infoErr      error
+	machineKnown bool
+	again        bool // a report was asked while a call was in flight
+	statusTimer  clock.Timer
+	leaseTimer   clock.Timer
+	retryTimer   clock.Timer
 }
 
 type (
@@ -128,8 +133,14 @@ type (
 		gen uint64
 		err error
 	}
-	statusTick struct{ gen uint64 }
-	leaseTick  struct{ gen uint64 }
+	statusTick  struct{ gen uint64 }
+	machineRead struct {
+		gen      uint64
+		info     v1.NodeSystemInfo
+		capacity v1.ResourceList
+		err      error
+	}
+	leaseTick struct{ gen uint64 }
 )
 
 // Receive implements actor.Actor.
@@ -150,7 +161,15 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *statusTick:
 		if m.gen == a.gen {
 			a.statusTimer = a.arm(a.cfg.UpdateFrequency, &statusTick{gen: a.gen})
+			a.readMachine()
 			ctx.Request(a.pleg, &messages.GetHealth{})
+		}
+	case *machineRead:
+		if m.gen == a.gen {
+			a.info, a.capacity, a.infoErr, a.machineKnown = m.info, m.capacity, m.err, true
+			if a.health != nil {
+				a.report(false)
+			}
 		}
 	case *messages.Health:
 		a.health = m
@@ -176,6 +195,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.sys, a.self = ctx.ActorSystem(), ctx.Self()
 	a.gen = rand.Uint64()
 	a.register()
+	a.readMachine()
 	a.statusTimer = a.arm(a.cfg.UpdateFrequency, &statusTick{gen: a.gen})
 	a.leaseTimer = a.arm(a.cfg.LeaseDuration/4, &leaseTick{gen: a.gen})
 }
@@ -270,8 +290,12 @@ func (a *Actor) initialNode() *v1.Node {
 // report computes the status and patches it when it changed, or when the
 // last report is older than the report frequency.
 func (a *Actor) report(force bool) {
-	if a.node == nil || a.patching {
+	if a.patching {
+		a.again = true // reported when the call in flight returns
 		return
+	}
+	if a.node == nil || !a.machineKnown {
+		return // registration, or the machine's first read, reports when done
 	}
 	now := a.clk.Now()
 	next, err := a.status(now)
@@ -308,6 +332,12 @@ func (a *Actor) handlePatched(m *patched) {
 		return
 	}
 	a.patching = false
+	defer func() {
+		if a.again && a.node != nil {
+			a.again = false
+			a.report(false)
+		}
+	}()
 	switch {
 	case errdefs.IsNotFound(m.err):
 		a.log.Warn("node object gone, registering again", "node", a.cfg.NodeName)
@@ -346,12 +376,21 @@ func withoutHeartbeats(s v1.NodeStatus) v1.NodeStatus {
 
 // status builds the Node status: capacity from the machine, allocatable
 // minus the reservations, conditions from the runtime and PLEG health.
+// readMachine reads the machine's facts off the mailbox (proc files and a
+// statfs of the root dir); the next report uses them.
+func (a *Actor) readMachine() {
+	m, gen := a.machine, a.gen
+	a.async(func(ctx context.Context) any {
+		info, capacity, err := m.Info(ctx)
+		return &machineRead{gen: gen, info: info, capacity: capacity, err: err}
+	})
+}
+
 func (a *Actor) status(now time.Time) (*v1.NodeStatus, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	info, capacity, err := a.machine.Info(ctx)
-	if capacity == nil {
-		capacity = v1.ResourceList{}
+	info, err := a.info, a.infoErr
+	capacity := v1.ResourceList{}
+	for k, v := range a.capacity {
+		capacity[k] = v.DeepCopy()
 	}
 	capacity[v1.ResourcePods] = *resource.NewQuantity(int64(a.cfg.MaxPods), resource.DecimalSI)
 	allocatable := v1.ResourceList{}
