@@ -251,8 +251,18 @@ func TestRegistryTracksActors(t *testing.T) {
 		sys.Root.Send(pleg, inc{})
 	}
 	ask(t, sys, pleg, get{})
+	// The count of a message is taken once its handler returned, which may
+	// be just after the reply to get reached us.
+	eventually(t, "pleg messages = 12 (Started + 10 inc + get)", func() bool {
+		for _, a := range reg.Snapshot() {
+			if a.PID == pleg.Id {
+				return a.Messages == 12
+			}
+		}
+		return false
+	})
 	for _, a := range reg.Snapshot() {
-		if a.PID == pleg.Id && a.Messages != 12 { // Started + 10 inc + get
+		if a.PID == pleg.Id && a.Messages != 12 {
 			t.Fatalf("pleg messages = %d, want 12", a.Messages)
 		}
 	}
