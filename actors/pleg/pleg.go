@@ -221,9 +221,6 @@ func (a *Actor) diff(m *relisted) []messages.PodLifecycleEvent {
 		r := record{uid: uid, state: int32(c.State)}
 		newC[c.Id] = r
 		counts[stateName(c.State)]++
-		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-			runningPods[uid] = struct{}{}
-		}
 		old, ok := a.containers[c.Id]
 		switch {
 		case !ok && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
@@ -253,6 +250,9 @@ func (a *Actor) diff(m *relisted) []messages.PodLifecycleEvent {
 		}
 		r := record{uid: uid, state: int32(s.State)}
 		newS[s.Id] = r
+		if s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			runningPods[uid] = struct{}{} // as upstream: a pod with a ready sandbox is running
+		}
 		if old, ok := a.sandboxes[s.Id]; !ok || old.state != r.state {
 			events = append(events, messages.PodLifecycleEvent{UID: uid, Type: messages.SandboxChanged, ID: s.Id})
 		}

@@ -706,8 +706,10 @@ func TestPLEGMetrics(t *testing.T) {
 	h := newHarness(t, rt)
 	h.settle()
 
+	// Running pods as upstream: pods with a ready sandbox.
 	steps := []struct {
 		name       string
+		sandboxes  []*runtimeapi.PodSandbox
 		containers []*runtimeapi.Container
 		fail       bool
 		pods       int
@@ -721,7 +723,8 @@ func TestPLEGMetrics(t *testing.T) {
 			relists: 1,
 		},
 		{
-			name:       "u2's container exits",
+			name:       "u2's containers exit and its sandbox stops",
+			sandboxes:  []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandbox("s2", "u2", notDone)},
 			containers: []*runtimeapi.Container{container("c1", "u1", running), container("c2", "u2", exited), container("c3", "u2", exited)},
 			pods:       1,
 			counts:     map[string]int{"running": 1, "created": 0, "exited": 2, "unknown": 0},
@@ -742,7 +745,7 @@ func TestPLEGMetrics(t *testing.T) {
 				if s.fail {
 					rt.failWith(errors.New("down"), nil)
 				} else {
-					rt.set(nil, s.containers)
+					rt.set(s.sandboxes, s.containers)
 				}
 				h.next()
 			}
