@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -285,7 +287,7 @@ func (a *Actor) loadCheckpoint() map[string]*ctrResult {
 	if path == "" {
 		return out
 	}
-	b, err := os.ReadFile(path)
+	b, err := checkpoints.read(path)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			a.log.Warn("read probe checkpoint", "path", path, "err", err)
@@ -313,17 +315,85 @@ func (a *Actor) saveCheckpoint() {
 		return
 	}
 	b, err := json.Marshal(checkpoint{PodUID: string(a.uid), Containers: a.results})
-	if err == nil {
-		err = writeAtomic(path, b)
-	}
 	if err != nil {
-		a.log.Warn("write probe checkpoint", "path", path, "err", err)
+		a.log.Warn("encode probe checkpoint", "err", err)
+		return
 	}
+	checkpoints.put(path, b, a.log) // written off the mailbox, newest wins
 }
 
 func (a *Actor) removeCheckpoint() {
 	if path := a.checkpointPath(); path != "" {
-		_ = os.Remove(path)
+		checkpoints.put(path, nil, a.log)
+	}
+}
+
+// checkpointWriter writes probe checkpoints off the actors' mailboxes: a
+// file per pod, the newest content wins, and writes of one path never run
+// out of order (not even across incarnations of a PodActor).
+type checkpointWriter struct {
+	mu      sync.Mutex
+	pending map[string][]byte // path -> newest content not yet taken (nil: remove)
+	writing map[string][]byte // path -> content being written now
+	busy    map[string]bool   // a goroutine is writing this path
+}
+
+var checkpoints = &checkpointWriter{pending: map[string][]byte{}, writing: map[string][]byte{}, busy: map[string]bool{}}
+
+func (w *checkpointWriter) put(path string, b []byte, log *slog.Logger) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending[path] = b
+	if w.busy[path] {
+		return // the running writer picks the newest content up
+	}
+	w.busy[path] = true
+	go w.drain(path, log)
+}
+
+// read returns a path's newest content: one still waiting to be written,
+// else the file's.
+func (w *checkpointWriter) read(path string) ([]byte, error) {
+	w.mu.Lock()
+	b, ok := w.pending[path]
+	if !ok {
+		b, ok = w.writing[path]
+	}
+	w.mu.Unlock()
+	if ok {
+		if b == nil {
+			return nil, fs.ErrNotExist
+		}
+		return b, nil
+	}
+	return os.ReadFile(path)
+}
+
+func (w *checkpointWriter) drain(path string, log *slog.Logger) {
+	for {
+		w.mu.Lock()
+		delete(w.writing, path)
+		b, ok := w.pending[path]
+		if !ok {
+			delete(w.busy, path)
+			w.mu.Unlock()
+			return
+		}
+		delete(w.pending, path)
+		w.writing[path] = b
+		w.mu.Unlock()
+		var err error
+		if b == nil {
+			err = os.Remove(path)
+			if errors.Is(err, fs.ErrNotExist) {
+				err = nil
+			}
+		} else {
+			err = writeAtomic(path, b)
+		}
+		if err != nil {
+			log.Warn("probe checkpoint", "path", path, "err", err)
+		}
 	}
 }
 
