@@ -2,46 +2,21 @@ package bench_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/actorlet/actorlet/internal/bench"
 	"github.com/actorlet/actorlet/internal/testenv"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// actorletBin builds the actorlet binary (with -race, as the e2e tests)
-// once per test process.
+// actorletBin is the actorlet binary under test (built once per process).
 func actorletBin(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "actorlet-bench-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "actorlet")
-		cmd := exec.Command("go", "build", "-race", "-o", binPath, "./cmd/actorlet")
-		cmd.Dir = testenv.RepoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return testenv.ActorletBinary(t)
 }
 
 // runBench runs `actorlet bench args...` as a user would and returns the

@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,32 +27,10 @@ import (
 	"github.com/actorlet/actorlet/internal/testenv"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// actorletBin builds the actorlet binary once per test process.
+// actorletBin is the actorlet binary under test (built once per process).
 func actorletBin(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "actorlet-e2e-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "actorlet")
-		cmd := exec.Command("go", "build", "-race", "-o", binPath, "./cmd/actorlet")
-		cmd.Dir = testenv.RepoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return testenv.ActorletBinary(t)
 }
 
 func freePort(t *testing.T) int {
