@@ -378,7 +378,7 @@ func (w *writer) handleDone(m *writeDone) {
 		return
 	case errdefs.IsNotFound(m.err) && st.static:
 		st.apiUID, st.written = "", nil // the mirror pod is gone: make it again
-	case errdefs.IsNotFound(m.err), errors409(m.err) && !st.static:
+	case errdefs.IsNotFound(m.err), errors.Is(m.err, errdefs.ErrConflict) && !st.static:
 		// The API pod is gone or was replaced by another with the same
 		// name: nothing of ours to write any more.
 		w.log.Info("pod no longer in the API server", "pod", st.ns+"/"+st.name, "err", m.err)
@@ -417,8 +417,6 @@ func (w *writer) refreshMirror(st *apiPod) {
 	st.retryAt = w.clk.Now().Add(w.cfg.RetryBase)
 	w.wakeAt(st.retryAt)
 }
-
-func errors409(err error) bool { return errors.Is(err, errdefs.ErrConflict) }
 
 func (w *writer) dequeue() {
 	for len(w.queue) > 0 && w.inflight < w.cfg.MaxInFlight {
