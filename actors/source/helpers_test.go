@@ -18,9 +18,14 @@ import (
 
 // recorder stands in for the NodeActor: it records what the sources send.
 type recorder struct {
+	sys  *actor.ActorSystem
+	pid  *actor.PID
 	mu   sync.Mutex
 	msgs []any
 }
+
+// flush is answered once every message queued before it was recorded.
+type flush struct{}
 
 func (r *recorder) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -28,10 +33,18 @@ func (r *recorder) receive(ctx actor.Context) {
 		r.mu.Lock()
 		r.msgs = append(r.msgs, m)
 		r.mu.Unlock()
+	case flush:
+		ctx.Respond(m)
 	}
 }
 
+// snapshot returns what was recorded, including every message already in the
+// recorder's mailbox when it is called: a source's Send enqueues before it
+// returns, so a test that saw the source act sees its messages too.
 func (r *recorder) snapshot() []any {
+	if _, err := r.sys.Root.RequestFuture(r.pid, flush{}, 5*time.Second).Result(); err != nil {
+		panic(fmt.Sprintf("recorder flush: %v", err))
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]any(nil), r.msgs...)
@@ -50,8 +63,9 @@ func (r *recorder) updates() []*messages.PodUpdate {
 func newSystem(t *testing.T) (*actor.ActorSystem, *recorder, *actor.PID) {
 	t.Helper()
 	sys := actor.NewActorSystem()
-	rec := &recorder{}
+	rec := &recorder{sys: sys}
 	pid := sys.Root.Spawn(actor.PropsFromFunc(rec.receive))
+	rec.pid = pid
 	t.Cleanup(func() { sys.Shutdown() })
 	return sys, rec, pid
 }
