@@ -61,7 +61,14 @@ func newHarnessWith(t *testing.T, pod *v1.Pod, adjust func(*Deps)) *harness {
 // newHarnessSys also gives the adjustment the actor system (to spawn fakes).
 func newHarnessSys(t *testing.T, pod *v1.Pod, adjust func(*actor.ActorSystem, *Deps)) *harness {
 	t.Helper()
-	h := &harness{t: t, sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })), clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), pod: pod}
+	return newHarnessPulls(t, pod, "", adjust)
+}
+
+// newHarnessPulls starts with image pulls failing with pullFail (when set),
+// from the very first pull.
+func newHarnessPulls(t *testing.T, pod *v1.Pod, pullFail string, adjust func(*actor.ActorSystem, *Deps)) *harness {
+	t.Helper()
+	h := &harness{t: t, sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })), clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), pod: pod, pullFail: pullFail}
 	h.rt = newFakeRuntime(h.clk)
 	status := h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if m, ok := c.Message().(*messages.PodStatusUpdate); ok {
@@ -401,10 +408,7 @@ func TestAlreadyExistsIsAdopted(t *testing.T) {
 }
 
 func TestImagePullFailureShowsReason(t *testing.T) {
-	h := newHarness(t, testPod(v1.RestartPolicyAlways, "app"))
-	h.mu.Lock()
-	h.pullFail = messages.ReasonErrImagePull
-	h.mu.Unlock()
+	h := newHarnessPulls(t, testPod(v1.RestartPolicyAlways, "app"), messages.ReasonErrImagePull, nil)
 	h.waitStatus("ErrImagePull", func(s *v1.PodStatus) bool {
 		w := s.ContainerStatuses[0].State.Waiting
 		return s.Phase == v1.PodPending && w != nil && w.Reason == messages.ReasonErrImagePull
