@@ -395,10 +395,12 @@ func TestRestartedActorAdoptsContainers(t *testing.T) {
 }
 
 func TestAlreadyExistsIsAdopted(t *testing.T) {
-	h := newHarness(t, testPod(v1.RestartPolicyAlways, "app"))
 	// Another incarnation's sandbox holds the name: the actor must wait,
-	// look again and adopt, never create a second one.
-	h.rt.failNext("RunPodSandbox", errdefs.Wrap(errdefs.ErrAlreadyExists, errors.New("name is reserved")))
+	// look again and adopt, never create a second one. The failure is armed
+	// before the PodActor starts.
+	h := newHarnessWith(t, testPod(v1.RestartPolicyAlways, "app"), func(d *Deps) {
+		d.Runtime.(*fakeRuntime).failNext("RunPodSandbox", errdefs.Wrap(errdefs.ErrAlreadyExists, errors.New("name is reserved")))
+	})
 	h.waitFor("first RunPodSandbox", func() bool { return h.rt.count("RunPodSandbox") == 1 })
 	h.clk.Step(2 * time.Second)
 	h.waitStatus("Running", running)
