@@ -139,17 +139,18 @@ func TestActiveDeadlineFailsPod(t *testing.T) {
 	h := newHarness(t, p)
 	h.waitStatus("Running", running)
 	h.clk.Step(29 * time.Second)
-	h.poke()
-	time.Sleep(20 * time.Millisecond)
-	if s := h.latest(); s.Phase != v1.PodRunning {
-		t.Fatalf("phase %s before the deadline", s.Phase)
-	}
+	h.poke() // the actor looks a second before the deadline
 	h.clk.Step(time.Second)
 	st := h.waitStatus("Failed", func(s *v1.PodStatus) bool {
 		return s.Phase == v1.PodFailed && s.ContainerStatuses[0].State.Terminated != nil
 	})
 	if st.Reason != ReasonDeadlineExceeded {
 		t.Fatalf("reason %q", st.Reason)
+	}
+	// The fake clock stood at +29s and then at +30s: a kill before the
+	// deadline would have finished at +29s.
+	if ran := st.ContainerStatuses[0].State.Terminated.FinishedAt.Sub(st.StartTime.Time); ran < 30*time.Second {
+		t.Fatalf("killed %s after the start, before the %ds deadline", ran, ads)
 	}
 	h.waitFor("sandbox stopped", func() bool { return h.rt.count("StopPodSandbox") == 1 })
 	if h.rt.count("CreateContainer") != 1 {

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/actorlet/actorlet/actors/probe"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -217,11 +218,17 @@ func TestProbesStopWithTheContainer(t *testing.T) {
 	h.rt.exitContainer("app", 0)
 	h.poke()
 	h.waitStatus("Succeeded", func(s *v1.PodStatus) bool { return s.Phase == v1.PodSucceeded })
+	// The ProbeActor is stopped with its container; once it is gone no tick
+	// can probe again.
+	probeID := h.childPID().Id + "/" + probe.Name("app", messages.ProbeReadiness)
+	h.waitFor("the probe actor stopped", func() bool {
+		_, alive := h.sys.ProcessRegistry.GetLocal(probeID)
+		return !alive
+	})
 	n := h.rt.execCount("app")
 	for range 5 {
 		h.clk.Step(time.Second)
 	}
-	time.Sleep(20 * time.Millisecond)
 	for _, c := range h.rt.list() {
 		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			t.Fatalf("container still running")

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -71,6 +72,8 @@ func (f *fakeMetrics) count() int {
 }
 
 type harness struct {
+	parent  *actor.PID
+	probe   *actor.PID // set before newHarness returns
 	met     *fakeMetrics
 	t       *testing.T
 	sys     *actor.ActorSystem
@@ -90,19 +93,23 @@ func newHarness(t *testing.T, kind messages.ProbeKind, p *v1.Probe, codes ...int
 		StartedAt: h.clk.Now(), Probe: p}
 	h.met = &fakeMetrics{}
 	deps := Deps{Handlers: Handlers{Exec: h.exec}, Clock: h.clk, Log: quiet, Metrics: h.met}
+	spawned := make(chan *actor.PID, 1)
 	parent := h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case *actor.Started:
-			if _, err := c.SpawnNamed(actor.PropsFromProducer(New(target, deps)), Name("app", kind)); err != nil {
+			pid, err := c.SpawnNamed(actor.PropsFromProducer(New(target, deps), actor.WithReceiverMiddleware(actortest.Barrier())), Name("app", kind))
+			if err != nil {
 				panic(err)
 			}
+			spawned <- pid
 		case *messages.ProbeResult:
 			h.mu.Lock()
 			h.results = append(h.results, *m)
 			h.mu.Unlock()
 		}
-	}))
+	}, actor.WithReceiverMiddleware(actortest.Barrier())))
 	t.Cleanup(func() { h.sys.Root.Stop(parent) })
+	h.parent, h.probe = parent, <-spawned
 	return h
 }
 
@@ -132,6 +139,14 @@ func (h *harness) probeAt(d time.Duration, n int) {
 	h.waitFor("probe to run and its result to be handled", func() bool { return h.met.count() >= n })
 }
 
+// settle returns once the probe actor has handled everything queued for it
+// and the parent has recorded every result the probe actor sent.
+func (h *harness) settle() {
+	h.t.Helper()
+	actortest.Sync(h.t, h.sys, h.probe)
+	actortest.Sync(h.t, h.sys, h.parent)
+}
+
 func (h *harness) got() []messages.ProbeResult {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -147,7 +162,7 @@ func TestInitialDelayAndPeriodOnTheFakeClock(t *testing.T) {
 	h := newHarness(t, messages.ProbeReadiness, execProbe(5, 2, 1, 3), 0)
 	start := h.clk.Now()
 	h.step(4 * time.Second)
-	time.Sleep(20 * time.Millisecond)
+	h.settle()
 	if n := h.exec.calls(); n != 0 {
 		t.Fatalf("probed %d times before initialDelaySeconds", n)
 	}
@@ -200,8 +215,7 @@ func TestThresholds(t *testing.T) {
 			for i := 2; i <= tt.runs; i++ {
 				h.probeAt(time.Second, i)
 			}
-			h.waitFor("results", func() bool { return len(h.got()) == len(tt.want) })
-			time.Sleep(20 * time.Millisecond)
+			h.settle() // every run was handled (probeAt): its result is recorded
 			res := h.got()
 			if len(res) != len(tt.want) {
 				t.Fatalf("results %+v, want %v", res, tt.want)
@@ -219,7 +233,7 @@ func TestLivenessStopsProbingAfterFailure(t *testing.T) {
 	h := newHarness(t, messages.ProbeLiveness, execProbe(0, 1, 1, 1), 1)
 	h.waitFor("failure reported", func() bool { return len(h.got()) == 1 })
 	h.clk.Step(10 * time.Second)
-	time.Sleep(20 * time.Millisecond)
+	h.settle()
 	if n := h.exec.calls(); n != 1 {
 		t.Fatalf("%d probes after a liveness failure; the container is being killed, want 1", n)
 	}

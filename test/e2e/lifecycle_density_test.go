@@ -56,10 +56,13 @@ spec:
 		}
 		return ready == n, fmt.Errorf("%d of %d ready", ready, len(pods))
 	})
-	if a.probeTotal(t) == 0 {
-		t.Skip("skipping: prober metrics are not wired in cmd/actorlet")
-	}
-	time.Sleep(3 * time.Second) // let the start-up settle
+	// Measure in the steady state: from when every pod has probed twice
+	// more after all were Ready (the start-up burst is over).
+	base := a.probeTotal(t)
+	testenv.WaitFor(t, time.Minute, "two more probes per pod", func() (bool, error) {
+		got := a.probeTotal(t) - base
+		return got >= 2*n, fmt.Errorf("%.0f probes since all were Ready", got)
+	})
 	const window = 20 * time.Second
 	// Each sample is timed at the middle of its scrape.
 	sample := func() (float64, time.Duration, time.Time) {
