@@ -28,7 +28,7 @@ run: build
 # Everything: vet, lint checks, unit tests, sim and containerd end-to-end
 # tests (containerd is brought up by deploy/local/containerd.sh; as root).
 test: vet lint-imports
-	$(GOTEST) -timeout 30m $(PKGS)
+	$(GOTEST) -count=1 -timeout 30m $(PKGS)
 
 unit: vet
 	$(GOTEST) -short $(PKGS)
