@@ -61,6 +61,10 @@ type Config struct {
 	// termination message files and the managed /etc/hosts live under
 	// <PodsDir>/<pod-uid>/. Empty: neither is mounted.
 	PodsDir string
+	// NodeAllocatable is what the downward API reports for a limit the
+	// container does not set (resourceFieldRef limits.*), as upstream. Read
+	// only.
+	NodeAllocatable v1.ResourceList
 }
 
 // Probing is what the ProbeActors need. The zero value runs exec probes

@@ -40,6 +40,8 @@ type envInput struct {
 	podIP  string
 	hostIP string
 	src    ConfigSource
+	// allocatable stands in for unset limits (resourceFieldRef).
+	allocatable v1.ResourceList
 }
 
 // makeEnv builds the container's environment as upstream does: envFrom
@@ -156,7 +158,7 @@ func (in envInput) valueFrom(ctx context.Context, vf *v1.EnvVarSource) (string, 
 		v, err := in.fieldRef(vf.FieldRef.FieldPath)
 		return v, err == nil, err
 	case vf.ResourceFieldRef != nil:
-		v, err := resourceFieldRef(in.c, vf.ResourceFieldRef)
+		v, err := resourceFieldRef(in.c, vf.ResourceFieldRef, in.allocatable)
 		return v, err == nil, err
 	case vf.ConfigMapKeyRef != nil:
 		ref := vf.ConfigMapKeyRef
@@ -246,21 +248,31 @@ func formatMap(m map[string]string) string {
 }
 
 // resourceFieldRef renders a container resource with its divisor, rounding
-// up as upstream; an unset limit is the node's (CPUs of this machine; the
-// memory limit is left at 0 when unknown).
-func resourceFieldRef(c *v1.Container, ref *v1.ResourceFieldSelector) (string, error) {
+// up as upstream. An unset limit is the node's allocatable, as upstream
+// (MergeContainerResourceLimits); without one known, the CPUs of this
+// machine for cpu and 0 for the others.
+func resourceFieldRef(c *v1.Container, ref *v1.ResourceFieldSelector, allocatable v1.ResourceList) (string, error) {
 	var q resource.Quantity
 	var ok bool
+	limit := func(name v1.ResourceName) (resource.Quantity, bool) {
+		if q, ok := c.Resources.Limits[name]; ok {
+			return q, true
+		}
+		if q, ok := allocatable[name]; ok {
+			return q, true
+		}
+		if name == v1.ResourceCPU {
+			return *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI), true
+		}
+		return resource.Quantity{}, false
+	}
 	switch ref.Resource {
 	case "limits.cpu":
-		q, ok = c.Resources.Limits[v1.ResourceCPU]
-		if !ok {
-			q, ok = *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI), true
-		}
+		q, ok = limit(v1.ResourceCPU)
 	case "limits.memory":
-		q, ok = c.Resources.Limits[v1.ResourceMemory]
+		q, ok = limit(v1.ResourceMemory)
 	case "limits.ephemeral-storage":
-		q, ok = c.Resources.Limits[v1.ResourceEphemeralStorage]
+		q, ok = limit(v1.ResourceEphemeralStorage)
 	case "requests.cpu":
 		q, ok = c.Resources.Requests[v1.ResourceCPU]
 	case "requests.memory":

@@ -118,3 +118,36 @@ func TestHostsFile(t *testing.T) {
 		}
 	}
 }
+
+func TestResourceFieldRefUnsetLimitIsNodeAllocatable(t *testing.T) {
+	alloc := v1.ResourceList{
+		v1.ResourceCPU:              resource.MustParse("1500m"),
+		v1.ResourceMemory:           resource.MustParse("3Gi"),
+		v1.ResourceEphemeralStorage: resource.MustParse("10Gi"),
+	}
+	set := &v1.Container{Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")}}}
+	unset := &v1.Container{}
+	tests := []struct {
+		name     string
+		c        *v1.Container
+		resource string
+		divisor  string
+		alloc    v1.ResourceList
+		want     string
+	}{
+		{name: "set limit wins", c: set, resource: "limits.memory", divisor: "1Mi", alloc: alloc, want: "64"},
+		{name: "unset memory limit is allocatable", c: unset, resource: "limits.memory", divisor: "1Mi", alloc: alloc, want: "3072"},
+		{name: "unset cpu limit is allocatable, rounded up", c: unset, resource: "limits.cpu", divisor: "1", alloc: alloc, want: "2"},
+		{name: "unset storage limit is allocatable", c: unset, resource: "limits.ephemeral-storage", divisor: "1Gi", alloc: alloc, want: "10"},
+		{name: "unset request is 0", c: unset, resource: "requests.memory", divisor: "1", alloc: alloc, want: "0"},
+		{name: "no allocatable known: memory 0", c: unset, resource: "limits.memory", divisor: "1", want: "0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := resourceFieldRef(tt.c, &v1.ResourceFieldSelector{Resource: tt.resource, Divisor: resource.MustParse(tt.divisor)}, tt.alloc)
+			if err != nil || got != tt.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}

@@ -155,8 +155,9 @@ func (a *Actor) startFunc(act action) func(ctx context.Context) error {
 	}
 	a.log.Info("create container", "container", act.container.Name, "attempt", act.attempt)
 	pod, src, podsDir, hostIP := a.pod.DeepCopy(), a.d.ConfigSource, a.d.Config.PodsDir, a.d.Config.HostIP
+	alloc := a.d.Config.NodeAllocatable // never written after the start: shared read-only
 	return func(ctx context.Context) error {
-		envs, command, args, err := makeEnv(ctx, envInput{pod: pod, c: spec, podIP: hooks.podIP, hostIP: hostIP, src: src})
+		envs, command, args, err := makeEnv(ctx, envInput{pod: pod, c: spec, podIP: hooks.podIP, hostIP: hostIP, src: src, allocatable: alloc})
 		if err != nil {
 			return &startError{config: true, err: err}
 		}

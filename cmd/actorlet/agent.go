@@ -184,6 +184,7 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		pidOf("node"), pidOf("status"), pidOf("images"), pidOf("pleg"), pidOf("source-push")
 
 	pr := prober.New()
+	nodeAllocatable := allocatable(ctx, o, log)
 	podDeps := pod.Deps{
 		Runtime: rt, Images: imagesPID, Status: statusPID, Clock: clk, Log: log, Metrics: m,
 		Config: pod.Config{
@@ -193,6 +194,7 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 			ThrottleStarts:     o.MaxParallelPodStarts > 0,
 			ProbeCheckpointDir: filepath.Join(o.RootDir, "probes"), // readiness survives restarts
 			PodsDir:            filepath.Join(o.RootDir, "pods"),   // termination-log files, managed /etc/hosts
+			NodeAllocatable:    nodeAllocatable,                    // downward API for unset limits
 		},
 		Volumes: pidOf("volumes"),
 		Events:  kube.LogRecorder{Log: log},
@@ -249,7 +251,7 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	children = append(children,
 		supervisors.Child{Name: "node", Props: props(node.New(node.Config{
 			NodeName: name, MaxPods: int(o.MaxPods), Sources: sources, SourcePIDs: sourcePIDs,
-			Allocatable:       allocatable(ctx, o, log),
+			Allocatable:       nodeAllocatable,
 			MaxParallelStarts: int(o.MaxParallelPodStarts),
 		}, statusPID, podProps, m, log))},
 		supervisors.Child{Name: "pleg", Props: props(pleg.New(nodePID, rt, clk, pleg.Config{
