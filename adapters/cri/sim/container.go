@@ -45,6 +45,8 @@ type container struct {
 	fs    map[string][]byte // the container's tiny filesystem
 	proc  *proc             // main program while running
 	execs map[*proc]struct{}
+
+	attached map[*attachment]struct{} // attached clients (stream.go)
 }
 
 // killAll stops the main program and every exec without reporting; the
@@ -57,6 +59,7 @@ func (c *container) killAll() {
 		p.finish(exitKilled)
 	}
 	c.execs = nil
+	c.detachAll()
 }
 
 func containerName(m *runtimeapi.ContainerMetadata, sb *sandbox) string {

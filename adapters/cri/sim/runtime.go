@@ -122,6 +122,8 @@ type Runtime struct {
 	ipUsed     map[uint32]bool
 	subs       map[*subscriber]struct{}
 	seq        uint64 // creation order, for stable listings
+
+	stream streamState // exec, attach, port-forward (stream.go)
 }
 
 var (
@@ -272,6 +274,7 @@ func (r *Runtime) Close() {
 	for _, s := range servers {
 		s.Stop()
 	}
+	r.closeStreaming()
 }
 
 // ---- faults

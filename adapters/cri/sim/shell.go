@@ -139,6 +139,7 @@ func (p *proc) emit(stream runtimeapi.LogStreamType, b []byte) {
 		}
 		return
 	}
+	p.c.broadcast(stream, b)
 	if p.c.logPath == "" || len(b) == 0 {
 		return
 	}
