@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -249,18 +250,6 @@ func (h *harness) quiesce() {
 	for _, p := range h.srcs {
 		h.await(p, nil)
 	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 // msgs returns what each incarnation of uid's PodActor received, as
@@ -733,7 +722,7 @@ func TestPodReaddedWhileKilling(t *testing.T) {
 			}
 			h.terminated("a")
 			if strings.Contains(tt.want, "|") {
-				waitFor(t, "a new pod actor for a", func() bool { return h.alive("a") })
+				actortest.Eventually(t, "a new pod actor for a", func() bool { return h.alive("a") })
 			}
 			h.quiesce()
 			if got := h.msgs("a"); got != tt.want {
@@ -754,7 +743,7 @@ func TestDesiredPodsAfterRespawn(t *testing.T) {
 	h.send(set(messages.SourceFile, mkPod("a", "img:2"), mkPod("b", "img:1")))
 	h.quiesce()
 	h.terminated("a")
-	waitFor(t, "a respawned", func() bool { return h.alive("a") })
+	actortest.Eventually(t, "a respawned", func() bool { return h.alive("a") })
 	h.quiesce()
 	h.rec.mu.Lock()
 	n := h.rec.desired[true]
@@ -801,7 +790,7 @@ func TestOrphanClaimedWhileKilling(t *testing.T) {
 			}
 			h.terminated("x")
 			if strings.Contains(tt.want, "|") {
-				waitFor(t, "x respawned for the push source", func() bool { return h.alive("x") })
+				actortest.Eventually(t, "x respawned for the push source", func() bool { return h.alive("x") })
 			}
 			for _, m := range tt.after {
 				h.send(m)
@@ -842,7 +831,7 @@ func TestPodReaddedWhileOldActorIsStopping(t *testing.T) {
 	h.rec.mu.Unlock()
 	close(gate)
 
-	waitFor(t, "a new pod actor for a running img:2", func() bool {
+	actortest.Eventually(t, "a new pod actor for a running img:2", func() bool {
 		return strings.HasSuffix(h.msgs("a"), "|SyncPod img:2")
 	})
 }
@@ -859,7 +848,7 @@ func TestPodWantedByTwoSources(t *testing.T) {
 		t.Fatalf("a received %q", got)
 	}
 	h.terminated("a")
-	waitFor(t, "a respawned for the push source", func() bool {
+	actortest.Eventually(t, "a respawned for the push source", func() bool {
 		return strings.HasSuffix(h.msgs("a"), "|SyncPod img:push")
 	})
 }

@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -418,23 +419,11 @@ func newHarness(t *testing.T, rt *fakeLister) *harness {
 	return h
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 // settle waits until the running relist's result is handled (the next one
 // is armed on the clock) and everything it sent has reached the node stub.
 func (h *harness) settle() {
 	h.t.Helper()
-	waitFor(h.t, "the next relist to be armed", h.clk.HasWaiters)
+	actortest.Eventually(h.t, "the next relist to be armed", h.clk.HasWaiters)
 	done := make(chan struct{})
 	h.sys.Root.Send(h.nPID, flush{done: done})
 	select {
@@ -447,10 +436,10 @@ func (h *harness) settle() {
 // next steps the clock by one period and waits for the relist it triggers.
 func (h *harness) next() {
 	h.t.Helper()
-	waitFor(h.t, "a relist to be armed", h.clk.HasWaiters)
+	actortest.Eventually(h.t, "a relist to be armed", h.clk.HasWaiters)
 	n := h.rt.callCount()
 	h.clk.Step(period)
-	waitFor(h.t, "the relist to start", func() bool { return h.rt.callCount() > n })
+	actortest.Eventually(h.t, "the relist to start", func() bool { return h.rt.callCount() > n })
 	h.settle()
 }
 
@@ -600,7 +589,7 @@ func TestPLEGRelistsEveryPeriodAndNeverOverlaps(t *testing.T) {
 
 	// The first relist hangs in the runtime. Time passes: no second relist
 	// starts, and the actor still answers.
-	waitFor(t, "the first relist to start", func() bool { return rt.callCount() == 1 })
+	actortest.Eventually(t, "the first relist to start", func() bool { return rt.callCount() == 1 })
 	for range 5 {
 		h.clk.Step(period)
 	}
@@ -627,7 +616,7 @@ func TestPLEGRelistsEveryPeriodAndNeverOverlaps(t *testing.T) {
 			t.Fatalf("round %d: relist fired before the period elapsed", i)
 		}
 		h.clk.Step(time.Millisecond)
-		waitFor(t, "the periodic relist", func() bool { return rt.callCount() == before+1 })
+		actortest.Eventually(t, "the periodic relist", func() bool { return rt.callCount() == before+1 })
 		h.settle()
 	}
 	rt.mu.Lock()

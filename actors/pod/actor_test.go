@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
 	"github.com/actorlet/actorlet/supervisors"
 )
@@ -143,27 +144,17 @@ func (h *harness) latest() *v1.PodStatus {
 // waitStatus waits until the newest published status satisfies cond.
 func (h *harness) waitStatus(what string, cond func(*v1.PodStatus) bool) *v1.PodStatus {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if s := h.latest(); s != nil && cond(s) {
-			return s
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	h.t.Fatalf("timed out waiting for %s; last status: %+v", what, h.latest())
-	return nil
+	var got *v1.PodStatus
+	actortest.EventuallyDetail(h.t, what, func() bool {
+		got = h.latest()
+		return got != nil && cond(got)
+	}, func() string { return fmt.Sprintf("last status: %+v", h.latest()) })
+	return got
 }
 
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	h.t.Fatalf("timed out waiting for %s", what)
+	actortest.Eventually(h.t, what, cond)
 }
 
 func testPod(policy v1.RestartPolicy, containers ...string) *v1.Pod {

@@ -158,9 +158,11 @@ func TestReadinessSurvivesPodActorRestart(t *testing.T) {
 	dir := t.TempDir()
 	h := newHarnessWith(t, p, func(d *Deps) { d.Config.ProbeCheckpointDir = dir })
 	h.waitStatus("ready", readyPod)
-	if _, err := os.Stat(filepath.Join(dir, "uid-1.json")); err != nil {
-		t.Fatalf("checkpoint: %v", err)
-	}
+	// The checkpoint is written off the mailbox, soon after the result.
+	h.waitFor("the checkpoint on disk", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "uid-1.json"))
+		return err == nil
+	})
 	// From now on the probe fails, but below its failureThreshold: after
 	// the restart the container must stay ready, never flap to not ready.
 	h.rt.setExec("app", 1)

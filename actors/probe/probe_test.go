@@ -115,13 +115,7 @@ func newHarness(t *testing.T, kind messages.ProbeKind, p *v1.Probe, codes ...int
 
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	actortest.Eventually(h.t, what, cond)
 }
 
 // step advances the fake clock once a timer is armed.

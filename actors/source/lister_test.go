@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -108,7 +109,7 @@ func TestPoller(t *testing.T) {
 					clk.Step(every)
 				}
 				// The next timer is armed once the listing's result is handled.
-				eventually(t, fmt.Sprintf("listing %d handled", i+1), func() bool {
+				actortest.Eventually(t, fmt.Sprintf("listing %d handled", i+1), func() bool {
 					return lister.callCount() == i+1 && clk.HasWaiters()
 				})
 			}
@@ -133,9 +134,9 @@ func TestPollerKeepsFirstSeen(t *testing.T) {
 	lister := &fakeLister{results: []listResult{{pods: []*v1.Pod{a}}, {pods: []*v1.Pod{a, b}}}}
 	pid := sys.Root.Spawn(actor.PropsFromProducer(NewFile(node, lister, time.Second, clk, quietLog())))
 	defer sys.Root.Stop(pid)
-	eventually(t, "first set", func() bool { return len(rec.updates()) == 1 && clk.HasWaiters() })
+	actortest.Eventually(t, "first set", func() bool { return len(rec.updates()) == 1 && clk.HasWaiters() })
 	clk.Step(time.Second)
-	eventually(t, "second set", func() bool { return len(rec.updates()) == 2 })
+	actortest.Eventually(t, "second set", func() bool { return len(rec.updates()) == 2 })
 	u := rec.updates()
 	first := u[0].Pods[0].Annotations[seenAnnotation]
 	if first != "t1" {
@@ -175,7 +176,7 @@ func TestPollerStoppedIgnoresLateResult(t *testing.T) {
 	clk := testclock.NewFakeClock(time.Unix(1000, 0))
 	bl := &blockingLister{release: make(chan struct{}), pods: []*v1.Pod{pod("a", "uid-a")}}
 	pid := sys.Root.Spawn(actor.PropsFromProducer(NewFile(node, bl, time.Second, clk, quietLog())))
-	eventually(t, "listing started", func() bool { bl.mu.Lock(); defer bl.mu.Unlock(); return bl.calls == 1 })
+	actortest.Eventually(t, "listing started", func() bool { bl.mu.Lock(); defer bl.mu.Unlock(); return bl.calls == 1 })
 	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -70,7 +71,7 @@ func TestPush(t *testing.T) {
 			sys, rec, node := newSystem(t)
 			pid := sys.Root.Spawn(actor.PropsFromProducer(NewPush(node, "n1", quietLog())))
 			defer sys.Root.Stop(pid)
-			eventually(t, "synced", func() bool { return len(rec.snapshot()) == 1 })
+			actortest.Eventually(t, "synced", func() bool { return len(rec.snapshot()) == 1 })
 			if got := describe(rec.snapshot()); got != "synced push; " {
 				t.Fatalf("on start: %s", got)
 			}
@@ -82,7 +83,7 @@ func TestPush(t *testing.T) {
 				// The node messages are sent before the reply, from the same
 				// actor, so they are already delivered or in the node's mailbox.
 				want := s.wantSent
-				eventually(t, "node messages", func() bool { return describe(rec.snapshot()[before:]) == want || want == "" })
+				actortest.Eventually(t, "node messages", func() bool { return describe(rec.snapshot()[before:]) == want || want == "" })
 				if got := describe(rec.snapshot()[before:]); got != want {
 					t.Fatalf("step %d: node got %q, want %q", i, got, want)
 				}
@@ -107,10 +108,10 @@ func TestPushSurvivesRestart(t *testing.T) {
 	pid := sys.Root.Spawn(props)
 	defer sys.Root.Stop(pid)
 	request(t, sys, pid, &messages.PushPod{Pod: pod("a", "uid-a")})
-	eventually(t, "add", func() bool { return len(rec.snapshot()) == 2 })
+	actortest.Eventually(t, "add", func() bool { return len(rec.snapshot()) == 2 })
 
 	sys.Root.Send(pid, &crash{})
-	eventually(t, "resync after restart", func() bool { return len(rec.snapshot()) == 4 })
+	actortest.Eventually(t, "resync after restart", func() bool { return len(rec.snapshot()) == 4 })
 	if got := describe(rec.snapshot()[2:]); got != "push SET [a]; synced push; " {
 		t.Fatalf("after restart node got %q", got)
 	}

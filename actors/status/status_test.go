@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
 	"github.com/actorlet/actorlet/supervisors"
 )
@@ -19,18 +20,6 @@ var quiet = slog.New(slog.DiscardHandler)
 
 func newSystem() *actor.ActorSystem {
 	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 // nodeStub records the Resync requests the StatusActor sends.
@@ -219,7 +208,7 @@ func TestStatusActorAsksNodeToResyncOnStart(t *testing.T) {
 	nodePID, node := spawnNodeStub(sys)
 	pid := sys.Root.Spawn(actor.PropsFromProducer(New(nodePID)))
 	t.Cleanup(func() { sys.Root.Stop(pid) })
-	waitFor(t, "a Resync at the node", func() bool { return node.count() == 1 })
+	actortest.Eventually(t, "a Resync at the node", func() bool { return node.count() == 1 })
 }
 
 // A restarted StatusActor has lost its pods: it starts empty and asks the
@@ -246,7 +235,7 @@ func TestRestartedStatusActorStartsEmptyAndResyncs(t *testing.T) {
 		t.Fatalf("get child: %v", err)
 	}
 	pid := res.(*actor.PID)
-	waitFor(t, "the first Resync", func() bool { return node.count() == 1 })
+	actortest.Eventually(t, "the first Resync", func() bool { return node.count() == 1 })
 
 	sys.Root.Send(pid, update("default", "web", "u1", v1.PodRunning))
 	if got := summary(getPods(t, sys, pid)); !equal(got, []string{"default/web=Running"}) {
@@ -254,7 +243,7 @@ func TestRestartedStatusActorStartsEmptyAndResyncs(t *testing.T) {
 	}
 
 	sys.Root.Send(pid, &messages.ChaosPanic{Reason: "test"})
-	waitFor(t, "a second Resync after the restart", func() bool { return node.count() == 2 })
+	actortest.Eventually(t, "a second Resync after the restart", func() bool { return node.count() == 2 })
 	if got := getPods(t, sys, pid); len(got) != 0 {
 		t.Errorf("after restart pods = %v, want none until republished", summary(got))
 	}

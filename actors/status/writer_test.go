@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -120,6 +121,12 @@ func (f *fakeAPI) get(name string) *v1.Pod {
 	return nil
 }
 
+func (f *fakeAPI) snapshotCalls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
 func (f *fakeAPI) count(prefix string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -150,14 +157,7 @@ func newWriterHarness(t *testing.T) *wharness {
 
 func (h *wharness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	h.t.Fatalf("timed out waiting for %s; calls %v", what, h.api.calls)
+	actortest.EventuallyDetail(h.t, what, cond, func() string { return fmt.Sprintf("calls %v", h.api.snapshotCalls()) })
 }
 
 func apiPodWith(name string, uid types.UID, phase v1.PodPhase) *v1.Pod {
@@ -227,7 +227,7 @@ func TestWriterFinalDelete(t *testing.T) {
 	h.sys.Root.Send(h.pid, &messages.PodForget{UID: "uid-a", Namespace: "default", Name: "a", DeleteFromAPI: true})
 	h.waitFor("deleted", func() bool { return h.api.get("a") == nil })
 	if h.api.count("patch a Succeeded") != 1 {
-		t.Fatalf("the final status was not written before the delete: %v", h.api.calls)
+		t.Fatalf("the final status was not written before the delete: %v", h.api.snapshotCalls())
 	}
 }
 

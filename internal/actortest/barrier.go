@@ -41,3 +41,27 @@ func Sync(t testing.TB, sys *actor.ActorSystem, pid *actor.PID) {
 		t.Fatalf("actor %s did not reach the barrier: %v", pid, err)
 	}
 }
+
+// Eventually polls cond every millisecond until it holds and fails the test,
+// naming what it waited for, when 10 s pass first. The polling interval is
+// not synchronisation: cond says what the test waits for.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	EventuallyDetail(t, what, cond, nil)
+}
+
+// EventuallyDetail is Eventually with detail (may be nil) describing the
+// state in the failure message.
+func EventuallyDetail(t testing.TB, what string, cond func() bool, detail func() string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			if detail != nil {
+				t.Fatalf("timed out waiting for %s: %s", what, detail())
+			}
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
