@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -157,6 +158,10 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 			log.Info("API server reachable", "version", v)
 		}
 	}
+	secure, err := nodeAPISecurity(o, name, hostIP, kc, log)
+	if err != nil {
+		return fmt.Errorf("node API on --port: %w", err)
+	}
 
 	clk := clock.RealClock{}
 	reg := supervisors.NewRegistry(clk)
@@ -310,7 +315,7 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
-	serve := func(port int32, addr string, h http.Handler, what string) {
+	serve := func(port int32, addr string, h http.Handler, what string, tlsCfg *tls.Config) {
 		if port == 0 {
 			return
 		}
@@ -318,15 +323,21 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			log.Info("serving", "api", what, "address", hp)
-			if err := srv.ListenAndServe(ctx, hp, h); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Info("serving", "api", what, "address", hp, "tls", tlsCfg != nil)
+			var err error
+			if tlsCfg != nil {
+				err = srv.ListenAndServeTLS(ctx, hp, h, tlsCfg)
+			} else {
+				err = srv.ListenAndServe(ctx, hp, h)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("%s on %s: %w", what, hp, err)
 			}
 		}()
 	}
-	serve(o.Port, o.Address, srv.Main(), "node API")
-	serve(o.ReadOnlyPort, o.Address, srv.ReadOnly(), "read-only node API")
-	serve(o.HealthzPort, o.HealthzBindAddress, srv.Healthz(), "healthz")
+	serve(o.Port, o.Address, secure.auth.Wrap(srv.Main()), "node API", secure.tls)
+	serve(o.ReadOnlyPort, o.Address, srv.ReadOnly(), "read-only node API", nil)
+	serve(o.HealthzPort, o.HealthzBindAddress, srv.Healthz(), "healthz", nil)
 
 	select {
 	case <-ctx.Done():

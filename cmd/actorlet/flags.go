@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -52,6 +53,18 @@ type options struct {
 	EnableDebuggingHandlers  bool
 	MaxParallelPodStarts     int32
 
+	// node API security (upstream names and defaults)
+	TLSCertFile                      string
+	TLSPrivateKeyFile                string
+	CertDir                          string
+	AnonymousAuth                    bool
+	ClientCAFile                     string
+	AuthenticationTokenWebhook       bool
+	AuthenticationTokenWebhookTTL    time.Duration
+	AuthorizationMode                string
+	AuthorizationWebhookAuthorized   time.Duration
+	AuthorizationWebhookUnauthorized time.Duration
+
 	// cluster mode
 	Kubeconfig                string
 	NodeLabels                map[string]string
@@ -91,6 +104,12 @@ func defaultOptions() *options {
 		LogFormat:                "text",
 		EnableDebuggingHandlers:  true,
 		MaxParallelPodStarts:     0,
+
+		AnonymousAuth:                    true,
+		AuthenticationTokenWebhookTTL:    2 * time.Minute,
+		AuthorizationMode:                authzAlwaysAllow,
+		AuthorizationWebhookAuthorized:   5 * time.Minute,
+		AuthorizationWebhookUnauthorized: 30 * time.Second,
 
 		NodeStatusUpdateFrequency: 10 * time.Second,
 		NodeStatusReportFrequency: 5 * time.Minute,
@@ -145,6 +164,25 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Pods starting at once (sandbox and first container); the others queue in arrival order. 0 (default): no bound, as upstream (see docs/BENCHMARKS.md for measurements).")
 	fs.BoolVar(&o.EnableDebuggingHandlers, "enable-debugging-handlers", o.EnableDebuggingHandlers,
 		"Serve /debug/actors (the live supervision tree, HTML and ?format=json) and /debug/pprof/ on --port.")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile,
+		"x509 certificate of the node API on --port (intermediates after it). Without it and --tls-private-key-file, a self-signed kubelet.crt/kubelet.key in --cert-dir is made once and reused.")
+	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "Private key of --tls-cert-file.")
+	fs.StringVar(&o.CertDir, "cert-dir", o.CertDir,
+		"Directory of the self-signed serving certificate (ignored with --tls-cert-file). Default <root-dir>/pki, which is upstream's /var/lib/kubelet/pki with the default --root-dir.")
+	fs.BoolVar(&o.AnonymousAuth, "anonymous-auth", o.AnonymousAuth,
+		"Requests to --port that no other method authenticates pass as system:anonymous (group system:unauthenticated); false: they get 401.")
+	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile,
+		"CA bundle that verifies client certificates on --port: user = the certificate's CN, groups = its O.")
+	fs.BoolVar(&o.AuthenticationTokenWebhook, "authentication-token-webhook", o.AuthenticationTokenWebhook,
+		"Authenticate bearer tokens on --port with the TokenReview API (needs --kubeconfig).")
+	fs.DurationVar(&o.AuthenticationTokenWebhookTTL, "authentication-token-webhook-cache-ttl", o.AuthenticationTokenWebhookTTL,
+		"How long token reviews are cached.")
+	fs.StringVar(&o.AuthorizationMode, "authorization-mode", o.AuthorizationMode,
+		"Authorization of requests to --port: AlwaysAllow, or Webhook (SubjectAccessReview on nodes/<subresource>, needs --kubeconfig).")
+	fs.DurationVar(&o.AuthorizationWebhookAuthorized, "authorization-webhook-cache-authorized-ttl", o.AuthorizationWebhookAuthorized,
+		"How long an allowed answer of the authorization webhook is cached.")
+	fs.DurationVar(&o.AuthorizationWebhookUnauthorized, "authorization-webhook-cache-unauthorized-ttl", o.AuthorizationWebhookUnauthorized,
+		"How long a denied answer of the authorization webhook is cached.")
 	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "Log verbosity (0 info, 4 and up debug).")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "Log format: text or json.")
 }
@@ -246,10 +284,72 @@ func (o *options) validate() error {
 			bad("--node-labels: value %q: %s", v, strings.Join(errs, "; "))
 		}
 	}
+	errs = append(errs, o.validateAuth()...)
 	if o.LogFormat != "text" && o.LogFormat != "json" {
 		bad("--log-format must be text or json, got %q", o.LogFormat)
 	}
 	return errors.Join(errs...)
+}
+
+// Authorization modes of --authorization-mode.
+const (
+	authzAlwaysAllow = "AlwaysAllow"
+	authzWebhook     = "Webhook"
+)
+
+// validateAuth checks the node API's TLS, authentication and authorization
+// flags.
+func (o *options) validateAuth() []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if (o.TLSCertFile == "") != (o.TLSPrivateKeyFile == "") {
+		bad("--tls-cert-file and --tls-private-key-file go together (got only one)")
+	}
+	for _, f := range []struct{ name, path string }{
+		{"tls-cert-file", o.TLSCertFile}, {"tls-private-key-file", o.TLSPrivateKeyFile}, {"client-ca-file", o.ClientCAFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if st, err := os.Stat(f.path); err != nil {
+			bad("--%s: %v", f.name, err)
+		} else if st.IsDir() {
+			bad("--%s %q is a directory", f.name, f.path)
+		}
+	}
+	switch o.AuthorizationMode {
+	case authzAlwaysAllow:
+	case authzWebhook:
+		if o.Kubeconfig == "" {
+			bad("--authorization-mode=Webhook needs --kubeconfig (SubjectAccessReviews go to the API server)")
+		}
+	default:
+		bad("--authorization-mode must be AlwaysAllow or Webhook, got %q", o.AuthorizationMode)
+	}
+	if o.AuthenticationTokenWebhook && o.Kubeconfig == "" {
+		bad("--authentication-token-webhook needs --kubeconfig (TokenReviews go to the API server)")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"authentication-token-webhook-cache-ttl", o.AuthenticationTokenWebhookTTL},
+		{"authorization-webhook-cache-authorized-ttl", o.AuthorizationWebhookAuthorized},
+		{"authorization-webhook-cache-unauthorized-ttl", o.AuthorizationWebhookUnauthorized},
+	} {
+		if d.v < 0 {
+			bad("--%s must not be negative, got %s", d.name, d.v)
+		}
+	}
+	return errs
+}
+
+// certDir is --cert-dir, else <root-dir>/pki.
+func (o *options) certDir() string {
+	if o.CertDir != "" {
+		return o.CertDir
+	}
+	return filepath.Join(o.RootDir, "pki")
 }
 
 // parseResources turns resource=quantity pairs into a ResourceList.

@@ -25,6 +25,14 @@ func TestBadFlagsExitTwo(t *testing.T) {
 		{name: "stray argument", args: []string{"extra"}},
 		{name: "bad sim option", args: []string{"simruntime", "--fault-rate", "2"}},
 		{name: "sim unknown flag", args: []string{"simruntime", "--bogus"}},
+		{name: "webhook authorization in standalone", args: []string{"--authorization-mode", "Webhook"}},
+		{name: "token webhook in standalone", args: []string{"--authentication-token-webhook"}},
+		{name: "unknown authorization mode", args: []string{"--authorization-mode", "RBAC"}},
+		{name: "cert without key", args: []string{"--tls-cert-file", "flags_test.go"}},
+		{name: "missing client CA file", args: []string{"--client-ca-file", "/nonexistent/ca.crt"}},
+		{name: "client CA is a directory", args: []string{"--client-ca-file", "."}},
+		{name: "negative token cache ttl", args: []string{"--authentication-token-webhook-cache-ttl", "-1s"}},
+		{name: "not a bool", args: []string{"--anonymous-auth=maybe"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,5 +81,33 @@ func TestSimOptionsFromEndpointQuery(t *testing.T) {
 				t.Fatalf("cfg %+v", cfg)
 			}
 		})
+	}
+}
+
+func TestNodeAPISecurityDefaultsAreUpstreams(t *testing.T) {
+	o := defaultOptions()
+	if !o.AnonymousAuth || o.AuthorizationMode != "AlwaysAllow" || o.AuthenticationTokenWebhook ||
+		o.AuthenticationTokenWebhookTTL.String() != "2m0s" || o.AuthorizationWebhookAuthorized.String() != "5m0s" ||
+		o.AuthorizationWebhookUnauthorized.String() != "30s" {
+		t.Fatalf("defaults %+v", o)
+	}
+	if got := o.certDir(); got != "/var/lib/kubelet/pki" {
+		t.Fatalf("cert dir %q, want upstream's /var/lib/kubelet/pki with the default --root-dir", got)
+	}
+	o.RootDir = "/tmp/n1"
+	if got := o.certDir(); got != "/tmp/n1/pki" {
+		t.Fatalf("cert dir %q", got)
+	}
+	o.CertDir = "/etc/x"
+	if got := o.certDir(); got != "/etc/x" {
+		t.Fatalf("cert dir %q", got)
+	}
+	o = defaultOptions()
+	o.Kubeconfig = "/some/kubeconfig"
+	o.AuthorizationMode = "Webhook"
+	o.AuthenticationTokenWebhook = true
+	o.AnonymousAuth = false
+	if err := o.validate(); err != nil {
+		t.Fatalf("cluster-mode auth flags: %v", err)
 	}
 }

@@ -5,7 +5,10 @@
 #
 #   controlplane.sh build                 build the binaries once; they are cached outside the repo
 #   controlplane.sh up                    build if needed, start the four processes, wait until the
-#                                         apiserver is ready and the default ServiceAccount exists
+#                                         apiserver is ready and the default ServiceAccount exists; a
+#                                         running control plane made by an older version of this script
+#                                         (CONFIG_VERSION) gets the new kube-apiserver flags and RBAC in
+#                                         place: only kube-apiserver restarts, PKI and etcd are kept
 #   controlplane.sh status                print the lines below and exit 0 if running, else exit 1
 #   controlplane.sh node-kubeconfig NAME  a kubeconfig for the node NAME (system:node:NAME in group
 #                                         system:nodes); prints NODE_KUBECONFIG=<path>
@@ -17,6 +20,12 @@
 #   ADMIN_KUBECONFIG=<path>    system:masters; certificates embedded
 #   KUBECTL=<path>
 #   APISERVER=https://127.0.0.1:<port>
+#   CLUSTER_CA=<path>          the cluster CA (PEM): a kubelet's --client-ca-file; it signed every
+#                              client certificate, kube-apiserver's kubelet client certificate included
+#
+# kube-apiserver reaches kubelets (kubectl logs, exec, /proxy) as CN kube-apiserver-kubelet-client,
+# bound to the ClusterRole system:kubelet-api-admin (as kubeadm does), so kubelets with
+# --authorization-mode=Webhook allow it; it prefers a node's InternalIP, then its Hostname.
 #
 # Exit codes: 0 ok, 1 not running (status) or failure, 2 usage, 3 this machine cannot run it
 # (not Linux, no flock, no Go toolchain when a build is needed, openssl or curl missing and not
@@ -55,6 +64,11 @@ ADMIN_KUBECONFIG=$DIR/admin.kubeconfig
 SERVICE_CIDR=${ACTORLET_SERVICE_CIDR:-10.96.0.0/16}
 PROCS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 STAGING_SKIP='k8s.io/sample-cli-plugin|k8s.io/sample-controller' # replaced upstream, never required
+# Bump when start_apiserver's flags, the PKI or the RBAC objects change: `up` then brings a running
+# control plane up to date in place (see upgrade). 2: kubelet client cert + RBAC, preferred addresses.
+CONFIG_VERSION=2
+STAMP=$DIR/config.version
+KUBELET_CLIENT_CN=kube-apiserver-kubelet-client
 export PATH=$PATH:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 log() { echo "controlplane.sh: $*" >&2; }
@@ -272,9 +286,16 @@ subjectAltName=IP:127.0.0.1,IP:$(first_service_ip),DNS:localhost,DNS:kubernetes,
   sign admin "/O=system:masters/CN=actorlet-admin" "$CLIENT_EXT"
   sign controller-manager "/CN=system:kube-controller-manager" "$CLIENT_EXT"
   sign scheduler "/CN=system:kube-scheduler" "$CLIENT_EXT"
-  sign apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "$CLIENT_EXT"
+  sign_kubelet_client
   newkey "$PKI/sa.key"
   openssl pkey -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+  rm -f "$PKI/ca.srl"
+}
+
+# sign_kubelet_client: kube-apiserver's client certificate towards kubelets; not system:masters, its
+# rights come from the system:kubelet-api-admin binding (apply_rbac).
+sign_kubelet_client() {
+  sign apiserver-kubelet-client "/CN=$KUBELET_CLIENT_CN" "$CLIENT_EXT"
   rm -f "$PKI/ca.srl"
 }
 
@@ -337,7 +358,11 @@ print_lines() {
   echo "ADMIN_KUBECONFIG=$ADMIN_KUBECONFIG"
   echo "KUBECTL=$KUBECTL"
   echo "APISERVER=https://127.0.0.1:$API_PORT"
+  echo "CLUSTER_CA=$PKI/ca.crt"
 }
+
+# current: the running control plane was made (or upgraded) with this CONFIG_VERSION.
+current() { [ "$(cat "$STAMP" 2>/dev/null)" = "$CONFIG_VERSION" ]; }
 
 # start PROC ARGS...: in its own session, so it outlives the caller; fd 9 (our lock) stays here.
 start() {
@@ -370,6 +395,83 @@ sa_ready() {
     api_get /api/v1/namespaces/default/configmaps/kube-root-ca.crt >/dev/null
 }
 
+# start_apiserver: start kube-apiserver and wait until it is ready.
+start_apiserver() {
+  local t1
+  t1=$(now_ms)
+  start kube-apiserver "$KBIN/kube-apiserver" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
+    --cert-dir="$DIR/apiserver-certs" \
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+    --client-ca-file="$PKI/ca.crt" \
+    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --authorization-mode=Node,RBAC \
+    --enable-admission-plugins=NodeRestriction \
+    --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types=InternalIP,Hostname \
+    --allow-privileged=true --profiling=false
+  wait_until "kube-apiserver /readyz" 120 kube-apiserver api_ready
+  log "kube-apiserver ready on 127.0.0.1:$API_PORT in $(($(now_ms) - t1)) ms"
+}
+
+# apply_rbac: what kubeadm grants kube-apiserver's kubelet client (idempotent: kubectl apply).
+apply_rbac() {
+  local i
+  for ((i = 0; i < 50; i++)); do
+    if "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" apply -f - >/dev/null 2>"$DIR/rbac.err" <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: actorlet:kube-apiserver-kubelet-client
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: system:kubelet-api-admin
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: User
+  name: $KUBELET_CLIENT_CN
+EOF
+    then
+      rm -f "$DIR/rbac.err"
+      return 0
+    fi
+    sleep 0.2 # a fresh apiserver may still be bootstrapping its policy
+  done
+  cat "$DIR/rbac.err" >&2
+  die "could not bind $KUBELET_CLIENT_CN to system:kubelet-api-admin"
+}
+
+# stop_one PROC: TERM our PROC, KILL it after 10s.
+stop_one() {
+  local pid i
+  pid=$(ours "$1") || { rm -f "$DIR/$1.pid"; return 0; }
+  kill "$pid" 2>/dev/null || true
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    [ "$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)" = Z ] && break
+    sleep 0.1
+  done
+  if [ "$i" = 100 ]; then kill -9 "$pid" 2>/dev/null || true; fi
+  rm -f "$DIR/$1.pid"
+}
+
+# upgrade: bring a healthy control plane of an older CONFIG_VERSION up to date, disturbing its users
+# no more than a kube-apiserver restart does (clients reconnect; the CA, the node kubeconfigs and
+# etcd stay).
+upgrade() {
+  log "upgrading the running control plane to config version $CONFIG_VERSION (restarting kube-apiserver only)"
+  sign_kubelet_client
+  stop_one kube-apiserver
+  start_apiserver
+  apply_rbac
+  echo "$CONFIG_VERSION" >"$STAMP"
+}
+
 start_all() {
   local t0 t1
   t0=$(now_ms)
@@ -390,23 +492,8 @@ start_all() {
   wait_until "etcd health" 30 etcd etcd_healthy
   log "etcd ready on 127.0.0.1:$ETCD_PORT in $(($(now_ms) - t1)) ms"
 
-  t1=$(now_ms)
-  start kube-apiserver "$KBIN/kube-apiserver" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
-    --cert-dir="$DIR/apiserver-certs" \
-    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
-    --client-ca-file="$PKI/ca.crt" \
-    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
-    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-    --service-cluster-ip-range="$SERVICE_CIDR" \
-    --authorization-mode=Node,RBAC \
-    --enable-admission-plugins=NodeRestriction \
-    --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
-    --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
-    --allow-privileged=true --profiling=false
-  wait_until "kube-apiserver /readyz" 120 kube-apiserver api_ready
-  log "kube-apiserver ready on 127.0.0.1:$API_PORT in $(($(now_ms) - t1)) ms"
+  start_apiserver
+  apply_rbac
 
   t1=$(now_ms)
   start kube-controller-manager "$KBIN/kube-controller-manager" \
@@ -420,6 +507,7 @@ start_all() {
   wait_until "the default ServiceAccount and kube-root-ca.crt in default" 120 kube-controller-manager sa_ready
   ours kube-scheduler >/dev/null || { tail -n 30 "$DIR/kube-scheduler.log" >&2; die "kube-scheduler exited"; }
   log "kube-controller-manager made the default ServiceAccount in $(($(now_ms) - t1)) ms; up in $(($(now_ms) - t0)) ms"
+  echo "$CONFIG_VERSION" >"$STAMP"
 }
 
 # stop_all: TERM our processes (newest first), KILL what is left after 10s.
@@ -454,6 +542,7 @@ up() {
   lock
   versions
   if healthy; then
+    current || upgrade
     print_lines
     return 0
   fi

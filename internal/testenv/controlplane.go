@@ -22,6 +22,10 @@ type ControlPlaneEnv struct {
 	AdminKubeconfig string // ADMIN_KUBECONFIG: system:masters, certificates embedded
 	Kubectl         string // KUBECTL: kubectl of the control plane's version
 	APIServer       string // APISERVER: https://127.0.0.1:<port>
+	// ClusterCA (CLUSTER_CA) is the CA that signed every client certificate
+	// (admin, nodes, kube-apiserver's kubelet client): a kubelet's
+	// --client-ca-file.
+	ClusterCA string
 }
 
 var controlPlane struct {
@@ -111,8 +115,9 @@ func upControlPlane(root string, timeout time.Duration) {
 		AdminKubeconfig: vals["ADMIN_KUBECONFIG"],
 		Kubectl:         vals["KUBECTL"],
 		APIServer:       vals["APISERVER"],
+		ClusterCA:       vals["CLUSTER_CA"],
 	}
-	if controlPlane.env.AdminKubeconfig == "" || controlPlane.env.Kubectl == "" || controlPlane.env.APIServer == "" {
+	if e := controlPlane.env; e.AdminKubeconfig == "" || e.Kubectl == "" || e.APIServer == "" || e.ClusterCA == "" {
 		controlPlane.failMsg = fmt.Sprintf("unexpected output %q\n%s", stdout, tail(stderr, 30))
 	}
 }

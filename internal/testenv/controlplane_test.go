@@ -25,6 +25,9 @@ func TestControlPlane(t *testing.T) {
 	if !strings.HasPrefix(cp.APIServer, "https://127.0.0.1:") {
 		t.Errorf("APISERVER = %q, want https on loopback", cp.APIServer)
 	}
+	if b, err := os.ReadFile(cp.ClusterCA); err != nil || !bytes.Contains(b, []byte("BEGIN CERTIFICATE")) {
+		t.Errorf("CLUSTER_CA = %q: %v", cp.ClusterCA, err)
+	}
 
 	kubectl := func(kubeconfig, stdin string, args ...string) (string, error) {
 		t.Helper()

@@ -268,9 +268,9 @@ func TestE2EClusterConfigMapEnvAndVolume(t *testing.T) {
 	if b, err := os.ReadFile(file); err != nil || string(b) != "hello from a configmap" {
 		t.Fatalf("configMap volume file: %q %v", b, err)
 	}
-	logURL := fmt.Sprintf("http://127.0.0.1:%d/containerLogs/default/cm-user/main", a.port)
+	logURL, client := a.mainURL("/containerLogs/default/cm-user/main"), a.mainClient()
 	testenv.WaitFor(t, 30*time.Second, "the env value in the container's log", func() (bool, error) {
-		resp, err := http.Get(logURL)
+		resp, err := client.Get(logURL)
 		if err != nil {
 			return false, err
 		}

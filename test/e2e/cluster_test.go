@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,8 +24,9 @@ import (
 
 // cluster is the local control plane with an admin client.
 type cluster struct {
-	env testenv.ControlPlaneEnv
-	cs  kubernetes.Interface
+	env       testenv.ControlPlaneEnv
+	cs        kubernetes.Interface
+	adminCert tls.Certificate // system:masters, from the admin kubeconfig
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -39,11 +41,18 @@ func newCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{env: env, cs: cs}
+	cert, err := tls.X509KeyPair(cfg.CertData, cfg.KeyData)
+	if err != nil {
+		t.Fatalf("admin client certificate: %v", err)
+	}
+	return &cluster{env: env, cs: cs, adminCert: cert}
 }
 
-// startNode runs actorlet as node name in cluster mode and removes the Node
-// and its pods when the test ends.
+// startNode runs actorlet as node name in cluster mode, its node API
+// secured as kubeadm configures a kubelet (no anonymous requests, client
+// certificates of the cluster CA, bearer tokens through TokenReview,
+// Webhook authorization), and removes the Node and its pods when the test
+// ends. The agent's own requests to --port use the admin's certificate.
 func (c *cluster) startNode(t *testing.T, name string, o agentOpts) *agent {
 	t.Helper()
 	kubeconfig := testenv.NodeKubeconfig(t, name)
@@ -51,9 +60,13 @@ func (c *cluster) startNode(t *testing.T, name string, o agentOpts) *agent {
 		"--kubeconfig", kubeconfig, "--hostname-override", name,
 		"--node-status-update-frequency", "1s", "--node-lease-duration-seconds", "8",
 		"--sync-frequency", "5s",
+		"--anonymous-auth=false", "--client-ca-file", c.env.ClusterCA,
+		"--authentication-token-webhook", "--authorization-mode=Webhook",
 	}, o.extra...)
 	t.Cleanup(func() { c.cleanupNode(t, name) })
-	return startAgent(t, o)
+	a := startAgent(t, o)
+	a.clientCert = &c.adminCert
+	return a
 }
 
 func (c *cluster) cleanupNode(t *testing.T, name string) {

@@ -7,6 +7,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -56,6 +58,13 @@ type agent struct {
 	roPort   int
 	hzPort   int
 	endpoint string // the CRI endpoint the agent uses
+
+	// clientCert is presented to --port (cluster mode: the admin's,
+	// system:masters); nil in standalone, where anonymous requests pass.
+	clientCert *tls.Certificate
+	// host is the address --port listens on (--address); 127.0.0.1
+	// unless a test gives the agent another one.
+	host string
 }
 
 type agentOpts struct {
@@ -172,6 +181,43 @@ func (a *agent) logTail(n int) string {
 func (a *agent) logContains(s string) bool {
 	b, _ := os.ReadFile(a.logPath)
 	return bytes.Contains(b, []byte(s))
+}
+
+// mainURL is https://<host>:<--port><path>: the secure node API.
+func (a *agent) mainURL(path string) string {
+	host := a.host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return "https://" + net.JoinHostPort(host, fmt.Sprint(a.port)) + path
+}
+
+// mainClient talks to --port over TLS: it verifies the node's serving
+// certificate against the self-signed kubelet.crt the agent made in
+// <root-dir>/pki (so its SANs are checked too), and presents clientCert.
+func (a *agent) mainClient() *http.Client {
+	a.t.Helper()
+	return a.mainClientAs(a.clientCert)
+}
+
+// mainClientAs is mainClient with another client certificate (nil: none).
+func (a *agent) mainClientAs(cert *tls.Certificate) *http.Client {
+	a.t.Helper()
+	pem, err := os.ReadFile(filepath.Join(a.rootDir, "pki", "kubelet.crt"))
+	if err != nil {
+		a.t.Fatalf("the agent's self-signed serving certificate: %v", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		a.t.Fatal("kubelet.crt holds no PEM certificate")
+	}
+	cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	tr := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: true}
+	a.t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
 // pods reads the read-only /pods endpoint.

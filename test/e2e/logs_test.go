@@ -18,12 +18,11 @@ import (
 
 // containerLogs GETs /containerLogs/{ns}/{pod}/{container} on the main port.
 func (a *agent) containerLogs(ns, pod, ctr, query string) (int, string, error) {
-	u := fmt.Sprintf("http://127.0.0.1:%d/containerLogs/%s/%s/%s", a.port, url.PathEscape(ns), url.PathEscape(pod), url.PathEscape(ctr))
+	u := a.mainURL(fmt.Sprintf("/containerLogs/%s/%s/%s", url.PathEscape(ns), url.PathEscape(pod), url.PathEscape(ctr)))
 	if query != "" {
 		u += "?" + query
 	}
-	c := http.Client{Timeout: 30 * time.Second}
-	resp, err := c.Get(u)
+	resp, err := a.mainClient().Get(u)
 	if err != nil {
 		return 0, "", err
 	}
@@ -61,9 +60,11 @@ func waitLogs(t *testing.T, a *agent, pod, ctr, query, want string) {
 // channel closes when the server ends the stream.
 func followLogs(t *testing.T, ctx context.Context, a *agent, pod, ctr, query string) <-chan string {
 	t.Helper()
-	u := fmt.Sprintf("http://127.0.0.1:%d/containerLogs/default/%s/%s?follow=true&%s", a.port, pod, ctr, query)
+	u := a.mainURL(fmt.Sprintf("/containerLogs/default/%s/%s?follow=true&%s", pod, ctr, query))
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	resp, err := http.DefaultClient.Do(req)
+	c := a.mainClient()
+	c.Timeout = 0 // a followed log lasts as long as the test wants
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

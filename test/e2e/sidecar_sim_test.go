@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -48,9 +47,9 @@ spec:
 			t.Errorf("condition %s is %s: %s", c.Type, c.Status, c.Message)
 		}
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d/containerLogs/default/withsidecar-e2e-node/app", a.port)
+	url, client := a.mainURL("/containerLogs/default/withsidecar-e2e-node/app"), a.mainClient()
 	testenv.WaitFor(t, 30*time.Second, "hostAliases in the managed /etc/hosts", func() (bool, error) {
-		resp, err := http.Get(url)
+		resp, err := client.Get(url)
 		if err != nil {
 			return false, err
 		}

@@ -313,9 +313,9 @@ func TestE2ESimManifestRemovalKillsPod(t *testing.T) {
 
 func TestE2ESimPushEndpoint(t *testing.T) {
 	a := startAgent(t, agentOpts{})
-	base := fmt.Sprintf("http://127.0.0.1:%d/pods", a.port)
+	base, client := a.mainURL("/pods"), a.mainClient()
 	post := func(body string) (int, string) {
-		resp, err := http.Post(base, "application/yaml", strings.NewReader(body))
+		resp, err := client.Post(base, "application/yaml", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -344,7 +344,7 @@ func TestE2ESimPushEndpoint(t *testing.T) {
 	}
 	p := a.waitPod(time.Minute, "pushed-e2e-node", "Running", isRunning)
 	req, _ := http.NewRequest(http.MethodDelete, base+"/default/pushed-e2e-node", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestE2ESimPushEndpoint(t *testing.T) {
 		return n == 0, fmt.Errorf("%d containers left", n)
 	})
 	req, _ = http.NewRequest(http.MethodDelete, base+"/default/pushed-e2e-node", nil)
-	resp, err = http.DefaultClient.Do(req)
+	resp, err = client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
