@@ -15,23 +15,17 @@ const (
 	opPortForward = "port_forward"
 )
 
-// StreamOptions are the streams of an exec or an attach, as the node API's
-// query gives them (stdin, stdout, stderr, tty).
-type StreamOptions struct {
-	Stdin, Stdout, Stderr, TTY bool
-}
-
-// Exec asks the runtime to prepare a streaming exec of cmd in container id
-// and returns the URL of its streaming server, to which the caller proxies
-// the client's upgraded connection. The URL is single use and short lived.
-func (c *Client) Exec(ctx context.Context, id string, cmd []string, o StreamOptions) (*url.URL, error) {
+// Exec asks the runtime to prepare a streaming exec (req: container, command,
+// stdin, stdout, stderr, tty) and returns the URL of its streaming server, to
+// which the caller proxies the client's upgraded connection. The URL is
+// single use and short lived.
+func (c *Client) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*url.URL, error) {
+	id, cmd := req.GetContainerId(), req.GetCmd()
 	if len(cmd) == 0 {
 		return nil, fmt.Errorf("exec in container %s: %w", id, invalid("empty command"))
 	}
 	ctx, done := c.call(ctx, opExec, c.timeout)
-	resp, err := c.runtime.Exec(ctx, &runtimeapi.ExecRequest{
-		ContainerId: id, Cmd: cmd, Tty: o.TTY, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
-	})
+	resp, err := c.runtime.Exec(ctx, req)
 	u, err := streamURL(resp.GetUrl(), err)
 	if err = done(err); err != nil {
 		return nil, fmt.Errorf("exec %q in container %s: %w", cmd[0], id, err)
@@ -39,16 +33,14 @@ func (c *Client) Exec(ctx context.Context, id string, cmd []string, o StreamOpti
 	return u, nil
 }
 
-// Attach asks the runtime to prepare a streaming attach to container id's
+// Attach asks the runtime to prepare a streaming attach to a container's
 // main process and returns the URL to proxy to.
-func (c *Client) Attach(ctx context.Context, id string, o StreamOptions) (*url.URL, error) {
+func (c *Client) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*url.URL, error) {
 	ctx, done := c.call(ctx, opAttach, c.timeout)
-	resp, err := c.runtime.Attach(ctx, &runtimeapi.AttachRequest{
-		ContainerId: id, Tty: o.TTY, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
-	})
+	resp, err := c.runtime.Attach(ctx, req)
 	u, err := streamURL(resp.GetUrl(), err)
 	if err = done(err); err != nil {
-		return nil, fmt.Errorf("attach to container %s: %w", id, err)
+		return nil, fmt.Errorf("attach to container %s: %w", req.GetContainerId(), err)
 	}
 	return u, nil
 }

@@ -89,7 +89,7 @@ func TestStreamingCalls(t *testing.T) {
 	ctx := context.Background()
 	fs.url = "http://127.0.0.1:4242/exec/tok"
 
-	u, err := c.Exec(ctx, "ctr1", []string{"echo", "hi"}, StreamOptions{Stdout: true, Stderr: true})
+	u, err := c.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: "ctr1", Cmd: []string{"echo", "hi"}, Stdout: true, Stderr: true})
 	if err != nil || u.String() != fs.url {
 		t.Fatalf("Exec = %v, %v", u, err)
 	}
@@ -101,7 +101,7 @@ func TestStreamingCalls(t *testing.T) {
 		t.Fatalf("observed %+v", got)
 	}
 
-	if _, err := c.Attach(ctx, "ctr1", StreamOptions{Stdin: true, TTY: true}); err != nil {
+	if _, err := c.Attach(ctx, &runtimeapi.AttachRequest{ContainerId: "ctr1", Stdin: true, Tty: true}); err != nil {
 		t.Fatalf("Attach: %v", err)
 	}
 	ar := fs.reqs[1].(*runtimeapi.AttachRequest)
@@ -146,11 +146,11 @@ func TestStreamingErrors(t *testing.T) {
 			var err error
 			switch tt.call {
 			case "exec":
-				_, err = c.Exec(ctx, "ctr1", []string{"sh"}, StreamOptions{Stdout: true})
+				_, err = c.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: "ctr1", Cmd: []string{"sh"}, Stdout: true})
 			case "exec-empty":
-				_, err = c.Exec(ctx, "ctr1", nil, StreamOptions{Stdout: true})
+				_, err = c.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: "ctr1", Stdout: true})
 			case "attach":
-				_, err = c.Attach(ctx, "ctr1", StreamOptions{Stdout: true})
+				_, err = c.Attach(ctx, &runtimeapi.AttachRequest{ContainerId: "ctr1", Stdout: true})
 			case "portforward":
 				_, err = c.PortForward(ctx, "sb1", nil)
 			}

@@ -1,0 +1,310 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/actorlet/actorlet/errdefs"
+)
+
+// fakeStreamRuntime records the streaming calls and answers with url.
+type fakeStreamRuntime struct {
+	mu         sync.Mutex
+	containers []*runtimeapi.Container
+	sandboxes  []*runtimeapi.PodSandbox
+	listErr    error
+	callErr    error
+	url        *url.URL
+	execs      []*runtimeapi.ExecRequest
+	attaches   []*runtimeapi.AttachRequest
+	forwards   []string
+}
+
+var _ StreamingRuntime = (*fakeStreamRuntime)(nil)
+
+func (f *fakeStreamRuntime) ListContainers(_ context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	var out []*runtimeapi.Container
+	for _, c := range f.containers {
+		if matchLabels(c.Labels, filter.GetLabelSelector()) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeStreamRuntime) ListPodSandbox(_ context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	var out []*runtimeapi.PodSandbox
+	for _, s := range f.sandboxes {
+		if matchLabels(s.Labels, filter.GetLabelSelector()) && (filter.GetState() == nil || filter.GetState().State == s.State) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func matchLabels(labels, sel map[string]string) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *fakeStreamRuntime) Exec(_ context.Context, req *runtimeapi.ExecRequest) (*url.URL, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.execs = append(f.execs, req)
+	return f.url, f.callErr
+}
+
+func (f *fakeStreamRuntime) Attach(_ context.Context, req *runtimeapi.AttachRequest) (*url.URL, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.attaches = append(f.attaches, req)
+	return f.url, f.callErr
+}
+
+func (f *fakeStreamRuntime) PortForward(_ context.Context, id string, ports []int32) (*url.URL, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.forwards = append(f.forwards, fmt.Sprint(id, ports))
+	return f.url, f.callErr
+}
+
+func ctrLabels(uid, name string) map[string]string {
+	return map[string]string{labelPodUID: uid, labelContainerName: name}
+}
+
+// newStreamFixture: pod default/web (uid u1) with containers app (running
+// twice: an old exited instance and the current one), side (exited) and
+// init (not created yet); one ready sandbox.
+func newStreamFixture() (*fakeStreamRuntime, ResolveFunc) {
+	rt := &fakeStreamRuntime{
+		containers: []*runtimeapi.Container{
+			{Id: "app-old", CreatedAt: 1, State: runtimeapi.ContainerState_CONTAINER_EXITED, Labels: ctrLabels("u1", "app")},
+			{Id: "app-1", CreatedAt: 2, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: ctrLabels("u1", "app")},
+			{Id: "side-1", CreatedAt: 2, State: runtimeapi.ContainerState_CONTAINER_EXITED, Labels: ctrLabels("u1", "side")},
+			{Id: "other", CreatedAt: 3, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: ctrLabels("u2", "app")},
+		},
+		sandboxes: []*runtimeapi.PodSandbox{
+			{Id: "sb-old", CreatedAt: 1, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY, Labels: map[string]string{labelPodUID: "u1"}},
+			{Id: "sb-1", CreatedAt: 2, State: runtimeapi.PodSandboxState_SANDBOX_READY, Labels: map[string]string{labelPodUID: "u1"}},
+		},
+	}
+	resolve := func(_ context.Context, ns, name string) (string, map[string]int32, error) {
+		switch {
+		case ns == "default" && name == "web":
+			return "u1", map[string]int32{"app": 1, "side": 0, "init": 0}, nil
+		case ns == "default" && name == "stopped":
+			return "u3", map[string]int32{"app": 0}, nil
+		case ns == "down":
+			return "", nil, fmt.Errorf("ask status actor: %w", errdefs.ErrUnavailable)
+		}
+		return "", nil, fmt.Errorf("pod %s/%s: %w", ns, name, errdefs.ErrNotFound)
+	}
+	return rt, resolve
+}
+
+func upgradeRequest(method, target string) *http.Request {
+	r := httptest.NewRequest(method, target, nil)
+	r.Header.Set("Connection", "Upgrade")
+	r.Header.Set("Upgrade", "SPDY/3.1")
+	return r
+}
+
+func TestStreamingErrors(t *testing.T) {
+	tests := []struct {
+		name      string
+		method    string
+		target    string
+		noUpgrade bool
+		listErr   error
+		callErr   error
+		wantCode  int
+		wantMsg   string
+	}{
+		{name: "unknown pod", target: "/exec/default/nope/app?command=ls&stdout=1", wantCode: 404, wantMsg: `pod "nope" does not exist`},
+		{name: "wrong uid", target: "/exec/default/web/u9/app?command=ls&stdout=1", wantCode: 404, wantMsg: `pod "web" does not exist`},
+		{name: "unknown container", target: "/exec/default/web/nope?command=ls&stdout=1", wantCode: 404, wantMsg: `container "nope" not found in pod default/web`},
+		{name: "container exited", target: "/exec/default/web/side?command=ls&stdout=1", wantCode: 400, wantMsg: `container "side" in pod default/web is not running`},
+		{name: "container not created", target: "/attach/default/web/init?stdout=1", wantCode: 400, wantMsg: "is waiting to start"},
+		{name: "no command", target: "/exec/default/web/app?stdout=1", wantCode: 400, wantMsg: "command is required"},
+		{name: "empty command", target: "/exec/default/web/app?command=&stdout=1", wantCode: 400, wantMsg: "command is required"},
+		{name: "no stream", target: "/exec/default/web/app?command=ls", wantCode: 400, wantMsg: "at least 1 of stdin, stdout, stderr"},
+		{name: "bad bool", target: "/exec/default/web/app?command=ls&stdout=yes%21", wantCode: 400, wantMsg: `invalid stdout "yes!"`},
+		{name: "bad port", target: "/portForward/default/web?port=http", wantCode: 400, wantMsg: `invalid port "http"`},
+		{name: "port zero", target: "/portForward/default/web?port=80,0", wantCode: 400, wantMsg: `invalid port "0"`},
+		{name: "port too big", target: "/portForward/default/web?port=65536", wantCode: 400, wantMsg: "invalid port"},
+		{name: "no ready sandbox", target: "/portForward/default/stopped", wantCode: 400, wantMsg: "has no ready sandbox"},
+		{name: "not an upgrade", target: "/exec/default/web/app?command=ls&stdout=1", noUpgrade: true, wantCode: 400, wantMsg: "upgrade request required"},
+		{name: "status actor down", target: "/exec/down/web/app?command=ls&stdout=1", wantCode: 503, wantMsg: "find pod down/web"},
+		{name: "runtime down on list", target: "/exec/default/web/app?command=ls&stdout=1", listErr: errdefs.Wrap(errdefs.ErrUnavailable, fmt.Errorf("connection refused")), wantCode: 503, wantMsg: "connection refused"},
+		{name: "runtime error", target: "/exec/default/web/app?command=ls&stdout=1", callErr: errdefs.Wrap(errdefs.ErrUnknown, fmt.Errorf("OCI runtime exec failed: no such file")), wantCode: 500, wantMsg: "OCI runtime exec failed: no such file"},
+		{name: "container gone meanwhile", target: "/attach/default/web/app?stdout=1", callErr: errdefs.Wrap(errdefs.ErrNotFound, fmt.Errorf("container not found")), wantCode: 404, wantMsg: "container not found"},
+		{name: "streaming unimplemented", target: "/portForward/default/web", callErr: errdefs.Wrap(errdefs.ErrUnimplemented, fmt.Errorf("no streaming")), wantCode: 501, wantMsg: "no streaming"},
+		{name: "wrong method", method: http.MethodPut, target: "/exec/default/web/app?command=ls&stdout=1", wantCode: 405},
+		{name: "path too short", target: "/exec/default/web", wantCode: 404},
+		{name: "path too long", target: "/exec/default/web/u1/app/more", wantCode: 404},
+		{name: "escaped slash", target: "/exec/default/web/a%2Fb?command=ls&stdout=1", wantCode: 400, wantMsg: "invalid path"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt, resolve := newStreamFixture()
+			rt.listErr, rt.callErr = tt.listErr, tt.callErr
+			rt.url = &url.URL{Scheme: "http", Host: "127.0.0.1:1", Path: "/unused"}
+			h := NewStreaming(resolve, rt, nil)
+			method := tt.method
+			if method == "" {
+				method = http.MethodPost
+			}
+			r := upgradeRequest(method, tt.target)
+			if tt.noUpgrade {
+				r = httptest.NewRequest(method, tt.target, nil)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tt.wantCode || !strings.Contains(w.Body.String(), tt.wantMsg) {
+				t.Fatalf("%s %s = %d %q, want %d containing %q", method, tt.target, w.Code, w.Body.String(), tt.wantCode, tt.wantMsg)
+			}
+			if tt.wantCode < 500 && tt.wantCode != 404 && tt.callErr == nil && len(rt.execs)+len(rt.attaches)+len(rt.forwards) > 0 {
+				t.Fatalf("the runtime was asked for a stream for a refused request: %v %v %v", rt.execs, rt.attaches, rt.forwards)
+			}
+		})
+	}
+}
+
+func TestParseStreamOptions(t *testing.T) {
+	tests := []struct {
+		name    string
+		query   string
+		want    streamOptions
+		wantErr bool
+	}{
+		{name: "kubectl", query: "stdin=1&stdout=1&stderr=1", want: streamOptions{stdin: true, stdout: true, stderr: true}},
+		{name: "booleans", query: "stdout=true&stderr=false", want: streamOptions{stdout: true}},
+		{name: "bare flag", query: "stdout", want: streamOptions{stdout: true}},
+		{name: "tty drops stderr", query: "stdout=1&stderr=1&tty=1", want: streamOptions{stdout: true, tty: true}},
+		{name: "none", query: "tty=1", wantErr: true},
+		{name: "garbage", query: "stdin=2", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q, _ := url.ParseQuery(tt.query)
+			got, err := parseStreamOptions(q)
+			if (err != nil) != tt.wantErr || (!tt.wantErr && got != tt.want) {
+				t.Fatalf("parseStreamOptions(%q) = %+v, %v", tt.query, got, err)
+			}
+		})
+	}
+}
+
+// upstreamEcho is a stand-in for a runtime's streaming server: it accepts
+// the upgrade and echoes one line, prefixed with what it saw.
+func upstreamEcho(t *testing.T) (*url.URL, chan *http.Request) {
+	seen := make(chan *http.Request, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Clone(context.Background())
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer func() { _ = conn.Close() }()
+		_, _ = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n")
+		line, _ := brw.ReadString('\n')
+		_, _ = io.WriteString(conn, "echo: "+line)
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL + "/exec/tok123")
+	return u, seen
+}
+
+func TestStreamingProxiesTheUpgrade(t *testing.T) {
+	tests := []struct {
+		name     string
+		target   string
+		check    func(t *testing.T, rt *fakeStreamRuntime)
+		wantPath string
+	}{
+		{name: "exec", target: "/exec/default/web/app?command=sh&command=-c&command=echo+hi&stdin=1&stdout=1&tty=1", check: func(t *testing.T, rt *fakeStreamRuntime) {
+			got := rt.execs[0]
+			if got.ContainerId != "app-1" || strings.Join(got.Cmd, "|") != "sh|-c|echo hi" || !got.Stdin || !got.Stdout || got.Stderr || !got.Tty {
+				t.Fatalf("ExecRequest = %v", got)
+			}
+		}},
+		{name: "exec with uid", target: "/exec/default/web/u1/app?command=ls&stdout=1", check: func(t *testing.T, rt *fakeStreamRuntime) {
+			if rt.execs[0].ContainerId != "app-1" {
+				t.Fatalf("ExecRequest = %v", rt.execs[0])
+			}
+		}},
+		{name: "attach", target: "/attach/default/web/app?stdout=1&stderr=1", check: func(t *testing.T, rt *fakeStreamRuntime) {
+			got := rt.attaches[0]
+			if got.ContainerId != "app-1" || !got.Stdout || !got.Stderr || got.Stdin {
+				t.Fatalf("AttachRequest = %v", got)
+			}
+		}},
+		{name: "port forward", target: "/portForward/default/web?port=8080&port=9090,80", check: func(t *testing.T, rt *fakeStreamRuntime) {
+			if rt.forwards[0] != "sb-1[8080 9090 80]" {
+				t.Fatalf("PortForward = %v", rt.forwards)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt, resolve := newStreamFixture()
+			u, seen := upstreamEcho(t)
+			rt.url = u
+			srv := httptest.NewServer(NewStreaming(resolve, rt, nil))
+			defer srv.Close()
+
+			conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = conn.Close() }()
+			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+			_, _ = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: node\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nAuthorization: Bearer secret\r\nContent-Length: 0\r\n\r\n", tt.target)
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusSwitchingProtocols {
+				b, _ := io.ReadAll(resp.Body)
+				t.Fatalf("status %d %q, want 101", resp.StatusCode, b)
+			}
+			_, _ = io.WriteString(conn, "ping\n")
+			line, err := br.ReadString('\n')
+			if err != nil || line != "echo: ping\n" {
+				t.Fatalf("through the proxy: %q, %v", line, err)
+			}
+			up := <-seen
+			if up.URL.Path != "/exec/tok123" || up.Header.Get("Authorization") != "" {
+				t.Fatalf("upstream saw %s with Authorization %q", up.URL.Path, up.Header.Get("Authorization"))
+			}
+			tt.check(t, rt)
+		})
+	}
+}
