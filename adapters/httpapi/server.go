@@ -55,6 +55,9 @@ type Config struct {
 	// ContainerLogs serves GET /containerLogs/{namespace}/{pod}/{container}
 	// on the main handler (NewContainerLogs); nil leaves it unserved.
 	ContainerLogs http.Handler
+	// Streaming serves /exec/, /attach/ and /portForward/ on the main
+	// handler (NewStreaming); nil leaves them unserved.
+	Streaming http.Handler
 	// RequestTimeout bounds every request to an actor. Default 10s.
 	RequestTimeout time.Duration
 	// MaxBodyBytes bounds request bodies. Default 1 MiB.
@@ -126,6 +129,11 @@ func (s *Server) Main() http.Handler {
 	mux.HandleFunc("DELETE /pods/{namespace}/{name}", s.handleRemovePod)
 	if s.cfg.ContainerLogs != nil {
 		mux.Handle("GET /containerLogs/", s.cfg.ContainerLogs)
+	}
+	if s.cfg.Streaming != nil {
+		for _, p := range []string{"/exec/", "/attach/", "/portForward/"} {
+			mux.Handle(p, s.cfg.Streaming)
+		}
 	}
 	if s.cfg.Debug != nil {
 		mux.Handle("/debug/", s.cfg.Debug)

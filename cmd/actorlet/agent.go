@@ -307,6 +307,8 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		Metrics: m.Handler(),
 		ContainerLogs: httpapi.NewContainerLogs(o.PodLogsDir,
 			httpapi.StatusResolver(sys, statusPID, 0), log.With("component", "container-logs")),
+		Streaming: httpapi.NewStreaming(httpapi.StatusResolver(sys, statusPID, 0), rt,
+			log.With("component", "streaming")),
 		Logger: log,
 		Clock:  clk,
 	})
