@@ -30,7 +30,7 @@ func runBench(ctx context.Context, args []string) int {
 	fs.IntVar(&o.Concurrency, "concurrency", 0, "parallel callers creating pods (default 50)")
 	fs.StringVar(&o.Source, "source", "", "how pods reach the agent: push (POST /pods, default) or file (a manifest directory)")
 	fs.StringVar(&o.Binary, "actorlet", "", "actorlet binary to start (default: this one)")
-	fs.StringVar(&o.Endpoint, "endpoint", "", "measure an actorlet already running at this URL (its --port) instead of starting one")
+	fs.StringVar(&o.Endpoint, "endpoint", "", "measure an actorlet already running at this URL (its --port, https://HOST:10250; anonymous requests must be allowed) instead of starting one")
 	fs.IntVar(&o.AgentPID, "agent-pid", 0, "with --endpoint: the agent's PID, for RSS and CPU")
 	fs.StringVar(&o.RuntimeEndpoint, "runtime-endpoint", "", "CRI endpoint: containerd's for the containerd scenario (default: deploy/local/containerd.sh up), or the external agent's")
 	fs.StringVar(&o.Image, "image", "", "pod image (default localhost/actorlet/busybox:1)")

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -23,7 +25,7 @@ import (
 // agent is the actorlet process under test: one this package started, or
 // one the user points at (then RSS and CPU need its PID).
 type agent struct {
-	mainURL string // POST/DELETE /pods, /debug
+	mainURL string // POST/DELETE /pods, /debug: https (the secure node API)
 	roURL   string // GET /pods, /metrics
 	hzURL   string
 	pid     int
@@ -34,6 +36,38 @@ type agent struct {
 
 	cmd  *exec.Cmd
 	done chan struct{}
+
+	// tls trusts the agent's serving certificate: the self-signed
+	// kubelet.crt of an agent started here, anything for an external agent
+	// (the bench measures it, the user chose it).
+	tls *tls.Config
+}
+
+// client is an HTTP client for every port of the agent (plain or TLS).
+func (a *agent) client(timeout time.Duration, conns int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if a.tls != nil {
+		tr.TLSClientConfig = a.tls.Clone()
+	}
+	if conns > 0 {
+		tr.MaxIdleConnsPerHost, tr.MaxConnsPerHost = conns, conns
+	}
+	return &http.Client{Transport: tr, Timeout: timeout}
+}
+
+// trustServingCert pins the self-signed certificate the agent made in
+// <root-dir>/pki.
+func (a *agent) trustServingCert() error {
+	b, err := os.ReadFile(filepath.Join(a.rootDir, "pki", "kubelet.crt"))
+	if err != nil {
+		return fmt.Errorf("the agent's serving certificate: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(b) {
+		return errors.New("the agent's kubelet.crt holds no PEM certificate")
+	}
+	a.tls = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	return nil
 }
 
 // agentSpec is how to start an agent.
@@ -72,7 +106,7 @@ func startAgent(ctx context.Context, s agentSpec) (*agent, error) {
 		ports[i] = p
 	}
 	a := &agent{
-		mainURL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		mainURL: fmt.Sprintf("https://127.0.0.1:%d", ports[0]),
 		roURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
 		hzURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2]),
 		rootDir: s.rootDir,
@@ -120,14 +154,24 @@ func startAgent(ctx context.Context, s agentSpec) (*agent, error) {
 		a.stop()
 		return nil, err
 	}
+	if err := a.trustServingCert(); err != nil {
+		a.stop()
+		return nil, err
+	}
 	return a, nil
 }
 
 // externalAgent is an agent the user started: url is its main port (it
-// serves /pods and /metrics too).
+// serves /pods and /metrics too), https://host:10250 as a rule; its
+// certificate is not verified and no credentials are sent, so it needs
+// anonymous requests allowed (the flags' defaults in standalone).
 func externalAgent(url string, pid int, criEndpoint string) *agent {
 	url = strings.TrimRight(url, "/")
-	return &agent{mainURL: url, roURL: url, hzURL: url, pid: pid, cri: criEndpoint}
+	a := &agent{mainURL: url, roURL: url, hzURL: url, pid: pid, cri: criEndpoint}
+	if strings.HasPrefix(url, "https://") {
+		a.tls = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} //nolint:gosec // the user's own agent, measured not trusted
+	}
+	return a
 }
 
 func (a *agent) waitHealthy(ctx context.Context, timeout time.Duration) error {
@@ -137,7 +181,7 @@ func (a *agent) waitHealthy(ctx context.Context, timeout time.Duration) error {
 		if a.exited() {
 			return fmt.Errorf("actorlet exited during start:\n%s", a.logTail(20))
 		}
-		resp, err := http.Get(a.hzURL + "/healthz")
+		resp, err := a.client(5*time.Second, 0).Get(a.hzURL + "/healthz")
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -287,7 +331,7 @@ func (a *agent) scrapeMetrics(ctx context.Context) (metricsSnapshot, error) {
 	if err != nil {
 		return ms, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := a.client(time.Minute, 0).Do(req)
 	if err != nil {
 		return ms, err
 	}

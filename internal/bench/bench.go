@@ -299,14 +299,14 @@ func openWith(ctx context.Context, o Options, cfg sessionConfig) (*session, erro
 	case o.Source == SourceFile:
 		s.target = fileTarget{dir: filepath.Join(s.a.rootDir, "manifests"), node: cfg.node}
 	default:
-		s.push = newPushClient(s.a.mainURL, o.Concurrency)
+		s.push = newPushClient(s.a.mainURL, s.a.client(time.Minute, o.Concurrency))
 		s.target = pushTarget{s.push}
 	}
 	s.start = time.Now()
 	cctx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
 	s.samp = startSampler(cctx, s.a, s.start, 200*time.Millisecond)
-	s.obs = newObserver(s.a.roURL, goal, s.start)
+	s.obs = newObserver(s.a.roURL, goal, s.start, s.a.client(2*time.Minute, 0))
 	s.wg.Add(1)
 	if cfg.feed != nil {
 		go func() { defer s.wg.Done(); cfg.feed(cctx, s.obs) }()
@@ -342,7 +342,7 @@ func (s *session) close(ctx context.Context, r *Result) {
 		}
 	}
 	if s.o.HeapOut != "" {
-		if err := fetch(ctx, s.a.mainURL+"/debug/pprof/heap", s.o.HeapOut); err != nil {
+		if err := fetch(ctx, s.a.client(0, 0), s.a.mainURL+"/debug/pprof/heap", s.o.HeapOut); err != nil {
 			s.o.Log.Warn("heap profile failed", "err", err)
 		}
 	}
@@ -387,7 +387,7 @@ func (s *session) cleanup() {
 // profile fetches a CPU profile from the agent while it is loaded.
 func (s *session) profile(ctx context.Context) {
 	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", s.a.mainURL, int(s.o.ProfileCPU.Seconds()))
-	if err := fetch(ctx, url, s.o.ProfileOut); err != nil {
+	if err := fetch(ctx, s.a.client(0, 0), url, s.o.ProfileOut); err != nil {
 		s.o.Log.Warn("cpu profile failed", "url", url, "err", err)
 		return
 	}
@@ -395,12 +395,12 @@ func (s *session) profile(ctx context.Context) {
 }
 
 // fetch GETs url into the file path.
-func fetch(ctx context.Context, url, path string) error {
+func fetch(ctx context.Context, client *http.Client, url, path string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}

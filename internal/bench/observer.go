@@ -97,10 +97,10 @@ type observer struct {
 	lastErr  error
 }
 
-func newObserver(url, goal string, start time.Time) *observer {
+func newObserver(url, goal string, start time.Time, client *http.Client) *observer {
 	return &observer{
 		url: url, goal: goal, start: start, minInterval: 20 * time.Millisecond,
-		client: &http.Client{Timeout: 2 * time.Minute},
+		client: client,
 		pods:   map[string]*podView{},
 	}
 }

@@ -68,11 +68,8 @@ type pushClient struct {
 	retries atomic.Int64
 }
 
-func newPushClient(url string, conns int) *pushClient {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = conns
-	tr.MaxConnsPerHost = conns
-	return &pushClient{url: url, client: &http.Client{Transport: tr, Timeout: time.Minute}}
+func newPushClient(url string, client *http.Client) *pushClient {
+	return &pushClient{url: url, client: client}
 }
 
 func (c *pushClient) do(ctx context.Context, method, path string, body []byte, want int) ([]byte, error) {
