@@ -17,7 +17,9 @@ run: build
 	@mkdir -p $(RUN_DIR)
 	@echo "actorlet: standalone on the simulated runtime with the pods in deploy/examples/"
 	@echo "  look at them:   curl -s localhost:10255/pods | jq -r '.items[] | [.metadata.name, .status.phase] | @tsv'"
-	@echo "  push a pod:     curl -s -XPOST --data-binary @deploy/examples/web.yaml localhost:10250/pods"
+	@echo "  push a pod:     curl -sk -XPOST --data-binary @deploy/examples/web.yaml https://localhost:10250/pods"
+	@echo "  its logs:       curl -sk https://localhost:10250/containerLogs/default/web-actorlet-demo/httpd"
+	@echo "  (--port is TLS: a self-signed $(RUN_DIR)/pki/kubelet.crt; curl --cacert it instead of -k)"
 	@echo "  health/metrics: curl -s localhost:10248/healthz; curl -s localhost:10255/metrics | grep ^kubelet_"
 	./$(BIN) --container-runtime-endpoint sim:// \
 		--pod-manifest-path deploy/examples --file-check-frequency 2s \
