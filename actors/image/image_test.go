@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testclock "k8s.io/utils/clock/testing"
 
+	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -136,20 +137,15 @@ func (h *harness) ensure(image string, policy v1.PullPolicy) uint64 {
 // wait waits for n results in all and returns them.
 func (h *harness) wait(n int) []messages.ImageResult {
 	h.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got := h.rec.all()
-		if len(got) >= n {
-			if len(got) > n {
-				h.t.Fatalf("got %d results, want %d: %+v", len(got), n, got)
-			}
-			return got
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %d results, have %+v", n, got)
-		}
-		time.Sleep(time.Millisecond)
+	var got []messages.ImageResult
+	actortest.EventuallyDetail(h.t, fmt.Sprintf("%d results", n), func() bool {
+		got = h.rec.all()
+		return len(got) >= n
+	}, func() string { return fmt.Sprintf("have %+v", h.rec.all()) })
+	if len(got) > n {
+		h.t.Fatalf("got %d results, want %d: %+v", len(got), n, got)
 	}
+	return got
 }
 
 // ensureAndWait sends one request and returns its result.
@@ -242,16 +238,7 @@ func TestDedup(t *testing.T) {
 			for _, p := range tt.policies {
 				ids = append(ids, h.ensure("busybox:1", p))
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				if _, _, inFlight := svc.counts(); inFlight == 1 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("pull never started")
-				}
-				time.Sleep(time.Millisecond)
-			}
+			actortest.Eventually(t, "the pull to start", func() bool { _, _, inFlight := svc.counts(); return inFlight == 1 })
 			close(svc.gate) // every request is in the mailbox before the pull's result
 			got := h.wait(len(tt.policies))
 			for i, r := range got {
@@ -272,16 +259,7 @@ func TestDifferentImagesPullConcurrently(t *testing.T) {
 	h := newHarness(t, svc)
 	h.ensure("a:1", v1.PullAlways)
 	h.ensure("b:1", v1.PullAlways)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, _, inFlight := svc.counts(); inFlight == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the two pulls never ran together")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	actortest.Eventually(t, "the two pulls to run together", func() bool { _, _, inFlight := svc.counts(); return inFlight == 2 })
 	close(svc.gate)
 	h.wait(2)
 }
@@ -358,16 +336,7 @@ func TestStopAnswersWaiters(t *testing.T) {
 	svc.gate = make(chan struct{})
 	h := newHarness(t, svc)
 	h.ensure("slow:1", v1.PullAlways)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, _, inFlight := svc.counts(); inFlight == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("pull never started")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	actortest.Eventually(t, "the pull to start", func() bool { _, _, inFlight := svc.counts(); return inFlight == 1 })
 	if err := h.sys.Root.StopFuture(h.pid).Wait(); err != nil {
 		t.Fatal(err)
 	}

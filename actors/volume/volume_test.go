@@ -18,6 +18,7 @@ import (
 
 	"github.com/actorlet/actorlet/adapters/volume"
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -144,43 +145,31 @@ func TestProjectedKubeAPIAccessVolume(t *testing.T) {
 	// The ConfigMap is read again every minute; the token is not asked for
 	// again before 80 % of its life.
 	h.clk.Step(61 * time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	// Read again, and the refresh handled: its next timer is armed.
+	actortest.Eventually(t, "the ConfigMap read again and the next refresh armed", func() bool {
 		h.api.mu.Lock()
 		gets := h.api.cmGets
 		h.api.mu.Unlock()
-		if gets >= 2 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	h.sys.Root.RequestFuture(h.pid, &messages.EnsureVolumes{Pod: testPod(kubeAPIAccess()), ReplyTo: h.sink}, time.Second)
-	<-h.replies
+		return gets >= 2 && h.clk.HasWaiters()
+	})
 	if n := h.api.tokenCount(); n != 1 {
 		t.Fatalf("%d token requests after a ConfigMap resync, want 1", n)
 	}
 	// At 80 % of the token's life it is refreshed and rewritten.
 	h.clk.Step(3607*time.Second*8/10 - 61*time.Second)
-	for time.Now().Before(deadline) {
-		if b, _ := os.ReadFile(filepath.Join(dir, "token")); string(b) == "ns1/default/2" {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "token")); string(b) != "ns1/default/2" {
-		t.Fatalf("token not refreshed: %q", b)
-	}
+	actortest.EventuallyDetail(t, "the token refreshed", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "token"))
+		return string(b) == "ns1/default/2"
+	}, func() string { b, _ := os.ReadFile(filepath.Join(dir, "token")); return "token " + string(b) })
 	// Tear down removes the pod's volume directories.
 	h.sys.Root.Send(h.pid, &messages.TearDownVolumes{UID: "uid-1"})
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(filepath.Join(h.dir, "uid-1")); err == nil {
-			if _, err := os.Stat(filepath.Join(h.dir, "uid-1", "volumes")); os.IsNotExist(err) {
-				return
-			}
+	actortest.Eventually(t, "the volumes removed", func() bool {
+		if _, err := os.Stat(filepath.Join(h.dir, "uid-1")); err != nil {
+			return false
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("volumes not removed")
+		_, err := os.Stat(filepath.Join(h.dir, "uid-1", "volumes"))
+		return os.IsNotExist(err)
+	})
 }
 
 func TestVolumeErrorsAreClear(t *testing.T) {
