@@ -1,0 +1,306 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/tools/remotecommand"
+	clientspdy "k8s.io/client-go/transport/spdy"
+	clientexec "k8s.io/client-go/util/exec"
+)
+
+// The streaming endpoints of the node API (/exec, /attach, /portForward),
+// reached directly on --port as the API server reaches them, with client-go's
+// SPDY clients (what kubectl exec / attach / port-forward use).
+
+// restConfig reaches --port as mainClient does: the agent's self-signed
+// serving certificate as root, the test's client certificate if any.
+func (a *agent) restConfig() *rest.Config {
+	a.t.Helper()
+	ca, err := os.ReadFile(filepath.Join(a.rootDir, "pki", "kubelet.crt"))
+	if err != nil {
+		a.t.Fatalf("the agent's self-signed serving certificate: %v", err)
+	}
+	cfg := &rest.Config{Host: a.mainURL(""), TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
+	if c := a.clientCert; c != nil && len(c.Certificate) > 0 {
+		key, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		for _, der := range c.Certificate {
+			cfg.CertData = append(cfg.CertData, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+		}
+		cfg.KeyData = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})
+	}
+	return cfg
+}
+
+// spdyTransport is an upgrading round tripper to --port.
+func (a *agent) spdyTransport() (http.RoundTripper, clientspdy.Upgrader) {
+	a.t.Helper()
+	rt, up, err := clientspdy.RoundTripperFor(a.restConfig())
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return rt, up
+}
+
+type execResult struct {
+	stdout, stderr string
+	err            error
+}
+
+// exitCode is the exit code carried by a stream error, if it is one.
+func exitCode(err error) (int, bool) {
+	var ee clientexec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitStatus(), true
+	}
+	return 0, false
+}
+
+// execIn runs cmd in ns/pod/ctr through /exec with stdout and stderr (and
+// stdin when given), as `kubectl exec` does.
+func (a *agent) execIn(ctx context.Context, pod, ctr string, stdin io.Reader, cmd ...string) execResult {
+	a.t.Helper()
+	q := url.Values{"command": cmd, "stdout": {"1"}, "stderr": {"1"}}
+	if stdin != nil {
+		q.Set("stdin", "1")
+	}
+	return a.stream(ctx, fmt.Sprintf("/exec/default/%s/%s", pod, ctr), q, stdin)
+}
+
+// stream runs one exec or attach at path with the query's streams.
+func (a *agent) stream(ctx context.Context, path string, q url.Values, stdin io.Reader) execResult {
+	a.t.Helper()
+	u, err := url.Parse(a.mainURL(path) + "?" + q.Encode())
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	rt, up := a.spdyTransport()
+	ex, err := remotecommand.NewSPDYExecutorForTransports(rt, up, http.MethodPost, u)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	var out, errOut syncBuffer
+	opts := remotecommand.StreamOptions{Stdin: stdin}
+	if q.Get("stdout") == "1" {
+		opts.Stdout = &out
+	}
+	if q.Get("stderr") == "1" {
+		opts.Stderr = &errOut
+	}
+	err = ex.StreamWithContext(ctx, opts)
+	return execResult{stdout: out.String(), stderr: errOut.String(), err: err}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the stream writes, with a
+// channel that is signalled on every write.
+type syncBuffer struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{}
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wrote != nil {
+		select {
+		case s.wrote <- struct{}{}:
+		default:
+		}
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// forward starts a port forward of ports ("local:remote", local 0 = any)
+// to ns/pod and returns the local ports; it ends with the test.
+func (a *agent) forward(pod string, ports ...string) []portforward.ForwardedPort {
+	a.t.Helper()
+	u, err := url.Parse(a.mainURL(fmt.Sprintf("/portForward/default/%s", pod)))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	rt, up := a.spdyTransport()
+	dialer := clientspdy.NewDialer(up, &http.Client{Transport: rt}, http.MethodPost, u)
+	stop, ready := make(chan struct{}), make(chan struct{})
+	var errOut syncBuffer
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, ports, stop, ready, io.Discard, &errOut)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- fw.ForwardPorts() }()
+	select {
+	case <-ready:
+	case err := <-errc:
+		a.t.Fatalf("port forward to %s: %v", pod, err)
+	case <-time.After(30 * time.Second):
+		a.t.Fatalf("port forward to %s: not ready within 30s", pod)
+	}
+	a.t.Cleanup(func() { close(stop); <-errc })
+	got, err := fw.GetPorts()
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return got
+}
+
+// getThrough GETs / on a forwarded local port.
+func getThrough(local uint16) (int, string, error) {
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Get("http://127.0.0.1:" + strconv.Itoa(int(local)) + "/")
+	if err != nil {
+		return 0, "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// checkExec is what both runtimes must do: echo, exit codes, stdin.
+func checkExec(t *testing.T, a *agent, pod string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t.Run("echo", func(t *testing.T) {
+		r := a.execIn(ctx, pod, "main", nil, "echo", "hello")
+		if r.err != nil || r.stdout != "hello\n" {
+			t.Fatalf("exec echo hello = %q %q %v", r.stdout, r.stderr, r.err)
+		}
+	})
+	t.Run("exit code", func(t *testing.T) {
+		r := a.execIn(ctx, pod, "main", nil, "sh", "-c", "echo partial; exit 3")
+		if code, ok := exitCode(r.err); !ok || code != 3 {
+			t.Fatalf("exec exit 3: err = %v (%T), want an exit code error with 3", r.err, r.err)
+		}
+		if r.stdout != "partial\n" {
+			t.Fatalf("stdout = %q", r.stdout)
+		}
+	})
+	t.Run("stderr", func(t *testing.T) {
+		r := a.execIn(ctx, pod, "main", nil, "cat", "/no/such/file")
+		if code, ok := exitCode(r.err); !ok || code != 1 || !strings.Contains(r.stderr, "/no/such/file") {
+			t.Fatalf("exec cat missing = %q %q %v", r.stdout, r.stderr, r.err)
+		}
+	})
+	t.Run("stdin", func(t *testing.T) {
+		in := "line one\nline two\n"
+		r := a.execIn(ctx, pod, "main", strings.NewReader(in), "cat")
+		if r.err != nil || r.stdout != in {
+			t.Fatalf("exec cat with stdin = %q %q %v", r.stdout, r.stderr, r.err)
+		}
+	})
+	t.Run("refusals", func(t *testing.T) {
+		c := a.mainClient()
+		for _, tc := range []struct {
+			path string
+			code int
+		}{
+			{"/exec/default/no-such-pod/main?command=ls&stdout=1", http.StatusNotFound},
+			{"/exec/default/" + pod + "/no-such-container?command=ls&stdout=1", http.StatusNotFound},
+			{"/exec/default/" + pod + "/main?stdout=1", http.StatusBadRequest},            // no command
+			{"/exec/default/" + pod + "/main?command=ls", http.StatusBadRequest},          // no stream
+			{"/exec/default/" + pod + "/main?command=ls&stdout=1", http.StatusBadRequest}, // not an upgrade
+			{"/portForward/default/" + pod + "?port=99999", http.StatusBadRequest},
+		} {
+			resp, err := c.Post(a.mainURL(tc.path), "text/plain", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.code {
+				t.Errorf("POST %s = %d %q, want %d", tc.path, resp.StatusCode, b, tc.code)
+			}
+		}
+	})
+}
+
+// checkAttach attaches to a container that prints "tick" every half second
+// and waits for one.
+func checkAttach(t *testing.T, a *agent, pod string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	u, err := url.Parse(a.mainURL(fmt.Sprintf("/attach/default/%s/main", pod)) + "?stdout=1&stderr=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, up := a.spdyTransport()
+	ex, err := remotecommand.NewSPDYExecutorForTransports(rt, up, http.MethodPost, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &syncBuffer{wrote: make(chan struct{}, 1)}
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- ex.StreamWithContext(sctx, remotecommand.StreamOptions{Stdout: out, Stderr: io.Discard})
+	}()
+	for !strings.Contains(out.String(), "tick") {
+		select {
+		case <-out.wrote:
+		case err := <-done:
+			stop()
+			t.Fatalf("attach ended before any output: %v (got %q)", err, out.String())
+		case <-ctx.Done():
+			stop()
+			t.Fatalf("attach: no tick within a minute (got %q)", out.String())
+		}
+	}
+	stop() // the client leaves: the stream ends
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("attach did not end after the client cancelled")
+	}
+}
+
+// tickScript prints "tick" every half second for a while, then sleeps.
+func tickScript(n int) string {
+	return "sleep 0.5" + strings.Repeat("; echo tick; sleep 0.5", n) + "; sleep 3600"
+}
+
+func TestE2EExecSim(t *testing.T) {
+	dir := t.TempDir()
+	writeManifest(t, dir, "shell.yaml", podYAML("shell", simImage, "", `["sleep", "infinity"]`))
+	writeManifest(t, dir, "web.yaml", podYAML("web", simImage, "", `["httpd", "-f", "-p", "8080"]`))
+	writeManifest(t, dir, "ticker.yaml", podYAML("ticker", simImage, "", fmt.Sprintf("[\"sh\", \"-c\", %q]", tickScript(240))))
+	a := startAgent(t, agentOpts{manifestDir: dir})
+	for _, p := range []string{"shell", "web", "ticker"} {
+		a.waitPod(time.Minute, p+"-e2e-node", "Running", isRunning)
+	}
+	t.Run("exec", func(t *testing.T) { checkExec(t, a, "shell-e2e-node") })
+	t.Run("port-forward", func(t *testing.T) {
+		ports := a.forward("web-e2e-node", "0:8080")
+		for i := 0; i < 2; i++ { // each connection is a new stream
+			code, body, err := getThrough(ports[0].Local)
+			if err != nil || code != http.StatusOK || body != "ok\n" {
+				t.Fatalf("GET through the forward = %d %q %v", code, body, err)
+			}
+		}
+	})
+	t.Run("attach", func(t *testing.T) { checkAttach(t, a, "ticker-e2e-node") })
+}
