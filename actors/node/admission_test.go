@@ -44,3 +44,78 @@ func TestFitsRejectsWhatDoesNotFit(t *testing.T) {
 		})
 	}
 }
+
+func TestPredicates(t *testing.T) {
+	withPorts := func(uid string, ports ...v1.ContainerPort) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid)},
+			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Ports: ports}}}}
+	}
+	withSpec := func(edit func(*v1.PodSpec)) *v1.Pod {
+		p := withPorts("u-x")
+		edit(&p.Spec)
+		return p
+	}
+	affinity := func(terms ...v1.NodeSelectorTerm) func(*v1.PodSpec) {
+		return func(s *v1.PodSpec) {
+			s.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{NodeSelectorTerms: terms}}}
+		}
+	}
+	expr := func(key string, op v1.NodeSelectorOperator, values ...string) v1.NodeSelectorTerm {
+		return v1.NodeSelectorTerm{MatchExpressions: []v1.NodeSelectorRequirement{{Key: key, Operator: op, Values: values}}}
+	}
+	a := &Actor{cfg: Config{NodeName: "n1", NodeLabels: map[string]string{
+		"kubernetes.io/hostname": "n1", "kubernetes.io/os": "linux", "disk": "ssd", "cores": "8"}},
+		pods: map[types.UID]*entry{
+			"u-web": {pod: withPorts("u-web", v1.ContainerPort{ContainerPort: 80, HostPort: 8080})},
+			"u-dns": {pod: withPorts("u-dns", v1.ContainerPort{ContainerPort: 53, HostPort: 53, HostIP: "127.0.0.1", Protocol: v1.ProtocolUDP})},
+		}}
+	for _, e := range a.pods {
+		a.track(e, 1)
+	}
+	tests := []struct {
+		name   string
+		pod    *v1.Pod
+		reason string
+	}{
+		{name: "no constraints", pod: withPorts("u-1")},
+		{name: "node selector matches", pod: withSpec(func(s *v1.PodSpec) { s.NodeSelector = map[string]string{"disk": "ssd"} })},
+		{name: "node selector does not match", pod: withSpec(func(s *v1.PodSpec) { s.NodeSelector = map[string]string{"disk": "hdd"} }), reason: ReasonNodeAffinity},
+		{name: "node selector on a missing label", pod: withSpec(func(s *v1.PodSpec) { s.NodeSelector = map[string]string{"gpu": ""} }), reason: ReasonNodeAffinity},
+		{name: "os selector does not match", pod: withSpec(func(s *v1.PodSpec) { s.NodeSelector = map[string]string{"kubernetes.io/os": "windows"} }), reason: ReasonOSSelector},
+		{name: "os field does not match", pod: withSpec(func(s *v1.PodSpec) { s.OS = &v1.PodOS{Name: "windows"} }), reason: ReasonOSNotSupported},
+		{name: "affinity In", pod: withSpec(affinity(expr("disk", v1.NodeSelectorOpIn, "ssd", "nvme")))},
+		{name: "affinity NotIn", pod: withSpec(affinity(expr("disk", v1.NodeSelectorOpNotIn, "ssd"))), reason: ReasonNodeAffinity},
+		{name: "affinity Gt", pod: withSpec(affinity(expr("cores", v1.NodeSelectorOpGt, "4")))},
+		{name: "affinity Lt fails", pod: withSpec(affinity(expr("cores", v1.NodeSelectorOpLt, "4"))), reason: ReasonNodeAffinity},
+		{name: "affinity DoesNotExist", pod: withSpec(affinity(expr("gpu", v1.NodeSelectorOpDoesNotExist)))},
+		{name: "terms are ORed", pod: withSpec(affinity(expr("disk", v1.NodeSelectorOpIn, "hdd"), expr("cores", v1.NodeSelectorOpExists)))},
+		{name: "an empty term matches nothing", pod: withSpec(affinity(v1.NodeSelectorTerm{})), reason: ReasonNodeAffinity},
+		{name: "matchFields on the node name", pod: withSpec(affinity(v1.NodeSelectorTerm{MatchFields: []v1.NodeSelectorRequirement{
+			{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{"n1"}}}}))},
+		{name: "matchFields on another node", pod: withSpec(affinity(v1.NodeSelectorTerm{MatchFields: []v1.NodeSelectorRequirement{
+			{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{"n2"}}}})), reason: ReasonNodeAffinity},
+		{name: "unknown operator matches nothing", pod: withSpec(affinity(expr("disk", "Like", "ssd"))), reason: ReasonNodeAffinity},
+		{name: "host port taken", pod: withPorts("u-2", v1.ContainerPort{ContainerPort: 8000, HostPort: 8080}), reason: ReasonNodePorts},
+		{name: "same port, other protocol", pod: withPorts("u-3", v1.ContainerPort{ContainerPort: 8000, HostPort: 8080, Protocol: v1.ProtocolUDP})},
+		{name: "other host IP of a specific binding", pod: withPorts("u-4", v1.ContainerPort{ContainerPort: 53, HostPort: 53, HostIP: "127.0.0.2", Protocol: v1.ProtocolUDP})},
+		{name: "wildcard against a specific binding", pod: withPorts("u-5", v1.ContainerPort{ContainerPort: 53, HostPort: 53, Protocol: v1.ProtocolUDP}), reason: ReasonNodePorts},
+		{name: "container port without host port", pod: withPorts("u-6", v1.ContainerPort{ContainerPort: 8080})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reason, msg := a.predicates(tt.pod)
+			if reason != tt.reason {
+				t.Fatalf("reason %q (%s), want %q", reason, msg, tt.reason)
+			}
+			if reason != "" && msg == "" {
+				t.Fatal("a rejection without a message")
+			}
+		})
+	}
+	// A pod that goes frees its ports.
+	a.track(a.pods["u-web"], -1)
+	if reason, _ := a.predicates(withPorts("u-7", v1.ContainerPort{ContainerPort: 80, HostPort: 8080})); reason != "" {
+		t.Fatalf("port still taken after its pod went: %s", reason)
+	}
+}

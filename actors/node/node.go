@@ -44,6 +44,10 @@ type Config struct {
 	// MaxParallelStarts bounds the pods starting at once (StartSlot); 0: no
 	// bound.
 	MaxParallelStarts int
+	// NodeLabels are this node's labels (kubernetes.io/hostname, os, arch
+	// and --node-labels): pods whose node selector or required node
+	// affinity they do not match are rejected (NodeAffinity), as upstream.
+	NodeLabels map[string]string
 }
 
 // New returns the NodeActor producer.
@@ -94,6 +98,7 @@ type Actor struct {
 	// per update): admitted pods by source kind and their requests.
 	nActive, nStatic, nAPI int
 	requested              v1.ResourceList
+	hostPorts              map[string]map[string]int // "TCP/80" -> host IP -> pods
 
 	starting map[types.UID]bool // pods holding a start slot
 	waiting  []types.UID        // pods waiting for one, in order
@@ -112,6 +117,7 @@ func (a *Actor) track(e *entry, sign int) {
 	} else {
 		a.nStatic += sign
 	}
+	a.trackHostPorts(e.pod, sign)
 	if a.requested == nil {
 		a.requested = v1.ResourceList{}
 	}
@@ -162,7 +168,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.synced = map[string]bool{}
 	a.pods = map[types.UID]*entry{}
 	a.rejected = map[types.UID]*v1.Pod{}
-	a.nActive, a.nStatic, a.nAPI, a.requested = 0, 0, 0, v1.ResourceList{}
+	a.nActive, a.nStatic, a.nAPI, a.requested, a.hostPorts = 0, 0, 0, v1.ResourceList{}, nil
 	a.starting, a.waiting = map[types.UID]bool{}, nil
 	// After a restart nothing is known: the sources send their pods again
 	// and new PodActors adopt what runs (the old ones were stopped with us).
@@ -284,6 +290,10 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 			a.reject(ctx, p, source, reason, msg)
 			return
 		}
+	}
+	if reason, msg := a.predicates(p); reason != "" {
+		a.reject(ctx, p, source, reason, msg)
+		return
 	}
 	a.spawn(ctx, p, source)
 }

@@ -274,17 +274,23 @@ func (a *Actor) handleRegistered(ctx actor.Context, m *registered) {
 type retryRegister struct{}
 
 func (a *Actor) initialNode() *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: Labels(a.cfg.Hostname, a.cfg.Labels)}}
+}
+
+// Labels are the labels a node registers with, as upstream: hostname, os
+// and arch (also the beta keys), then extra (--node-labels) on top.
+func Labels(hostname string, extra map[string]string) map[string]string {
 	labels := map[string]string{
-		"kubernetes.io/hostname":  a.cfg.Hostname,
-		"kubernetes.io/os":        "linux",
+		"kubernetes.io/hostname":  hostname,
+		"kubernetes.io/os":        runtime.GOOS,
 		"kubernetes.io/arch":      runtime.GOARCH,
 		"beta.kubernetes.io/arch": runtime.GOARCH,
-		"beta.kubernetes.io/os":   "linux",
+		"beta.kubernetes.io/os":   runtime.GOOS,
 	}
-	for k, v := range a.cfg.Labels {
+	for k, v := range extra {
 		labels[k] = v
 	}
-	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: labels}}
+	return labels
 }
 
 // report computes the status and patches it when it changed, or when the

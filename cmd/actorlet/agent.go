@@ -257,6 +257,7 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		supervisors.Child{Name: "node", Props: props(node.New(node.Config{
 			NodeName: name, MaxPods: int(o.MaxPods), Sources: sources, SourcePIDs: sourcePIDs,
 			Allocatable:       nodeAllocatable,
+			NodeLabels:        nodestatus.Labels(name, o.NodeLabels),
 			MaxParallelStarts: int(o.MaxParallelPodStarts),
 		}, statusPID, podProps, m, log))},
 		supervisors.Child{Name: "pleg", Props: props(pleg.New(nodePID, rt, clk, pleg.Config{
