@@ -1,0 +1,39 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// The same checks as TestE2EExecSim on real busybox containers: containerd's
+// CRI streaming server (deploy/local/containerd.sh: stream_server_address
+// 127.0.0.1, port 0) behind actorlet's proxy.
+func TestE2EExecContainerd(t *testing.T) {
+	dir := t.TempDir()
+	a, image := startContainerdAgent(t, dir)
+	writeManifest(t, dir, "shell.yaml", podYAML("shell", image, "", `["sleep", "3600"]`))
+	writeManifest(t, dir, "web.yaml", podYAML("web", image, "", `["sh", "-c", "mkdir -p /www && echo hello > /www/index.html && exec httpd -f -p 8080 -h /www"]`))
+	writeManifest(t, dir, "ticker.yaml", podYAML("ticker", image, "", fmt.Sprintf("[\"sh\", \"-c\", %q]", tickScript(240))))
+	var uids []string
+	for _, p := range []string{"shell", "web", "ticker"} {
+		pod := a.waitPod(2*time.Minute, p+"-e2e-node", "Running", isRunning)
+		uids = append(uids, string(pod.UID))
+	}
+	t.Cleanup(func() { cleanupPods(t, a, dir, uids...) })
+
+	t.Run("exec", func(t *testing.T) { checkExec(t, a, "shell-e2e-node") })
+	t.Run("port-forward", func(t *testing.T) {
+		ports := a.forward("web-e2e-node", "0:8080")
+		for i := 0; i < 2; i++ { // each connection is a new stream
+			start := time.Now()
+			code, body, err := getThrough(ports[0].Local)
+			if err != nil || code != http.StatusOK || body != "hello\n" {
+				t.Fatalf("GET through the forward = %d %q %v", code, body, err)
+			}
+			t.Logf("GET through the forward: %v", time.Since(start))
+		}
+	})
+	t.Run("attach", func(t *testing.T) { checkAttach(t, a, "ticker-e2e-node") })
+}
