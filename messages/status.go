@@ -39,6 +39,17 @@ type NodeRegistered struct {
 // GetPods asks the StatusActor for every known pod with status. Reply: PodList.
 type GetPods struct{}
 
+// GetPod asks the StatusActor for one pod, with status, by namespace and
+// name. Reply: PodFound (Pod nil when it knows no such pod).
+type GetPod struct {
+	Namespace, Name string
+}
+
+// PodFound answers GetPod. Pod is the StatusActor's copy: read only.
+type PodFound struct {
+	Pod *v1.Pod
+}
+
 // PodList answers GetPods.
 type PodList struct {
 	Items []v1.Pod

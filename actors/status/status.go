@@ -53,6 +53,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 	case *messages.GetPods:
 		ctx.Respond(a.list())
+	case *messages.GetPod:
+		ctx.Respond(a.find(m.Namespace, m.Name))
 	default:
 		if a.w != nil {
 			a.w.receive(m)
@@ -75,6 +77,17 @@ func (a *Actor) handleUpdate(m *messages.PodStatusUpdate) {
 }
 
 func terminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
+
+// find looks one pod up without copying the others (a log or exec request
+// on a node with thousands of pods).
+func (a *Actor) find(namespace, name string) *messages.PodFound {
+	for _, p := range a.pods {
+		if p.Namespace == namespace && p.Name == name {
+			return &messages.PodFound{Pod: p.DeepCopy()}
+		}
+	}
+	return &messages.PodFound{}
+}
 
 func (a *Actor) list() *messages.PodList {
 	out := &messages.PodList{Items: make([]v1.Pod, 0, len(a.pods))}

@@ -248,3 +248,35 @@ func TestRestartedStatusActorStartsEmptyAndResyncs(t *testing.T) {
 		t.Errorf("after restart pods = %v, want none until republished", summary(got))
 	}
 }
+
+func TestGetPodFindsOnePod(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	t.Cleanup(sys.Shutdown)
+	pid := sys.Root.Spawn(actor.PropsFromProducer(New(nil)))
+	sys.Root.Send(pid, update("default", "web", "u1", v1.PodRunning))
+	sys.Root.Send(pid, update("other", "web", "u2", v1.PodPending))
+	tests := []struct {
+		ns, name, wantUID string
+	}{
+		{ns: "default", name: "web", wantUID: "u1"},
+		{ns: "other", name: "web", wantUID: "u2"},
+		{ns: "default", name: "nope"},
+	}
+	for _, tt := range tests {
+		res, err := sys.Root.RequestFuture(pid, &messages.GetPod{Namespace: tt.ns, Name: tt.name}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatalf("GetPod: %v", err)
+		}
+		found, ok := res.(*messages.PodFound)
+		if !ok {
+			t.Fatalf("GetPod answered %T", res)
+		}
+		var uid string
+		if found.Pod != nil {
+			uid = string(found.Pod.UID)
+		}
+		if uid != tt.wantUID {
+			t.Errorf("%s/%s: uid %q, want %q", tt.ns, tt.name, uid, tt.wantUID)
+		}
+	}
+}

@@ -106,8 +106,9 @@ func NewContainerLogs(root string, resolve ResolveFunc, log *slog.Logger, opts .
 	return mux
 }
 
-// StatusResolver resolves pods from the StatusActor's pod list
-// (messages.GetPods), waiting at most timeout (default 10s) per request.
+// StatusResolver resolves pods with the StatusActor (messages.GetPod: one
+// pod, not a copy of the whole list), waiting at most timeout (default 10s)
+// per request.
 func StatusResolver(sys *actor.ActorSystem, status *actor.PID, timeout time.Duration) ResolveFunc {
 	if timeout <= 0 {
 		timeout = DefaultRequestTimeout
@@ -117,26 +118,15 @@ func StatusResolver(sys *actor.ActorSystem, status *actor.PID, timeout time.Dura
 		if dl, ok := ctx.Deadline(); ok {
 			t = min(t, time.Until(dl))
 		}
-		res, err := sys.Root.RequestFuture(status, &messages.GetPods{}, t).Result()
+		res, err := sys.Root.RequestFuture(status, &messages.GetPod{Namespace: namespace, Name: name}, t).Result()
 		if err != nil {
 			return "", nil, fmt.Errorf("ask status actor (%s): %w: %v", status.Id, errdefs.ErrUnavailable, err)
 		}
-		var items []v1.Pod
-		switch m := res.(type) {
-		case *messages.PodList:
-			if m != nil {
-				items = m.Items
-			}
-		case messages.PodList:
-			items = m.Items
-		default:
+		found, ok := res.(*messages.PodFound)
+		if !ok {
 			return "", nil, fmt.Errorf("status actor: unexpected answer %T", res)
 		}
-		for i := range items {
-			p := &items[i]
-			if p.Namespace != namespace || p.Name != name {
-				continue
-			}
+		if p := found.Pod; p != nil {
 			cs := make(map[string]int32, len(p.Spec.Containers)+len(p.Spec.InitContainers))
 			for _, c := range p.Spec.InitContainers {
 				cs[c.Name] = 0

@@ -70,11 +70,22 @@ func setup(t *testing.T, mutate func(*Config)) *env {
 		return pid
 	}
 	status := spawn(func(c actor.Context) {
-		if _, ok := c.Message().(*messages.GetPods); ok {
+		switch m := c.Message().(type) {
+		case *messages.GetPods:
 			st.mu.Lock()
 			items := append([]v1.Pod(nil), st.pods...)
 			st.mu.Unlock()
 			c.Respond(&messages.PodList{Items: items})
+		case *messages.GetPod:
+			st.mu.Lock()
+			found := &messages.PodFound{}
+			for i := range st.pods {
+				if p := &st.pods[i]; p.Namespace == m.Namespace && p.Name == m.Name {
+					found.Pod = p.DeepCopy()
+				}
+			}
+			st.mu.Unlock()
+			c.Respond(found)
 		}
 	})
 	pleg := spawn(func(c actor.Context) {
