@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/streaming/pkg/httpstream"
+	"k8s.io/streaming/pkg/httpstream/wsstream"
 
 	"github.com/actorlet/actorlet/errdefs"
 )
@@ -51,7 +52,8 @@ type streaming struct {
 // It finds the pod with resolve (StatusResolver), its running container or
 // ready sandbox in the runtime (by the CRI labels), asks the runtime for a
 // streaming URL and proxies the client's upgraded connection (SPDY, or a
-// WebSocket the runtime speaks) to it. It routes by itself, so it can be
+// WebSocket the runtime speaks) to it; v5 WebSocket clients are served by
+// actorlet itself and bridged to the runtime over SPDY (stream_ws.go). It routes by itself, so it can be
 // mounted on "/exec/", "/attach/" and "/portForward/". It panics without
 // resolve or rt (a wiring error).
 func NewStreaming(resolve ResolveFunc, rt StreamingRuntime, log *slog.Logger) http.Handler {
@@ -237,7 +239,7 @@ func (h *streaming) serveExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.log.Info("exec", "pod", t.pod(), "container", t.ctr, "command", cmd[0], "tty", o.tty, "stdin", o.stdin)
-	h.proxy(w, r, u)
+	h.serveStream(w, r, u, o)
 }
 
 func (h *streaming) serveAttach(w http.ResponseWriter, r *http.Request) {
@@ -265,7 +267,7 @@ func (h *streaming) serveAttach(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.log.Info("attach", "pod", t.pod(), "container", t.ctr, "tty", o.tty, "stdin", o.stdin)
-	h.proxy(w, r, u)
+	h.serveStream(w, r, u, o)
 }
 
 func (h *streaming) servePortForward(w http.ResponseWriter, r *http.Request) {
@@ -279,6 +281,11 @@ func (h *streaming) servePortForward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !upgradeOnly(w, r) {
+		return
+	}
+	if wsstream.IsWebSocketRequestWithTunnelingProtocol(r) {
+		// client-go falls back to SPDY on this answer.
+		httpError(w, http.StatusBadRequest, "port-forward over a WebSocket tunnel is not supported: use SPDY")
 		return
 	}
 	sbs, err := h.rt.ListPodSandbox(r.Context(), &runtimeapi.PodSandboxFilter{
@@ -329,6 +336,15 @@ func (h *streaming) runtimeError(w http.ResponseWriter, err error, format string
 		h.log.Warn("streaming request failed", "what", msg, "err", err)
 	}
 	httpError(w, code, "%s: %v", msg, err)
+}
+
+// serveStream connects an exec or attach client to the runtime's URL.
+func (h *streaming) serveStream(w http.ResponseWriter, r *http.Request, u *url.URL, o streamOptions) {
+	if isWebSocketV5(r) {
+		h.translateWebSocket(w, r, u, o)
+		return
+	}
+	h.proxy(w, r, u)
 }
 
 // proxy hands the client's connection to the runtime's streaming server,

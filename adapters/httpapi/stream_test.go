@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	clientexec "k8s.io/client-go/util/exec"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/actorlet/actorlet/errdefs"
@@ -306,5 +307,43 @@ func TestStreamingProxiesTheUpgrade(t *testing.T) {
 			}
 			tt.check(t, rt)
 		})
+	}
+}
+
+func TestStreamStatus(t *testing.T) {
+	tests := []struct {
+		name       string
+		err        error
+		wantStatus string
+		wantReason string
+		wantCause  string
+	}{
+		{name: "success", wantStatus: "Success"},
+		{name: "exit code", err: fmt.Errorf("stream: %w", clientexec.CodeExitError{Err: fmt.Errorf("exit 3"), Code: 3}), wantStatus: "Failure", wantReason: "NonZeroExitCode", wantCause: "3"},
+		{name: "other", err: fmt.Errorf("connection reset"), wantStatus: "Failure", wantReason: "InternalError"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := streamStatus(tt.err)
+			if st.Status != tt.wantStatus || string(st.Reason) != tt.wantReason {
+				t.Fatalf("status = %+v", st)
+			}
+			if tt.wantCause != "" && (st.Details == nil || len(st.Details.Causes) != 1 || st.Details.Causes[0].Message != tt.wantCause || st.Details.Causes[0].Type != "ExitCode") {
+				t.Fatalf("causes = %+v", st.Details)
+			}
+		})
+	}
+}
+
+func TestStreamingRefusesWebSocketPortForwardTunnel(t *testing.T) {
+	rt, resolve := newStreamFixture()
+	h := NewStreaming(resolve, rt, nil)
+	r := upgradeRequest(http.MethodGet, "/portForward/default/web")
+	r.Header.Set("Upgrade", "websocket")
+	r.Header.Set("Sec-WebSocket-Protocol", "SPDY/3.1+portforward.k8s.io")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusBadRequest || len(rt.forwards) != 0 {
+		t.Fatalf("tunnel = %d %q (runtime asked %v), want 400 before the runtime is asked", w.Code, w.Body.String(), rt.forwards)
 	}
 }

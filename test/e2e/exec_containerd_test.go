@@ -27,12 +27,10 @@ func TestE2EExecContainerd(t *testing.T) {
 	t.Run("port-forward", func(t *testing.T) {
 		ports := a.forward("web-e2e-node", "0:8080")
 		for i := 0; i < 2; i++ { // each connection is a new stream
-			start := time.Now()
 			code, body, err := getThrough(ports[0].Local)
 			if err != nil || code != http.StatusOK || body != "hello\n" {
 				t.Fatalf("GET through the forward = %d %q %v", code, body, err)
 			}
-			t.Logf("GET through the forward: %v", time.Since(start))
 		}
 	})
 	t.Run("attach", func(t *testing.T) { checkAttach(t, a, "ticker-e2e-node") })

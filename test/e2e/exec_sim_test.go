@@ -76,25 +76,31 @@ func exitCode(err error) (int, bool) {
 }
 
 // execIn runs cmd in ns/pod/ctr through /exec with stdout and stderr (and
-// stdin when given), as `kubectl exec` does.
-func (a *agent) execIn(ctx context.Context, pod, ctr string, stdin io.Reader, cmd ...string) execResult {
+// stdin when given), as `kubectl exec` does: over SPDY, or over a v5
+// WebSocket with websocket set.
+func (a *agent) execIn(ctx context.Context, websocket bool, pod, ctr string, stdin io.Reader, cmd ...string) execResult {
 	a.t.Helper()
 	q := url.Values{"command": cmd, "stdout": {"1"}, "stderr": {"1"}}
 	if stdin != nil {
 		q.Set("stdin", "1")
 	}
-	return a.stream(ctx, fmt.Sprintf("/exec/default/%s/%s", pod, ctr), q, stdin)
+	return a.stream(ctx, websocket, fmt.Sprintf("/exec/default/%s/%s", pod, ctr), q, stdin)
 }
 
 // stream runs one exec or attach at path with the query's streams.
-func (a *agent) stream(ctx context.Context, path string, q url.Values, stdin io.Reader) execResult {
+func (a *agent) stream(ctx context.Context, websocket bool, path string, q url.Values, stdin io.Reader) execResult {
 	a.t.Helper()
 	u, err := url.Parse(a.mainURL(path) + "?" + q.Encode())
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	rt, up := a.spdyTransport()
-	ex, err := remotecommand.NewSPDYExecutorForTransports(rt, up, http.MethodPost, u)
+	var ex remotecommand.Executor
+	if websocket {
+		ex, err = remotecommand.NewWebSocketExecutor(a.restConfig(), http.MethodGet, u.String())
+	} else {
+		rt, up := a.spdyTransport()
+		ex, err = remotecommand.NewSPDYExecutorForTransports(rt, up, http.MethodPost, u)
+	}
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -181,18 +187,26 @@ func getThrough(local uint16) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
-// checkExec is what both runtimes must do: echo, exit codes, stdin.
+// checkExec is what both runtimes must do: echo, exit codes, stdin, over
+// SPDY and over WebSocket; and the refusals.
 func checkExec(t *testing.T, a *agent, pod string) {
+	for _, proto := range []string{"spdy", "websocket"} {
+		t.Run(proto, func(t *testing.T) { checkExecOver(t, a, proto == "websocket", pod) })
+	}
+	t.Run("refusals", func(t *testing.T) { checkRefusals(t, a, pod) })
+}
+
+func checkExecOver(t *testing.T, a *agent, ws bool, pod string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	t.Run("echo", func(t *testing.T) {
-		r := a.execIn(ctx, pod, "main", nil, "echo", "hello")
+		r := a.execIn(ctx, ws, pod, "main", nil, "echo", "hello")
 		if r.err != nil || r.stdout != "hello\n" {
 			t.Fatalf("exec echo hello = %q %q %v", r.stdout, r.stderr, r.err)
 		}
 	})
 	t.Run("exit code", func(t *testing.T) {
-		r := a.execIn(ctx, pod, "main", nil, "sh", "-c", "echo partial; exit 3")
+		r := a.execIn(ctx, ws, pod, "main", nil, "sh", "-c", "echo partial; exit 3")
 		if code, ok := exitCode(r.err); !ok || code != 3 {
 			t.Fatalf("exec exit 3: err = %v (%T), want an exit code error with 3", r.err, r.err)
 		}
@@ -201,19 +215,23 @@ func checkExec(t *testing.T, a *agent, pod string) {
 		}
 	})
 	t.Run("stderr", func(t *testing.T) {
-		r := a.execIn(ctx, pod, "main", nil, "cat", "/no/such/file")
+		r := a.execIn(ctx, ws, pod, "main", nil, "cat", "/no/such/file")
 		if code, ok := exitCode(r.err); !ok || code != 1 || !strings.Contains(r.stderr, "/no/such/file") {
 			t.Fatalf("exec cat missing = %q %q %v", r.stdout, r.stderr, r.err)
 		}
 	})
 	t.Run("stdin", func(t *testing.T) {
 		in := "line one\nline two\n"
-		r := a.execIn(ctx, pod, "main", strings.NewReader(in), "cat")
+		r := a.execIn(ctx, ws, pod, "main", strings.NewReader(in), "cat")
 		if r.err != nil || r.stdout != in {
 			t.Fatalf("exec cat with stdin = %q %q %v", r.stdout, r.stderr, r.err)
 		}
 	})
-	t.Run("refusals", func(t *testing.T) {
+}
+
+// checkRefusals: clear 4xx answers for what cannot stream.
+func checkRefusals(t *testing.T, a *agent, pod string) {
+	{
 		c := a.mainClient()
 		for _, tc := range []struct {
 			path string
@@ -236,7 +254,7 @@ func checkExec(t *testing.T, a *agent, pod string) {
 				t.Errorf("POST %s = %d %q, want %d", tc.path, resp.StatusCode, b, tc.code)
 			}
 		}
-	})
+	}
 }
 
 // checkAttach attaches to a container that prints "tick" every half second
