@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/streaming/pkg/httpstream"
@@ -45,8 +46,8 @@ type streaming struct {
 // NewStreaming serves the upstream kubelet's streaming endpoints, GET and
 // POST:
 //
-//	/exec/{namespace}/{pod}[/{uid}]/{container}?command=...&stdin=1&stdout=1&stderr=1&tty=1
-//	/attach/{namespace}/{pod}[/{uid}]/{container}?stdin=1&stdout=1&stderr=1&tty=1
+//	/exec/{namespace}/{pod}[/{uid}]/{container}?command=...&input=1&output=1&error=1&tty=1
+//	/attach/{namespace}/{pod}[/{uid}]/{container}?input=1&output=1&error=1&tty=1
 //	/portForward/{namespace}/{pod}[/{uid}][?port=N]
 //
 // It finds the pod with resolve (StatusResolver), its running container or
@@ -81,34 +82,44 @@ type streamOptions struct {
 	stdin, stdout, stderr, tty bool
 }
 
-// parseStreamOptions reads stdin, stdout, stderr and tty ("1" as upstream's
-// clients send, or any strconv.ParseBool value). tty with stderr drops
-// stderr (a terminal has one output), as upstream does.
+// parseStreamOptions reads the streams as the API server names them on the
+// kubelet URL (input, output, error, tty: "1"), also under the names of the
+// API's PodExecOptions (stdin, stdout, stderr) and with any
+// strconv.ParseBool value. tty with stderr drops stderr (a terminal has one
+// output), as upstream does.
 func parseStreamOptions(q url.Values) (streamOptions, error) {
 	var o streamOptions
 	for _, f := range []struct {
-		k   string
-		dst *bool
-	}{{"stdin", &o.stdin}, {"stdout", &o.stdout}, {"stderr", &o.stderr}, {"tty", &o.tty}} {
-		v, ok := q[f.k]
-		if !ok || len(v) == 0 {
-			continue
+		keys []string
+		dst  *bool
+	}{
+		{[]string{v1.ExecStdinParam, "stdin"}, &o.stdin},
+		{[]string{v1.ExecStdoutParam, "stdout"}, &o.stdout},
+		{[]string{v1.ExecStderrParam, "stderr"}, &o.stderr},
+		{[]string{v1.ExecTTYParam}, &o.tty},
+	} {
+		for _, k := range f.keys {
+			v, ok := q[k]
+			if !ok || len(v) == 0 {
+				continue
+			}
+			if v[0] == "" {
+				*f.dst = true
+				break
+			}
+			b, err := strconv.ParseBool(v[0])
+			if err != nil {
+				return o, fmt.Errorf("invalid %s %q: want 1, 0, true or false", k, v[0])
+			}
+			*f.dst = b
+			break // the first name given wins
 		}
-		if v[0] == "" {
-			*f.dst = true
-			continue
-		}
-		b, err := strconv.ParseBool(v[0])
-		if err != nil {
-			return o, fmt.Errorf("invalid %s %q: want 1, 0, true or false", f.k, v[0])
-		}
-		*f.dst = b
 	}
 	if o.tty && o.stderr {
 		o.stderr = false
 	}
 	if !o.stdin && !o.stdout && !o.stderr {
-		return o, errors.New("you must specify at least 1 of stdin, stdout, stderr")
+		return o, errors.New("you must specify at least 1 of input, output, error (or stdin, stdout, stderr)")
 	}
 	return o, nil
 }
@@ -214,7 +225,7 @@ func (h *streaming) serveExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	cmd := q["command"]
+	cmd := q[v1.ExecCommandParam]
 	if len(cmd) == 0 || cmd[0] == "" {
 		httpError(w, http.StatusBadRequest, "command is required: add command=... to the query, once per argument")
 		return

@@ -147,29 +147,29 @@ func TestStreamingErrors(t *testing.T) {
 		wantCode  int
 		wantMsg   string
 	}{
-		{name: "unknown pod", target: "/exec/default/nope/app?command=ls&stdout=1", wantCode: 404, wantMsg: `pod "nope" does not exist`},
-		{name: "wrong uid", target: "/exec/default/web/u9/app?command=ls&stdout=1", wantCode: 404, wantMsg: `pod "web" does not exist`},
-		{name: "unknown container", target: "/exec/default/web/nope?command=ls&stdout=1", wantCode: 404, wantMsg: `container "nope" not found in pod default/web`},
-		{name: "container exited", target: "/exec/default/web/side?command=ls&stdout=1", wantCode: 400, wantMsg: `container "side" in pod default/web is not running`},
-		{name: "container not created", target: "/attach/default/web/init?stdout=1", wantCode: 400, wantMsg: "is waiting to start"},
-		{name: "no command", target: "/exec/default/web/app?stdout=1", wantCode: 400, wantMsg: "command is required"},
-		{name: "empty command", target: "/exec/default/web/app?command=&stdout=1", wantCode: 400, wantMsg: "command is required"},
-		{name: "no stream", target: "/exec/default/web/app?command=ls", wantCode: 400, wantMsg: "at least 1 of stdin, stdout, stderr"},
+		{name: "unknown pod", target: "/exec/default/nope/app?command=ls&output=1", wantCode: 404, wantMsg: `pod "nope" does not exist`},
+		{name: "wrong uid", target: "/exec/default/web/u9/app?command=ls&output=1", wantCode: 404, wantMsg: `pod "web" does not exist`},
+		{name: "unknown container", target: "/exec/default/web/nope?command=ls&output=1", wantCode: 404, wantMsg: `container "nope" not found in pod default/web`},
+		{name: "container exited", target: "/exec/default/web/side?command=ls&output=1", wantCode: 400, wantMsg: `container "side" in pod default/web is not running`},
+		{name: "container not created", target: "/attach/default/web/init?output=1", wantCode: 400, wantMsg: "is waiting to start"},
+		{name: "no command", target: "/exec/default/web/app?output=1", wantCode: 400, wantMsg: "command is required"},
+		{name: "empty command", target: "/exec/default/web/app?command=&output=1", wantCode: 400, wantMsg: "command is required"},
+		{name: "no stream", target: "/exec/default/web/app?command=ls", wantCode: 400, wantMsg: "at least 1 of input, output, error"},
 		{name: "bad bool", target: "/exec/default/web/app?command=ls&stdout=yes%21", wantCode: 400, wantMsg: `invalid stdout "yes!"`},
 		{name: "bad port", target: "/portForward/default/web?port=http", wantCode: 400, wantMsg: `invalid port "http"`},
 		{name: "port zero", target: "/portForward/default/web?port=80,0", wantCode: 400, wantMsg: `invalid port "0"`},
 		{name: "port too big", target: "/portForward/default/web?port=65536", wantCode: 400, wantMsg: "invalid port"},
 		{name: "no ready sandbox", target: "/portForward/default/stopped", wantCode: 400, wantMsg: "has no ready sandbox"},
-		{name: "not an upgrade", target: "/exec/default/web/app?command=ls&stdout=1", noUpgrade: true, wantCode: 400, wantMsg: "upgrade request required"},
-		{name: "status actor down", target: "/exec/down/web/app?command=ls&stdout=1", wantCode: 503, wantMsg: "find pod down/web"},
-		{name: "runtime down on list", target: "/exec/default/web/app?command=ls&stdout=1", listErr: errdefs.Wrap(errdefs.ErrUnavailable, fmt.Errorf("connection refused")), wantCode: 503, wantMsg: "connection refused"},
-		{name: "runtime error", target: "/exec/default/web/app?command=ls&stdout=1", callErr: errdefs.Wrap(errdefs.ErrUnknown, fmt.Errorf("OCI runtime exec failed: no such file")), wantCode: 500, wantMsg: "OCI runtime exec failed: no such file"},
-		{name: "container gone meanwhile", target: "/attach/default/web/app?stdout=1", callErr: errdefs.Wrap(errdefs.ErrNotFound, fmt.Errorf("container not found")), wantCode: 404, wantMsg: "container not found"},
+		{name: "not an upgrade", target: "/exec/default/web/app?command=ls&output=1", noUpgrade: true, wantCode: 400, wantMsg: "upgrade request required"},
+		{name: "status actor down", target: "/exec/down/web/app?command=ls&output=1", wantCode: 503, wantMsg: "find pod down/web"},
+		{name: "runtime down on list", target: "/exec/default/web/app?command=ls&output=1", listErr: errdefs.Wrap(errdefs.ErrUnavailable, fmt.Errorf("connection refused")), wantCode: 503, wantMsg: "connection refused"},
+		{name: "runtime error", target: "/exec/default/web/app?command=ls&output=1", callErr: errdefs.Wrap(errdefs.ErrUnknown, fmt.Errorf("OCI runtime exec failed: no such file")), wantCode: 500, wantMsg: "OCI runtime exec failed: no such file"},
+		{name: "container gone meanwhile", target: "/attach/default/web/app?output=1", callErr: errdefs.Wrap(errdefs.ErrNotFound, fmt.Errorf("container not found")), wantCode: 404, wantMsg: "container not found"},
 		{name: "streaming unimplemented", target: "/portForward/default/web", callErr: errdefs.Wrap(errdefs.ErrUnimplemented, fmt.Errorf("no streaming")), wantCode: 501, wantMsg: "no streaming"},
-		{name: "wrong method", method: http.MethodPut, target: "/exec/default/web/app?command=ls&stdout=1", wantCode: 405},
+		{name: "wrong method", method: http.MethodPut, target: "/exec/default/web/app?command=ls&output=1", wantCode: 405},
 		{name: "path too short", target: "/exec/default/web", wantCode: 404},
 		{name: "path too long", target: "/exec/default/web/u1/app/more", wantCode: 404},
-		{name: "escaped slash", target: "/exec/default/web/a%2Fb?command=ls&stdout=1", wantCode: 400, wantMsg: "invalid path"},
+		{name: "escaped slash", target: "/exec/default/web/a%2Fb?command=ls&output=1", wantCode: 400, wantMsg: "invalid path"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -204,12 +204,15 @@ func TestParseStreamOptions(t *testing.T) {
 		want    streamOptions
 		wantErr bool
 	}{
-		{name: "kubectl", query: "stdin=1&stdout=1&stderr=1", want: streamOptions{stdin: true, stdout: true, stderr: true}},
+		{name: "API server", query: "input=1&output=1&error=1", want: streamOptions{stdin: true, stdout: true, stderr: true}},
+		{name: "PodExecOptions names", query: "stdin=1&stdout=1&stderr=1", want: streamOptions{stdin: true, stdout: true, stderr: true}},
+		{name: "upstream name wins", query: "output=0&stdout=1&error=1", want: streamOptions{stderr: true}},
 		{name: "booleans", query: "stdout=true&stderr=false", want: streamOptions{stdout: true}},
 		{name: "bare flag", query: "stdout", want: streamOptions{stdout: true}},
 		{name: "tty drops stderr", query: "stdout=1&stderr=1&tty=1", want: streamOptions{stdout: true, tty: true}},
 		{name: "none", query: "tty=1", wantErr: true},
 		{name: "garbage", query: "stdin=2", wantErr: true},
+		{name: "garbage upstream", query: "input=yes", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -249,18 +252,18 @@ func TestStreamingProxiesTheUpgrade(t *testing.T) {
 		check    func(t *testing.T, rt *fakeStreamRuntime)
 		wantPath string
 	}{
-		{name: "exec", target: "/exec/default/web/app?command=sh&command=-c&command=echo+hi&stdin=1&stdout=1&tty=1", check: func(t *testing.T, rt *fakeStreamRuntime) {
+		{name: "exec", target: "/exec/default/web/app?command=sh&command=-c&command=echo+hi&input=1&output=1&tty=1", check: func(t *testing.T, rt *fakeStreamRuntime) {
 			got := rt.execs[0]
 			if got.ContainerId != "app-1" || strings.Join(got.Cmd, "|") != "sh|-c|echo hi" || !got.Stdin || !got.Stdout || got.Stderr || !got.Tty {
 				t.Fatalf("ExecRequest = %v", got)
 			}
 		}},
-		{name: "exec with uid", target: "/exec/default/web/u1/app?command=ls&stdout=1", check: func(t *testing.T, rt *fakeStreamRuntime) {
+		{name: "exec with uid", target: "/exec/default/web/u1/app?command=ls&output=1", check: func(t *testing.T, rt *fakeStreamRuntime) {
 			if rt.execs[0].ContainerId != "app-1" {
 				t.Fatalf("ExecRequest = %v", rt.execs[0])
 			}
 		}},
-		{name: "attach", target: "/attach/default/web/app?stdout=1&stderr=1", check: func(t *testing.T, rt *fakeStreamRuntime) {
+		{name: "attach", target: "/attach/default/web/app?output=1&error=1", check: func(t *testing.T, rt *fakeStreamRuntime) {
 			got := rt.attaches[0]
 			if got.ContainerId != "app-1" || !got.Stdout || !got.Stderr || got.Stdin {
 				t.Fatalf("AttachRequest = %v", got)

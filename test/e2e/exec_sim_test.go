@@ -80,9 +80,9 @@ func exitCode(err error) (int, bool) {
 // WebSocket with websocket set.
 func (a *agent) execIn(ctx context.Context, websocket bool, pod, ctr string, stdin io.Reader, cmd ...string) execResult {
 	a.t.Helper()
-	q := url.Values{"command": cmd, "stdout": {"1"}, "stderr": {"1"}}
+	q := url.Values{"command": cmd, "output": {"1"}, "error": {"1"}} // as the API server asks
 	if stdin != nil {
-		q.Set("stdin", "1")
+		q.Set("input", "1")
 	}
 	return a.stream(ctx, websocket, fmt.Sprintf("/exec/default/%s/%s", pod, ctr), q, stdin)
 }
@@ -106,10 +106,10 @@ func (a *agent) stream(ctx context.Context, websocket bool, path string, q url.V
 	}
 	var out, errOut syncBuffer
 	opts := remotecommand.StreamOptions{Stdin: stdin}
-	if q.Get("stdout") == "1" {
+	if q.Get("output") == "1" {
 		opts.Stdout = &out
 	}
-	if q.Get("stderr") == "1" {
+	if q.Get("error") == "1" {
 		opts.Stderr = &errOut
 	}
 	err = ex.StreamWithContext(ctx, opts)
@@ -237,11 +237,11 @@ func checkRefusals(t *testing.T, a *agent, pod string) {
 			path string
 			code int
 		}{
-			{"/exec/default/no-such-pod/main?command=ls&stdout=1", http.StatusNotFound},
-			{"/exec/default/" + pod + "/no-such-container?command=ls&stdout=1", http.StatusNotFound},
-			{"/exec/default/" + pod + "/main?stdout=1", http.StatusBadRequest},            // no command
+			{"/exec/default/no-such-pod/main?command=ls&output=1", http.StatusNotFound},
+			{"/exec/default/" + pod + "/no-such-container?command=ls&output=1", http.StatusNotFound},
+			{"/exec/default/" + pod + "/main?output=1", http.StatusBadRequest},            // no command
 			{"/exec/default/" + pod + "/main?command=ls", http.StatusBadRequest},          // no stream
-			{"/exec/default/" + pod + "/main?command=ls&stdout=1", http.StatusBadRequest}, // not an upgrade
+			{"/exec/default/" + pod + "/main?command=ls&output=1", http.StatusBadRequest}, // not an upgrade
 			{"/portForward/default/" + pod + "?port=99999", http.StatusBadRequest},
 		} {
 			resp, err := c.Post(a.mainURL(tc.path), "text/plain", nil)
@@ -262,7 +262,7 @@ func checkRefusals(t *testing.T, a *agent, pod string) {
 func checkAttach(t *testing.T, a *agent, pod string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	u, err := url.Parse(a.mainURL(fmt.Sprintf("/attach/default/%s/main", pod)) + "?stdout=1&stderr=1")
+	u, err := url.Parse(a.mainURL(fmt.Sprintf("/attach/default/%s/main", pod)) + "?output=1&error=1")
 	if err != nil {
 		t.Fatal(err)
 	}
