@@ -79,22 +79,6 @@ func (r *Runtime) closeStreaming() {
 	}
 }
 
-// StreamingURL is the base URL of the streaming server, or "" while it has
-// not started.
-func (r *Runtime) StreamingURL() string {
-	st := &r.stream
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.srv == nil {
-		return ""
-	}
-	u, err := st.srv.GetPortForward(&runtimeapi.PortForwardRequest{PodSandboxId: "-"})
-	if err != nil {
-		return ""
-	}
-	return u.GetUrl()
-}
-
 // runningContainer checks that id names a running container.
 func (r *Runtime) runningContainer(id string) error {
 	r.mu.Lock()
