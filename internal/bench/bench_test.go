@@ -141,9 +141,6 @@ func TestBenchChaos(t *testing.T) {
 
 func TestBenchProbes(t *testing.T) {
 	r, code, stderr := runBench(t, "--scenario", "probes", "--pods", "10", "--duration", "3s")
-	if code == 3 {
-		t.Skipf("exec probes not in this actorlet yet: %s", stderr)
-	}
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}

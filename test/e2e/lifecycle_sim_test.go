@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -38,15 +37,6 @@ func podCondition(p *v1.Pod, t v1.PodConditionType) v1.ConditionStatus {
 		}
 	}
 	return ""
-}
-
-// skipUnlessWired skips a test of a feature cmd/actorlet does not wire yet
-// (see docs/WIRING-issue4.md), recognised by what the agent logged.
-func skipUnlessWired(t *testing.T, a *agent, logLine, what string) {
-	t.Helper()
-	if a.logContains(logLine) {
-		t.Skipf("skipping: cmd/actorlet does not wire %s yet (docs/WIRING-issue4.md)", what)
-	}
 }
 
 const lifecycleProbePods = `apiVersion: v1
@@ -171,7 +161,6 @@ func TestE2ESimLifecycleProbes(t *testing.T) {
 		t.Errorf("started %v", s)
 	}
 
-	skipUnlessWired(t, a, "probe handler not configured", "HTTP/TCP probes")
 	a.waitPod(30*time.Second, "http-ready-e2e-node", "Ready through httpGet on a named port", isReady)
 	a.waitPod(30*time.Second, "tcp-dead-e2e-node", "restarted by a failing tcpSocket probe", func(p *v1.Pod) bool {
 		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1
@@ -222,9 +211,6 @@ spec:
 		return err == nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil, err
 	})
 	if !isReady(p) {
-		if _, err := os.Stat(filepath.Join(a.rootDir, "probes")); err != nil {
-			t.Skip("skipping: cmd/actorlet does not wire the probe checkpoint yet (docs/WIRING-issue4.md)")
-		}
 		b, _ := os.ReadFile(filepath.Join(a.rootDir, "probes", string(p.UID)+".json"))
 		t.Fatalf("after the restart the pod is listed not ready: %s %+v; checkpoint %s", describe(p), p.Status.ContainerStatuses[0], b)
 	}
@@ -324,27 +310,8 @@ func TestE2ESimLifecycleHooksAndTermination(t *testing.T) {
 
 	p = a.waitPod(30*time.Second, "termfile-e2e-node", "Succeeded", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodSucceeded })
 	if msg := p.Status.ContainerStatuses[0].State.Terminated.Message; msg != "bye from the app\n" {
-		if msg == "" && !hasTerminationMount(t, a, string(p.UID)) {
-			t.Skip("skipping: cmd/actorlet does not wire pod.Config.PodsDir yet (docs/WIRING-issue4.md)")
-		}
 		t.Errorf("termination message %q", msg)
 	}
-}
-
-func hasTerminationMount(t *testing.T, a *agent, uid string) bool {
-	rt := a.runtime()
-	for _, c := range containersOf(t, rt, uid) {
-		st, err := rt.ContainerStatus(context.Background(), c.Id)
-		if err != nil {
-			continue
-		}
-		for _, m := range st.GetMounts() {
-			if m.GetContainerPath() == "/dev/termination-log" {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // preStop runs inside the grace period, before the stop: a 2 s sleep hook
