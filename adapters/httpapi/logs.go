@@ -36,11 +36,26 @@ const (
 	logReadBufferSize          = 64 << 10
 )
 
-// ResolveFunc finds a pod by namespace and name: its UID and, for each of
-// its containers (init and ephemeral ones included), the current restart
-// count, which is the attempt number of its newest log file. It returns an
-// error wrapping errdefs.ErrNotFound when no such pod is known.
-type ResolveFunc func(ctx context.Context, namespace, name string) (uid string, containers map[string]int32, err error)
+// ResolveFunc finds a pod by namespace and name: its UID and each of its
+// containers (init and ephemeral ones included). It returns an error
+// wrapping errdefs.ErrNotFound when no such pod is known.
+type ResolveFunc func(ctx context.Context, namespace, name string) (uid string, containers map[string]ResolvedContainer, err error)
+
+// ResolvedContainer is what the node API needs of a container's status.
+type ResolvedContainer struct {
+	// Attempt is the current restart count: the attempt number of the
+	// newest log file.
+	Attempt int32
+	// Exited: that attempt has finished (terminated, or waiting to be
+	// restarted after it did). A followed log of it ends at its end.
+	Exited bool
+}
+
+// resolved is a container status as a ResolvedContainer.
+func resolved(s *v1.ContainerStatus) ResolvedContainer {
+	exited := s.State.Terminated != nil || (s.State.Waiting != nil && s.LastTerminationState.Terminated != nil)
+	return ResolvedContainer{Attempt: s.RestartCount, Exited: exited}
+}
 
 // ContainerLogsOption configures NewContainerLogs.
 type ContainerLogsOption func(*containerLogs)
@@ -113,7 +128,7 @@ func StatusResolver(sys *actor.ActorSystem, status *actor.PID, timeout time.Dura
 	if timeout <= 0 {
 		timeout = DefaultRequestTimeout
 	}
-	return func(ctx context.Context, namespace, name string) (string, map[string]int32, error) {
+	return func(ctx context.Context, namespace, name string) (string, map[string]ResolvedContainer, error) {
 		t := timeout
 		if dl, ok := ctx.Deadline(); ok {
 			t = min(t, time.Until(dl))
@@ -127,19 +142,19 @@ func StatusResolver(sys *actor.ActorSystem, status *actor.PID, timeout time.Dura
 			return "", nil, fmt.Errorf("status actor: unexpected answer %T", res)
 		}
 		if p := found.Pod; p != nil {
-			cs := make(map[string]int32, len(p.Spec.Containers)+len(p.Spec.InitContainers))
+			cs := make(map[string]ResolvedContainer, len(p.Spec.Containers)+len(p.Spec.InitContainers))
 			for _, c := range p.Spec.InitContainers {
-				cs[c.Name] = 0
+				cs[c.Name] = ResolvedContainer{}
 			}
 			for _, c := range p.Spec.Containers {
-				cs[c.Name] = 0
+				cs[c.Name] = ResolvedContainer{}
 			}
 			for _, c := range p.Spec.EphemeralContainers {
-				cs[c.Name] = 0
+				cs[c.Name] = ResolvedContainer{}
 			}
 			for _, st := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
-				for _, s := range st {
-					cs[s.Name] = s.RestartCount
+				for i := range st {
+					cs[st[i].Name] = resolved(&st[i])
 				}
 			}
 			return string(p.UID), cs, nil
@@ -276,9 +291,14 @@ func (h *containerLogs) serve(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, "container %q not found in pod %s/%s", ctr, ns, name)
 		return
 	}
-	attempt := current
+	attempt := current.Attempt
 	if opts.previous {
 		attempt--
+	}
+	if current.Exited || opts.previous {
+		// Nothing more will be written: read to the end and stop, as
+		// upstream does for a container that is not running.
+		opts.follow = false
 	}
 	dir := filepath.Join(h.root, fmt.Sprintf("%s_%s_%s", ns, name, uid), ctr) // actors/pod.PodLogDir + ContainerConfig.LogPath
 	path := attemptLog(dir, attempt)
@@ -425,8 +445,8 @@ func (s *logStream) containerGone(ctx context.Context) bool {
 	case uid != s.uid:
 		return true
 	}
-	n, ok := cs[s.ctr]
-	return !ok || n > s.attempt
+	c, ok := cs[s.ctr]
+	return !ok || c.Attempt > s.attempt || (c.Attempt == s.attempt && c.Exited)
 }
 
 // reopenIfRotated follows a log file replaced (renamed away and recreated)

@@ -41,12 +41,12 @@ type fakePods struct {
 
 type fakePod struct {
 	uid        string
-	containers map[string]int32
+	containers map[string]ResolvedContainer
 }
 
 var _ ResolveFunc = (&fakePods{}).resolve
 
-func (f *fakePods) resolve(_ context.Context, ns, name string) (string, map[string]int32, error) {
+func (f *fakePods) resolve(_ context.Context, ns, name string) (string, map[string]ResolvedContainer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -57,7 +57,7 @@ func (f *fakePods) resolve(_ context.Context, ns, name string) (string, map[stri
 	if !ok {
 		return "", nil, fmt.Errorf("pod %s/%s: %w", ns, name, errdefs.ErrNotFound)
 	}
-	cs := make(map[string]int32, len(p.containers))
+	cs := make(map[string]ResolvedContainer, len(p.containers))
 	for k, v := range p.containers {
 		cs[k] = v
 	}
@@ -105,7 +105,7 @@ func newLogsEnv(t *testing.T) *logsEnv {
 	t.Helper()
 	e := &logsEnv{
 		root:  t.TempDir(),
-		pods:  &fakePods{pods: map[string]fakePod{"default/web": {uid: "u1", containers: map[string]int32{"app": 0}}}},
+		pods:  &fakePods{pods: map[string]fakePod{"default/web": {uid: "u1", containers: map[string]ResolvedContainer{"app": {}}}}},
 		clock: clocktesting.NewFakeClock(logsNow),
 	}
 	e.h = NewContainerLogs(e.root, e.pods.resolve, slog.New(slog.DiscardHandler),
@@ -234,7 +234,7 @@ func TestContainerLogs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newLogsEnv(t)
 			e.pods.err = tc.resolver
-			e.pods.set("default/web", fakePod{uid: "u1", containers: map[string]int32{"app": tc.restarts}})
+			e.pods.set("default/web", fakePod{uid: "u1", containers: map[string]ResolvedContainer{"app": {Attempt: tc.restarts}}})
 			for attempt, entries := range tc.files {
 				e.write(t, attempt, entries...)
 			}
@@ -515,7 +515,17 @@ func TestContainerLogsFollow(t *testing.T) {
 			query: "tailLines=1",
 			run: func(t *testing.T, e *logsEnv, f *follower, done <-chan struct{}) {
 				f.expect(t, e, "one")
-				e.pods.set("default/web", fakePod{uid: "u1", containers: map[string]int32{"app": 1}})
+				e.pods.set("default/web", fakePod{uid: "u1", containers: map[string]ResolvedContainer{"app": {Attempt: 1}}})
+				f.expectEnd(t, e)
+			},
+		},
+		{
+			name: "ends when the status shows the container exited",
+			run: func(t *testing.T, e *logsEnv, f *follower, done <-chan struct{}) {
+				f.expect(t, e, "zero", "one")
+				e.write(t, 0, at(0, "F", "bye"))
+				e.pods.set("default/web", fakePod{uid: "u1", containers: map[string]ResolvedContainer{"app": {Exited: true}}})
+				f.expect(t, e, "bye")
 				f.expectEnd(t, e)
 			},
 		},
@@ -594,7 +604,7 @@ func TestContainerLogsFollow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newLogsEnv(t)
 			if strings.Contains(tc.query, "previous") {
-				e.pods.set("default/web", fakePod{uid: "u1", containers: map[string]int32{"app": 1}})
+				e.pods.set("default/web", fakePod{uid: "u1", containers: map[string]ResolvedContainer{"app": {Attempt: 1}}})
 				e.write(t, 0, full("before")...)
 				e.write(t, 1, full("now")...)
 			} else {
@@ -616,14 +626,45 @@ func TestStatusResolver(t *testing.T) {
 		InitContainers: []v1.Container{{Name: "init"}},
 		Containers:     []v1.Container{{Name: "app"}, {Name: "side"}},
 	}
-	env.stubs.pods[0].Status.ContainerStatuses = []v1.ContainerStatus{{Name: "app", RestartCount: 2}}
+	env.stubs.pods[0].Status.ContainerStatuses = []v1.ContainerStatus{
+		{Name: "app", RestartCount: 2, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}},
+		{Name: "side", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0}}},
+	}
+	env.stubs.pods[0].Status.InitContainerStatuses = []v1.ContainerStatus{{Name: "init", RestartCount: 1,
+		State:                v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1}}}}
 	env.stubs.mu.Unlock()
 	resolve := StatusResolver(env.sys, env.srv.cfg.Status, time.Second)
 	uid, cs, err := resolve(context.Background(), "default", "web")
-	if want := map[string]int32{"init": 0, "app": 2, "side": 0}; err != nil || uid != "u-web" || !maps.Equal(cs, want) {
+	want := map[string]ResolvedContainer{"init": {Attempt: 1, Exited: true}, "app": {Attempt: 2}, "side": {Exited: true}}
+	if err != nil || uid != "u-web" || !maps.Equal(cs, want) {
 		t.Fatalf("web: %q %v %v", uid, cs, err)
 	}
 	if _, _, err := resolve(context.Background(), "default", "nope"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("nope: %v, want ErrNotFound", err)
+	}
+}
+
+// A followed log of a container that already exited is read to its end
+// and closed at once, as upstream: no waiting, no second look at the pod.
+func TestContainerLogsFollowExitedContainer(t *testing.T) {
+	e := newLogsEnv(t)
+	e.pods.set("default/web", fakePod{uid: "u1", containers: map[string]ResolvedContainer{"app": {Exited: true}}})
+	e.write(t, 0, full("zero", "one")...)
+	f, done := follow(t, e, "")
+	if f.code != http.StatusOK {
+		t.Fatalf("status %d", f.code)
+	}
+	select { // the handler returns by itself: the fake clock never moves
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follow of an exited container is still open")
+	}
+	f.expect(t, e, "zero", "one")
+	f.expectEnd(t, e)
+	e.pods.mu.Lock()
+	defer e.pods.mu.Unlock()
+	if e.pods.calls != 1 {
+		t.Fatalf("%d resolver calls, want 1", e.pods.calls)
 	}
 }

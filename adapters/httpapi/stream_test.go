@@ -115,12 +115,12 @@ func newStreamFixture() (*fakeStreamRuntime, ResolveFunc) {
 			{Id: "sb-1", CreatedAt: 2, State: runtimeapi.PodSandboxState_SANDBOX_READY, Labels: map[string]string{labelPodUID: "u1"}},
 		},
 	}
-	resolve := func(_ context.Context, ns, name string) (string, map[string]int32, error) {
+	resolve := func(_ context.Context, ns, name string) (string, map[string]ResolvedContainer, error) {
 		switch {
 		case ns == "default" && name == "web":
-			return "u1", map[string]int32{"app": 1, "side": 0, "init": 0}, nil
+			return "u1", map[string]ResolvedContainer{"app": {Attempt: 1}, "side": {}, "init": {}}, nil
 		case ns == "default" && name == "stopped":
-			return "u3", map[string]int32{"app": 0}, nil
+			return "u3", map[string]ResolvedContainer{"app": {}}, nil
 		case ns == "down":
 			return "", nil, fmt.Errorf("ask status actor: %w", errdefs.ErrUnavailable)
 		}
