@@ -30,12 +30,7 @@ import (
 func TestE2EClusterNodeAPIAuth(t *testing.T) {
 	const node = "e2e-auth"
 	c := newCluster(t)
-	// The API server proxies to no loopback address (nodes/proxy answers
-	// "address not allowed"), so this node has the machine's own address.
-	ip := nonLoopbackIPv4(t)
-	a := c.startNode(t, node, agentOpts{extra: []string{"--node-ip", ip, "--address", ip}})
-	a.host = ip
-	c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
+	a := c.startReachableNode(t, node)
 	ctx := context.Background()
 
 	pod := apiPod("talker", node, simImage, "sh", "-c", "echo hello from actorlet; echo second line; sleep infinity")
@@ -118,6 +113,19 @@ func TestE2EClusterNodeAPIAuth(t *testing.T) {
 	if code, body := get(a.mainClient(), ""); code != http.StatusOK || !strings.Contains(body, `"talker"`) {
 		t.Fatalf("admin client certificate: %d %.200q, want 200 with the pods", code, body)
 	}
+}
+
+// startReachableNode starts a node the API server can proxy to and waits
+// until it is Ready. The API server proxies to no loopback address
+// (nodes/proxy answers "address not allowed"), so the node serves on the
+// machine's own address.
+func (c *cluster) startReachableNode(t *testing.T, node string) *agent {
+	t.Helper()
+	ip := nonLoopbackIPv4(t)
+	a := c.startNode(t, node, agentOpts{extra: []string{"--node-ip", ip, "--address", ip}})
+	a.host = ip
+	c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
+	return a
 }
 
 // nonLoopbackIPv4 is the machine's first non-loopback IPv4 address.

@@ -24,10 +24,7 @@ import (
 func TestE2EClusterKubectlExec(t *testing.T) {
 	const node = "e2e-exec"
 	c := newCluster(t)
-	ip := nonLoopbackIPv4(t)
-	a := c.startNode(t, node, agentOpts{extra: []string{"--node-ip", ip, "--address", ip}})
-	a.host = ip
-	c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
+	c.startReachableNode(t, node)
 	ctx := context.Background()
 	for _, p := range []*v1.Pod{
 		apiPod("shell", node, simImage, "sleep", "infinity"),
