@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -88,23 +86,9 @@ spec:
 // probeTotal sums prober_probe_total over all series.
 func (a *agent) probeTotal(t *testing.T) float64 {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", a.roPort))
+	sum, err := a.metricSum("prober_probe_total")
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "prober_probe_total{") {
-			continue
-		}
-		if i := strings.LastIndexByte(line, ' '); i > 0 {
-			v, _ := strconv.ParseFloat(line[i+1:], 64)
-			sum += v
-		}
 	}
 	return sum
 }

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -305,6 +308,12 @@ func (p *proc) run(argv []string, redirs []redirect, last int, k cont) {
 		p.httpd(args, stderr, k)
 	case "nc", "netcat":
 		p.nc(args, stderr, k)
+	case "grpc-health-checking":
+		p.grpcHealth(args, stderr, k)
+	case "agnhost": // agnhost grpc-health-checking --port N, as upstream's e2e tests run it
+		if len(args) > 0 && args[0] == "grpc-health-checking" {
+			p.grpcHealth(args[1:], stderr, k)
+		}
 	default:
 		// Any other program runs until it is stopped.
 	}
@@ -575,6 +584,53 @@ func (p *proc) httpd(args []string, stderr sink, k cont) {
 	}
 	p.closers = append(p.closers, srv)
 	go func() { _ = srv.Serve(l) }()
+}
+
+// grpc-health-checking [--port PORT] [--service NAME]... serves the
+// standard gRPC health service (grpc.health.v1.Health) until stopped, as
+// agnhost's subcommand of that name: the server ("") and each named service
+// answer SERVING; other names NOT_FOUND. The default port is 5000.
+func (p *proc) grpcHealth(args []string, stderr sink, k cont) {
+	port := "5000"
+	var services []string
+	for i := 0; i < len(args); i++ {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !hasValue && i+1 < len(args) && (name == "port" || name == "service") {
+			value = args[i+1]
+			i++
+		}
+		switch name {
+		case "port":
+			port = value
+		case "service":
+			services = append(services, value)
+		}
+	}
+	if p.exec {
+		return // no listeners from exec; blocks until timeout
+	}
+	l, err := p.listen(port)
+	if err != nil {
+		stderr([]byte("grpc-health-checking: " + err.Error() + "\n"))
+		k(1, false)
+		return
+	}
+	srv := grpc.NewServer()
+	hs := health.NewServer()
+	for _, s := range services {
+		hs.SetServingStatus(s, healthpb.HealthCheckResponse_SERVING)
+	}
+	healthpb.RegisterHealthServer(srv, hs)
+	p.closers = append(p.closers, grpcCloser{srv})
+	go func() { _ = srv.Serve(l) }()
+}
+
+// grpcCloser stops a gRPC server with the process.
+type grpcCloser struct{ srv *grpc.Server }
+
+func (g grpcCloser) Close() error {
+	g.srv.Stop()
+	return nil
 }
 
 // nc -l[k] -p PORT accepts connections and closes them until stopped.

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -1152,5 +1153,48 @@ func TestParseScript(t *testing.T) {
 		if _, err := parseScript(bad, nil); err == nil {
 			t.Errorf("parseScript(%q) succeeded", bad)
 		}
+	}
+}
+
+func TestGRPCHealthServer(t *testing.T) {
+	e := newEnv(t, Config{})
+	c := ctx(t)
+	sb, sbCfg := e.runPod(t, "grpc")
+	ss, err := e.rt.PodSandboxStatus(c, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := e.create(t, sb, sbCfg, ctrConfig("srv", "agnhost", "grpc-health-checking", "--port", "5000", "--service=db"))
+	e.start(t, id)
+	addr := net.JoinHostPort(ss.Status.Network.GetIp(), "5000")
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	client := healthpb.NewHealthClient(conn)
+	tests := []struct {
+		service string
+		want    healthpb.HealthCheckResponse_ServingStatus
+		code    codes.Code
+	}{
+		{service: "", want: healthpb.HealthCheckResponse_SERVING},
+		{service: "db", want: healthpb.HealthCheckResponse_SERVING},
+		{service: "cache", code: codes.NotFound},
+	}
+	for _, tt := range tests {
+		resp, err := client.Check(c, &healthpb.HealthCheckRequest{Service: tt.service})
+		if status.Code(err) != tt.code {
+			t.Fatalf("service %q: %v, want code %s", tt.service, err, tt.code)
+		}
+		if err == nil && resp.GetStatus() != tt.want {
+			t.Fatalf("service %q: %s, want %s", tt.service, resp.GetStatus(), tt.want)
+		}
+	}
+	if _, err := e.rt.StopContainer(c, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if dialable(addr) {
+		t.Fatalf("%s still accepts after stop", addr)
 	}
 }
