@@ -220,15 +220,39 @@ func upgradeOnly(w http.ResponseWriter, r *http.Request) bool {
 }
 
 func (h *streaming) serveExec(w http.ResponseWriter, r *http.Request) {
-	t, ok := h.resolvePod(w, r, "exec", true)
+	h.serveContainerStream(w, r, "exec", func(ctx context.Context, id string, cmd []string, o streamOptions) (*url.URL, error) {
+		return h.rt.Exec(ctx, &runtimeapi.ExecRequest{
+			ContainerId: id, Cmd: cmd, Stdin: o.stdin, Stdout: o.stdout, Stderr: o.stderr, Tty: o.tty,
+		})
+	})
+}
+
+func (h *streaming) serveAttach(w http.ResponseWriter, r *http.Request) {
+	h.serveContainerStream(w, r, "attach", func(ctx context.Context, id string, _ []string, o streamOptions) (*url.URL, error) {
+		return h.rt.Attach(ctx, &runtimeapi.AttachRequest{
+			ContainerId: id, Stdin: o.stdin, Stdout: o.stdout, Stderr: o.stderr, Tty: o.tty,
+		})
+	})
+}
+
+// serveContainerStream is exec (what "exec": the query must carry a
+// command) and attach: everything is checked before the runtime is asked
+// for a URL to the container's running instance, then the client is
+// streamed to it.
+func (h *streaming) serveContainerStream(w http.ResponseWriter, r *http.Request, what string,
+	ask func(ctx context.Context, id string, cmd []string, o streamOptions) (*url.URL, error)) {
+	t, ok := h.resolvePod(w, r, what, true)
 	if !ok {
 		return
 	}
 	q := r.URL.Query()
-	cmd := q[v1.ExecCommandParam]
-	if len(cmd) == 0 || cmd[0] == "" {
-		httpError(w, http.StatusBadRequest, "command is required: add command=... to the query, once per argument")
-		return
+	var cmd []string
+	if what == "exec" {
+		cmd = q[v1.ExecCommandParam]
+		if len(cmd) == 0 || cmd[0] == "" {
+			httpError(w, http.StatusBadRequest, "command is required: add command=... to the query, once per argument")
+			return
+		}
 	}
 	o, err := parseStreamOptions(q)
 	if err != nil {
@@ -242,42 +266,16 @@ func (h *streaming) serveExec(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	u, err := h.rt.Exec(r.Context(), &runtimeapi.ExecRequest{
-		ContainerId: id, Cmd: cmd, Stdin: o.stdin, Stdout: o.stdout, Stderr: o.stderr, Tty: o.tty,
-	})
+	u, err := ask(r.Context(), id, cmd, o)
 	if err != nil {
-		h.runtimeError(w, err, "exec in container %q of pod %s", t.ctr, t.pod())
+		h.runtimeError(w, err, "%s in container %q of pod %s", what, t.ctr, t.pod())
 		return
 	}
-	h.log.Info("exec", "pod", t.pod(), "container", t.ctr, "command", cmd[0], "tty", o.tty, "stdin", o.stdin)
-	h.serveStream(w, r, u, o)
-}
-
-func (h *streaming) serveAttach(w http.ResponseWriter, r *http.Request) {
-	t, ok := h.resolvePod(w, r, "attach", true)
-	if !ok {
-		return
+	log := h.log.With("pod", t.pod(), "container", t.ctr, "tty", o.tty, "stdin", o.stdin)
+	if len(cmd) > 0 {
+		log = log.With("command", cmd[0])
 	}
-	o, err := parseStreamOptions(r.URL.Query())
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "%v", err)
-		return
-	}
-	if !upgradeOnly(w, r) {
-		return
-	}
-	id, ok := h.runningContainer(w, r, t)
-	if !ok {
-		return
-	}
-	u, err := h.rt.Attach(r.Context(), &runtimeapi.AttachRequest{
-		ContainerId: id, Stdin: o.stdin, Stdout: o.stdout, Stderr: o.stderr, Tty: o.tty,
-	})
-	if err != nil {
-		h.runtimeError(w, err, "attach to container %q of pod %s", t.ctr, t.pod())
-		return
-	}
-	h.log.Info("attach", "pod", t.pod(), "container", t.ctr, "tty", o.tty, "stdin", o.stdin)
+	log.Info(what)
 	h.serveStream(w, r, u, o)
 }
 
