@@ -5,6 +5,8 @@ package node
 import (
 	"fmt"
 	"log/slog"
+	"maps"
+	goruntime "runtime"
 	"sort"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -47,6 +49,7 @@ type Config struct {
 	// NodeLabels are this node's labels (kubernetes.io/hostname, os, arch
 	// and --node-labels): pods whose node selector or required node
 	// affinity they do not match are rejected (NodeAffinity), as upstream.
+	// Without kubernetes.io/os the node's is this machine's, as upstream.
 	NodeLabels map[string]string
 }
 
@@ -57,6 +60,13 @@ func New(cfg Config, status *actor.PID, podProps PodProps, m Metrics, log *slog.
 	}
 	if log == nil {
 		log = slog.Default()
+	}
+	if _, ok := cfg.NodeLabels[v1.LabelOSStable]; !ok {
+		cfg.NodeLabels = maps.Clone(cfg.NodeLabels)
+		if cfg.NodeLabels == nil {
+			cfg.NodeLabels = map[string]string{}
+		}
+		cfg.NodeLabels[v1.LabelOSStable] = goruntime.GOOS
 	}
 	return func() actor.Actor {
 		return &Actor{cfg: cfg, status: status, podProps: podProps, m: m, log: log}

@@ -28,8 +28,8 @@ func (a *Actor) predicates(p *v1.Pod) (reason, msg string) {
 	if os := p.Spec.OS; os != nil && string(os.Name) != goruntime.GOOS {
 		return ReasonOSNotSupported, fmt.Sprintf("Failed to admit pod as the OS field (%s) doesn't match node OS (%s)", os.Name, goruntime.GOOS)
 	}
-	if want, ok := p.Spec.NodeSelector[v1.LabelOSStable]; ok && want != a.nodeLabel(v1.LabelOSStable) {
-		return ReasonOSSelector, fmt.Sprintf("Failed to admit pod as the `%s` label (%s) doesn't match node label (%s)", v1.LabelOSStable, want, a.nodeLabel(v1.LabelOSStable))
+	if want, ok := p.Spec.NodeSelector[v1.LabelOSStable]; ok && want != a.cfg.NodeLabels[v1.LabelOSStable] {
+		return ReasonOSSelector, fmt.Sprintf("Failed to admit pod as the `%s` label (%s) doesn't match node label (%s)", v1.LabelOSStable, want, a.cfg.NodeLabels[v1.LabelOSStable])
 	}
 	if !a.matchesNodeAffinity(p) {
 		return ReasonNodeAffinity, "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
@@ -40,26 +40,12 @@ func (a *Actor) predicates(p *v1.Pod) (reason, msg string) {
 	return "", ""
 }
 
-// nodeLabel is a label of this node; the OS label is always this machine's.
-func (a *Actor) nodeLabel(key string) string {
-	if key == v1.LabelOSStable {
-		if v, ok := a.cfg.NodeLabels[key]; ok {
-			return v
-		}
-		return goruntime.GOOS
-	}
-	return a.cfg.NodeLabels[key]
-}
-
 // matchesNodeAffinity: every nodeSelector label matches, and one of the
 // required node affinity terms (if any) matches, as the scheduler's
 // NodeAffinity filter decides.
 func (a *Actor) matchesNodeAffinity(p *v1.Pod) bool {
 	for k, v := range p.Spec.NodeSelector {
-		if a.nodeLabel(k) != v {
-			return false
-		}
-		if _, ok := a.cfg.NodeLabels[k]; !ok && k != v1.LabelOSStable {
+		if have, ok := a.cfg.NodeLabels[k]; !ok || have != v {
 			return false
 		}
 	}
@@ -88,9 +74,6 @@ func (a *Actor) matchesTerm(term v1.NodeSelectorTerm) bool {
 		return false
 	}
 	node := labels.Set(a.cfg.NodeLabels)
-	if _, ok := node[v1.LabelOSStable]; !ok {
-		node = labels.Merge(node, labels.Set{v1.LabelOSStable: goruntime.GOOS})
-	}
 	for _, e := range term.MatchExpressions {
 		if !matches(e, node) {
 			return false
