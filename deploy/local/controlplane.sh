@@ -446,17 +446,23 @@ EOF
   die "could not bind $KUBELET_CLIENT_CN to system:kubelet-api-admin"
 }
 
-# stop_one PROC: TERM our PROC, KILL it after 10s.
-stop_one() {
-  local pid i
-  pid=$(ours "$1") || { rm -f "$DIR/$1.pid"; return 0; }
-  kill "$pid" 2>/dev/null || true
+# reap PID: wait up to 10s for a TERMed PID to go (or be a zombie), then KILL it.
+reap() {
+  local i
   for ((i = 0; i < 100; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    [ "$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)" = Z ] && break
+    kill -0 "$1" 2>/dev/null || return 0
+    [ "$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" = Z ] && return 0
     sleep 0.1
   done
-  if [ "$i" = 100 ]; then kill -9 "$pid" 2>/dev/null || true; fi
+  kill -9 "$1" 2>/dev/null || true
+}
+
+# stop_one PROC: TERM our PROC, KILL it after 10s.
+stop_one() {
+  local pid
+  pid=$(ours "$1") || { rm -f "$DIR/$1.pid"; return 0; }
+  kill "$pid" 2>/dev/null || true
+  reap "$pid"
   rm -f "$DIR/$1.pid"
 }
 
@@ -522,12 +528,7 @@ stop_all() {
     rm -f "$DIR/$p.pid"
   done
   for pid in "${pids[@]}"; do
-    for ((i = 0; i < 100; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      [ "$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)" = Z ] && break
-      sleep 0.1
-    done
-    if [ "$i" = 100 ]; then kill -9 "$pid" 2>/dev/null || true; fi
+    reap "$pid"
   done
 }
 
