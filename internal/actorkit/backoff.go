@@ -1,0 +1,35 @@
+package actorkit
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// Backoff is exponential back-off: Base doubling up to Cap. It is the one
+// back-off of actorlet (container restarts, runtime retries, image pulls,
+// supervisor restarts), computed with apimachinery's wait.Backoff.
+type Backoff struct {
+	Base, Cap time.Duration
+}
+
+// Delay is the n-th delay (n >= 1): Base, 2*Base, 4*Base, ... capped at
+// Cap. n <= 0 gives 0.
+func (b Backoff) Delay(n int) time.Duration {
+	if n <= 0 || b.Base <= 0 {
+		return 0
+	}
+	capd := b.Cap
+	if capd < b.Base {
+		capd = b.Base
+	}
+	wb := wait.Backoff{Duration: b.Base, Factor: 2, Cap: capd, Steps: n}
+	var d time.Duration
+	for i := 0; i < n; i++ {
+		d = wb.Step()
+		if d >= capd {
+			return capd
+		}
+	}
+	return d
+}
