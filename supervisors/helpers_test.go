@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlet/actorlet/internal/actortest"
 )
 
 // syncBuffer is a goroutine-safe log sink.
@@ -43,28 +45,10 @@ func newSystem(t *testing.T) *actor.ActorSystem {
 	return sys
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually waits until cond holds (actortest.Eventually).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // polling interval, not synchronisation
-	}
-}
-
-// never checks that cond stays false for a short while.
-func never(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(100 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		if cond() {
-			t.Fatalf("unexpected: %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	actortest.Eventually(t, what, cond)
 }
 
 func restartsOf(reg *Registry, id string) int {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlet/actorlet/internal/actortest"
 )
 
 func TestBucketOf(t *testing.T) {
@@ -41,11 +43,16 @@ func TestBucketOf(t *testing.T) {
 	}
 }
 
-// blocker blocks on release while handling "block", so its mailbox fills.
-type blocker struct{ release chan struct{} }
+// blocker blocks on release while handling "block", so its mailbox fills;
+// it sends the time it started handling "block" on started.
+type blocker struct {
+	started chan time.Time
+	release chan struct{}
+}
 
 func (b *blocker) Receive(c actor.Context) {
 	if c.Message() == "block" {
+		b.started <- time.Now()
 		<-b.release
 	}
 }
@@ -57,8 +64,8 @@ func (b *blocker) Receive(c actor.Context) {
 func TestMailboxLengthAndHandling(t *testing.T) {
 	sys := newSystem(t)
 	reg := NewRegistry(nil)
-	release := make(chan struct{})
-	props := actor.PropsFromProducer(func() actor.Actor { return &blocker{release: release} },
+	started, release := make(chan time.Time, 1), make(chan struct{})
+	props := actor.PropsFromProducer(func() actor.Actor { return &blocker{started: started, release: release} },
 		actor.WithReceiverMiddleware(Middlewares(reg, slog.New(slog.DiscardHandler), nil)...))
 	pid, err := sys.Root.SpawnNamed(props, "pod-1234")
 	if err != nil {
@@ -74,7 +81,10 @@ func TestMailboxLengthAndHandling(t *testing.T) {
 	if len(ks) != 1 || ks[0].Kind != KindPod || ks[0].Live != 1 || ks[0].MailboxLength != 5 || ks[0].MailboxMax != 5 {
 		t.Fatalf("kind stats while blocked: %+v", ks)
 	}
-	time.Sleep(2 * time.Millisecond) // the blocked message takes at least this long
+	// The registry times handling on the wall clock: hold the blocked
+	// message until it has taken at least 2 ms.
+	blockedAt := <-started
+	actortest.Eventually(t, "the blocked message to take 2 ms", func() bool { return time.Since(blockedAt) >= 2*time.Millisecond })
 	close(release)
 	eventually(t, "mailbox drained", func() bool {
 		a := reg.Snapshot()[0]

@@ -1,7 +1,6 @@
 package image
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,76 +11,19 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/actorlet/actorlet/internal/actortest"
+	"github.com/actorlet/actorlet/internal/fakecri"
 	"github.com/actorlet/actorlet/messages"
 )
 
-// fakeService is an image service with a set of present images, injected pull
-// errors and an optional gate that holds pulls until released.
-type fakeService struct {
-	mu        sync.Mutex
-	present   map[string]string // image -> id
-	pullErr   map[string]error
-	statusErr error
-	gate      chan struct{}
-	pulls     []string
-	statuses  []string
-	inFlight  int
-	maxFlight int
-}
+var _ ImageService = (*fakecri.Runtime)(nil)
 
-var _ ImageService = (*fakeService)(nil)
-
-func newFake() *fakeService {
-	return &fakeService{present: map[string]string{}, pullErr: map[string]error{}}
-}
-
-func (f *fakeService) ImageStatus(ctx context.Context, ref string) (*runtimeapi.Image, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.statuses = append(f.statuses, ref)
-	if f.statusErr != nil {
-		return nil, f.statusErr
-	}
-	if id, ok := f.present[ref]; ok {
-		return &runtimeapi.Image{Id: id}, nil
-	}
-	return nil, nil
-}
-
-func (f *fakeService) PullImage(ctx context.Context, ref string, _ *runtimeapi.PodSandboxConfig) (string, error) {
-	f.mu.Lock()
-	f.pulls = append(f.pulls, ref)
-	f.inFlight++
-	if f.inFlight > f.maxFlight {
-		f.maxFlight = f.inFlight
-	}
-	gate := f.gate
-	f.mu.Unlock()
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-		}
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.inFlight--
-	if err := f.pullErr[ref]; err != nil {
-		return "", err
-	}
-	id := "sha256:" + ref
-	f.present[ref] = id
-	return id, nil
-}
-
-func (f *fakeService) counts() (pulls, statuses, inFlight int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.pulls), len(f.statuses), f.inFlight
+// counts are the fake runtime's image calls: pulls and status checks
+// started, pulls in flight.
+func counts(svc *fakecri.Runtime) (pulls, statuses, inFlight int) {
+	return svc.Count("PullImage"), svc.Count("ImageStatus"), svc.InFlight("PullImage")
 }
 
 // results records what the ImageActor replies.
@@ -110,12 +52,12 @@ type harness struct {
 	pid  *actor.PID
 	rec  *results
 	recP *actor.PID
-	svc  *fakeService
+	svc  *fakecri.Runtime
 	clk  *testclock.FakeClock
 	next uint64
 }
 
-func newHarness(t *testing.T, svc *fakeService) *harness {
+func newHarness(t *testing.T, svc *fakecri.Runtime) *harness {
 	t.Helper()
 	sys := actor.NewActorSystem()
 	t.Cleanup(func() { sys.Shutdown() })
@@ -200,20 +142,18 @@ func TestPolicies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			svc := newFake()
+			svc := fakecri.New(nil)
 			if tt.present {
-				svc.present[tt.image] = "sha256:local"
+				svc.AddImage(tt.image, "sha256:local")
 			}
-			if tt.pullErr != nil {
-				svc.pullErr[tt.image] = tt.pullErr
-			}
+			svc.FailPull(tt.image, tt.pullErr)
 			h := newHarness(t, svc)
 			got := h.ensureAndWait(tt.image, tt.policy)
 			got.RequestID, got.Image = 0, ""
 			if got != tt.want {
 				t.Fatalf("result %+v, want %+v", got, tt.want)
 			}
-			if p, s, _ := svc.counts(); p != tt.wantPulls || s != tt.wantStatus {
+			if p, s, _ := counts(svc); p != tt.wantPulls || s != tt.wantStatus {
 				t.Fatalf("pulls %d statuses %d, want %d %d", p, s, tt.wantPulls, tt.wantStatus)
 			}
 		})
@@ -231,22 +171,22 @@ func TestDedup(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			svc := newFake()
-			svc.gate = make(chan struct{})
+			svc := fakecri.New(nil)
+			release := svc.Block("PullImage")
 			h := newHarness(t, svc)
 			var ids []uint64
 			for _, p := range tt.policies {
 				ids = append(ids, h.ensure("busybox:1", p))
 			}
-			actortest.Eventually(t, "the pull to start", func() bool { _, _, inFlight := svc.counts(); return inFlight == 1 })
-			close(svc.gate) // every request is in the mailbox before the pull's result
+			actortest.Eventually(t, "the pull to start", func() bool { _, _, inFlight := counts(svc); return inFlight == 1 })
+			release() // every request is in the mailbox before the pull's result
 			got := h.wait(len(tt.policies))
 			for i, r := range got {
 				if r.RequestID != ids[i] || r.Reason != "" || r.ImageRef != "sha256:busybox:1" || !r.Pulled {
 					t.Errorf("result %d: %+v", i, r)
 				}
 			}
-			if p, _, _ := svc.counts(); p != 1 {
+			if p, _, _ := counts(svc); p != 1 {
 				t.Fatalf("pulls = %d, want 1", p)
 			}
 		})
@@ -254,22 +194,22 @@ func TestDedup(t *testing.T) {
 }
 
 func TestDifferentImagesPullConcurrently(t *testing.T) {
-	svc := newFake()
-	svc.gate = make(chan struct{})
+	svc := fakecri.New(nil)
+	release := svc.Block("PullImage")
 	h := newHarness(t, svc)
 	h.ensure("a:1", v1.PullAlways)
 	h.ensure("b:1", v1.PullAlways)
-	actortest.Eventually(t, "the two pulls to run together", func() bool { _, _, inFlight := svc.counts(); return inFlight == 2 })
-	close(svc.gate)
+	actortest.Eventually(t, "the two pulls to run together", func() bool { _, _, inFlight := counts(svc); return inFlight == 2 })
+	release()
 	h.wait(2)
 }
 
 func TestBackoff(t *testing.T) {
-	svc := newFake()
-	svc.pullErr["bad:1"] = errors.New("not found")
+	svc := fakecri.New(nil)
+	svc.FailPull("bad:1", errors.New("not found"))
 	h := newHarness(t, svc)
 	const img = "bad:1"
-	pulls := func() int { p, _, _ := svc.counts(); return p }
+	pulls := func() int { p, _, _ := counts(svc); return p }
 
 	backOff := messages.ImageResult{Reason: messages.ReasonImagePullBackOff, Message: `Back-off pulling image "bad:1"`}
 	check := func(what string, got messages.ImageResult, want messages.ImageResult) {
@@ -300,28 +240,22 @@ func TestBackoff(t *testing.T) {
 
 	// Success clears the back-off: the next failure backs off 10s again.
 	h.clk.Step(300 * time.Second)
-	svc.mu.Lock()
-	delete(svc.pullErr, img)
-	svc.mu.Unlock()
+	svc.FailPull(img, nil)
 	check("success", h.ensureAndWait(img, v1.PullAlways), messages.ImageResult{})
-	svc.mu.Lock()
-	svc.pullErr[img] = errors.New("gone")
-	svc.mu.Unlock()
+	svc.FailPull(img, errors.New("gone"))
 	check("fails again", h.ensureAndWait(img, v1.PullAlways), messages.ImageResult{Reason: messages.ReasonErrImagePull})
 	h.clk.Step(10 * time.Second)
 	check("10s later", h.ensureAndWait(img, v1.PullAlways), messages.ImageResult{Reason: messages.ReasonErrImagePull})
 }
 
 func TestBackoffDoesNotHidePresentImage(t *testing.T) {
-	svc := newFake()
-	svc.pullErr["x:1"] = errors.New("registry down")
+	svc := fakecri.New(nil)
+	svc.FailPull("x:1", errors.New("registry down"))
 	h := newHarness(t, svc)
 	if r := h.ensureAndWait("x:1", v1.PullAlways); r.Reason != messages.ReasonErrImagePull {
 		t.Fatalf("%+v", r)
 	}
-	svc.mu.Lock()
-	svc.present["x:1"] = "sha256:side-loaded"
-	svc.mu.Unlock()
+	svc.AddImage("x:1", "sha256:side-loaded")
 	// IfNotPresent checks presence first, as upstream: no back-off when present.
 	if r := h.ensureAndWait("x:1", v1.PullIfNotPresent); r.Reason != "" || r.ImageRef != "sha256:side-loaded" {
 		t.Fatalf("%+v", r)
@@ -332,11 +266,11 @@ func TestBackoffDoesNotHidePresentImage(t *testing.T) {
 }
 
 func TestStopAnswersWaiters(t *testing.T) {
-	svc := newFake()
-	svc.gate = make(chan struct{})
+	svc := fakecri.New(nil)
+	release := svc.Block("PullImage")
 	h := newHarness(t, svc)
 	h.ensure("slow:1", v1.PullAlways)
-	actortest.Eventually(t, "the pull to start", func() bool { _, _, inFlight := svc.counts(); return inFlight == 1 })
+	actortest.Eventually(t, "the pull to start", func() bool { _, _, inFlight := counts(svc); return inFlight == 1 })
 	if err := h.sys.Root.StopFuture(h.pid).Wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -344,5 +278,5 @@ func TestStopAnswersWaiters(t *testing.T) {
 	if got[0].Reason != messages.ReasonErrImagePull {
 		t.Fatalf("%+v", got[0])
 	}
-	close(svc.gate)
+	release()
 }

@@ -3,6 +3,7 @@ package nodestatus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -137,17 +139,16 @@ func (h *harness) setHealth(f func(*messages.Health)) {
 
 func (h *harness) waitNode(what string, cond func(n *v1.Node, creates, patches, renewals int) bool) *v1.Node {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var node *v1.Node
+	actortest.EventuallyDetail(h.t, what, func() bool {
 		n, c, p, r := h.api.snapshot()
-		if n != nil && cond(n, c, p, r) {
-			return n
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	n, c, p, r := h.api.snapshot()
-	h.t.Fatalf("timed out waiting for %s: node %+v creates %d patches %d renewals %d", what, n, c, p, r)
-	return nil
+		node = n
+		return n != nil && cond(n, c, p, r)
+	}, func() string {
+		n, c, p, r := h.api.snapshot()
+		return fmt.Sprintf("node %+v creates %d patches %d renewals %d", n, c, p, r)
+	})
+	return node
 }
 
 func ready(n *v1.Node) *v1.NodeCondition {

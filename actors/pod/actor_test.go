@@ -18,6 +18,7 @@ import (
 	"github.com/actorlet/actorlet/errdefs"
 	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 	"github.com/actorlet/actorlet/supervisors"
 )
 
@@ -198,7 +199,7 @@ func TestPodReachesRunning(t *testing.T) {
 		t.Errorf("CreateContainer calls = %d, want 2", got)
 	}
 	for _, c := range h.rt.list() {
-		if c.Labels[LabelPodUID] != "uid-1" || c.Labels[LabelContainerName] == "" || c.Annotations[AnnotationContainerHash] == "" {
+		if c.Labels[podspec.LabelPodUID] != "uid-1" || c.Labels[podspec.LabelContainerName] == "" || c.Annotations[podspec.AnnotationContainerHash] == "" {
 			t.Errorf("container %s lacks upstream labels: %v %v", c.Id, c.Labels, c.Annotations)
 		}
 	}

@@ -1,24 +1,18 @@
 package pod
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"sort"
-	"strconv"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/actorlet/actorlet/actors/probe"
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // ConfigSource gives the ConfigMaps and Secrets that env and envFrom refer
@@ -40,7 +34,7 @@ type envInput struct {
 	podIP  string
 	hostIP string
 	src    ConfigSource
-	// allocatable stands in for unset limits (resourceFieldRef).
+	// allocatable stands in for unset limits (podspec.ResourceFieldRef).
 	allocatable v1.ResourceList
 }
 
@@ -94,7 +88,7 @@ func makeEnv(ctx context.Context, in envInput) (envs []*runtimeapi.KeyValue, com
 	}
 	for _, e := range in.c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, probe.Expand(e.Value, lookup))
+			set(e.Name, podspec.Expand(e.Value, lookup))
 			continue
 		}
 		v, ok, err := in.valueFrom(ctx, e.ValueFrom)
@@ -109,10 +103,10 @@ func makeEnv(ctx context.Context, in envInput) (envs []*runtimeapi.KeyValue, com
 		envs = append(envs, &runtimeapi.KeyValue{Key: k, Value: []byte(vars[k])})
 	}
 	for _, s := range in.c.Command {
-		command = append(command, probe.Expand(s, lookup))
+		command = append(command, podspec.Expand(s, lookup))
 	}
 	for _, s := range in.c.Args {
-		args = append(args, probe.Expand(s, lookup))
+		args = append(args, podspec.Expand(s, lookup))
 	}
 	return envs, command, args, nil
 }
@@ -155,10 +149,10 @@ func (in envInput) secret(ctx context.Context, ns, name string) (*v1.Secret, err
 func (in envInput) valueFrom(ctx context.Context, vf *v1.EnvVarSource) (string, bool, error) {
 	switch {
 	case vf.FieldRef != nil:
-		v, err := in.fieldRef(vf.FieldRef.FieldPath)
+		v, err := podspec.FieldRef(in.pod, vf.FieldRef.FieldPath, in.podIP, in.hostIP)
 		return v, err == nil, err
 	case vf.ResourceFieldRef != nil:
-		v, err := resourceFieldRef(in.c, vf.ResourceFieldRef, in.allocatable)
+		v, err := podspec.ResourceFieldRef(in.c, vf.ResourceFieldRef, in.allocatable)
 		return v, err == nil, err
 	case vf.ConfigMapKeyRef != nil:
 		ref := vf.ConfigMapKeyRef
@@ -203,133 +197,13 @@ func (in envInput) valueFrom(ctx context.Context, vf *v1.EnvVarSource) (string, 
 	return "", false, errors.New("env var source has no reference")
 }
 
-// fieldRef is the downward API for env vars.
-func (in envInput) fieldRef(path string) (string, error) {
-	p := in.pod
-	switch path {
-	case "metadata.name":
-		return p.Name, nil
-	case "metadata.namespace":
-		return p.Namespace, nil
-	case "metadata.uid":
-		return string(p.UID), nil
-	case "spec.nodeName":
-		return p.Spec.NodeName, nil
-	case "spec.serviceAccountName":
-		return p.Spec.ServiceAccountName, nil
-	case "status.hostIP", "status.hostIPs":
-		return in.hostIP, nil
-	case "status.podIP", "status.podIPs":
-		return in.podIP, nil
-	}
-	for _, m := range []struct {
-		prefix string
-		values map[string]string
-	}{{"metadata.labels", p.Labels}, {"metadata.annotations", p.Annotations}} {
-		if path == m.prefix {
-			return formatMap(m.values), nil
-		}
-		if strings.HasPrefix(path, m.prefix+"['") && strings.HasSuffix(path, "']") {
-			return m.values[path[len(m.prefix)+2:len(path)-2]], nil
-		}
-	}
-	return "", fmt.Errorf("unsupported fieldPath %q", path)
-}
-
-func formatMap(m map[string]string) string {
-	var b strings.Builder
-	for i, k := range sortedKeys(m) {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		fmt.Fprintf(&b, "%s=%q", k, m[k])
-	}
-	return b.String()
-}
-
-// resourceFieldRef renders a container resource with its divisor, rounding
-// up as upstream. An unset limit is the node's allocatable, as upstream
-// (MergeContainerResourceLimits); without one known, the CPUs of this
-// machine for cpu and 0 for the others.
-func resourceFieldRef(c *v1.Container, ref *v1.ResourceFieldSelector, allocatable v1.ResourceList) (string, error) {
-	var q resource.Quantity
-	var ok bool
-	limit := func(name v1.ResourceName) (resource.Quantity, bool) {
-		if q, ok := c.Resources.Limits[name]; ok {
-			return q, true
-		}
-		if q, ok := allocatable[name]; ok {
-			return q, true
-		}
-		if name == v1.ResourceCPU {
-			return *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI), true
-		}
-		return resource.Quantity{}, false
-	}
-	switch ref.Resource {
-	case "limits.cpu":
-		q, ok = limit(v1.ResourceCPU)
-	case "limits.memory":
-		q, ok = limit(v1.ResourceMemory)
-	case "limits.ephemeral-storage":
-		q, ok = limit(v1.ResourceEphemeralStorage)
-	case "requests.cpu":
-		q, ok = c.Resources.Requests[v1.ResourceCPU]
-	case "requests.memory":
-		q, ok = c.Resources.Requests[v1.ResourceMemory]
-	case "requests.ephemeral-storage":
-		q, ok = c.Resources.Requests[v1.ResourceEphemeralStorage]
-	default:
-		return "", fmt.Errorf("unsupported container resource %q", ref.Resource)
-	}
-	if !ok {
-		return "0", nil
-	}
-	divisor := ref.Divisor
-	if divisor.IsZero() {
-		divisor = resource.MustParse("1")
-	}
-	if strings.HasSuffix(ref.Resource, ".cpu") {
-		v := int64(math.Ceil(float64(q.MilliValue()) / float64(divisor.MilliValue())))
-		return strconv.FormatInt(v, 10), nil
-	}
-	v := int64(math.Ceil(float64(q.Value()) / float64(divisor.Value())))
-	return strconv.FormatInt(v, 10), nil
-}
-
-// hostsFile is the managed /etc/hosts of a pod, as upstream writes it.
-func hostsFile(pod *v1.Pod, podIP string) []byte {
-	var b bytes.Buffer
-	b.WriteString("# Kubernetes-managed hosts file.\n")
-	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
-	b.WriteString("fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n")
-	host := pod.Name
-	if pod.Spec.Hostname != "" {
-		host = pod.Spec.Hostname
-	}
-	if podIP != "" {
-		if pod.Spec.Subdomain != "" {
-			fmt.Fprintf(&b, "%s\t%s.%s.%s.svc.cluster.local\t%s\n", podIP, host, pod.Spec.Subdomain, pod.Namespace, host)
-		} else {
-			fmt.Fprintf(&b, "%s\t%s\n", podIP, host)
-		}
-	}
-	if len(pod.Spec.HostAliases) > 0 {
-		b.WriteString("\n# Entries added by HostAliases.\n")
-		for _, ha := range pod.Spec.HostAliases {
-			fmt.Fprintf(&b, "%s\t%s\n", ha.IP, strings.Join(ha.Hostnames, "\t"))
-		}
-	}
-	return b.Bytes()
-}
-
 // writeHostsFile writes <PodsDir>/<uid>/etc-hosts atomically.
 func writeHostsFile(podsDir string, pod *v1.Pod, podIP string) (string, error) {
 	path := filepath.Join(podsDir, string(pod.UID), "etc-hosts")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return "", err
 	}
-	if err := writeAtomic(path, hostsFile(pod, podIP)); err != nil {
+	if err := writeAtomic(path, podspec.HostsFile(pod, podIP)); err != nil {
 		return "", err
 	}
 	return path, os.Chmod(path, 0o644)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/actorlet/actorlet/actors/probe"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // hookRunner runs lifecycle hooks (postStart, preStop) off the mailbox.
@@ -34,7 +34,7 @@ func (r hookRunner) run(ctx context.Context, hook *v1.LifecycleHandler, c *v1.Co
 		if r.h.Exec == nil {
 			return errors.New("exec hook: no exec handler")
 		}
-		cmd := probe.ExpandCommand(hook.Exec.Command, c.Env)
+		cmd := podspec.ExpandCommand(hook.Exec.Command, c.Env)
 		stdout, stderr, code, err := r.h.Exec.ExecSync(ctx, id, cmd, 0)
 		if err != nil {
 			return err
@@ -47,7 +47,7 @@ func (r hookRunner) run(ctx context.Context, hook *v1.LifecycleHandler, c *v1.Co
 		if r.h.HTTP == nil {
 			return errors.New("httpGet hook: no HTTP handler")
 		}
-		u, header, err := probe.HTTPTarget(hook.HTTPGet, c, r.podIP)
+		u, header, err := podspec.HTTPTarget(hook.HTTPGet, c, r.podIP)
 		if err != nil {
 			return err
 		}
@@ -100,7 +100,7 @@ func (a *Actor) stopSpecs(ids []string) []stopSpec {
 						spec := containerSpec(a.pod, name)
 						s.name = name
 						if spec != nil {
-							s.sidecar = isSidecar(spec)
+							s.sidecar = podspec.IsSidecar(spec)
 						}
 						if spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
 							s.container = spec.DeepCopy()
@@ -138,8 +138,8 @@ func stopWithHook(ctx context.Context, rt Containers, hooks hookRunner, s stopSp
 			log("preStop hook failed", "reason", ReasonFailedPreStopHook, "container", s.container.Name, "err", err)
 		}
 		grace -= int64(hooks.clk.Since(start) / time.Second)
-		if grace < minimumGracePeriodInSeconds {
-			grace = minimumGracePeriodInSeconds
+		if grace < podspec.MinimumGracePeriodSeconds {
+			grace = podspec.MinimumGracePeriodSeconds
 		}
 	}
 	return ignoreNotFound(rt.StopContainer(ctx, s.id, grace))
@@ -157,7 +157,7 @@ const (
 // host file mounted at its terminationMessagePath, or with
 // FallbackToLogsOnError and a failure, the tail of its log.
 func terminationMessage(c *runtimeapi.ContainerStatus) string {
-	path := c.GetAnnotations()[AnnotationTerminationMsgPath]
+	path := c.GetAnnotations()[podspec.AnnotationTerminationMsgPath]
 	if path != "" {
 		for _, m := range c.GetMounts() {
 			if m.GetContainerPath() != path || m.GetHostPath() == "" {
@@ -168,7 +168,7 @@ func terminationMessage(c *runtimeapi.ContainerStatus) string {
 			}
 		}
 	}
-	if c.GetAnnotations()[AnnotationTerminationMsgPolicy] == string(v1.TerminationMessageFallbackToLogsOnError) &&
+	if c.GetAnnotations()[podspec.AnnotationTerminationMsgPolicy] == string(v1.TerminationMessageFallbackToLogsOnError) &&
 		c.ExitCode != 0 && c.GetLogPath() != "" {
 		return logTail(c.GetLogPath(), maxTerminationLogLines, maxTerminationLogBytes)
 	}
@@ -226,12 +226,6 @@ func logTail(path string, lines, maxBytes int) string {
 		s = s[len(s)-maxBytes:]
 	}
 	return s
-}
-
-// terminationLogPath is the host file mounted at a container's
-// terminationMessagePath: <PodsDir>/<uid>/containers/<name>/<attempt>.
-func terminationLogPath(podsDir string, uid, name string, attempt uint32) string {
-	return filepath.Join(podsDir, uid, "containers", name, strconv.FormatUint(uint64(attempt), 10))
 }
 
 // createEmptyFile creates path (and its directory) as an empty file anyone in

@@ -12,6 +12,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // startError tells a failed create from a failed start.
@@ -39,7 +41,7 @@ func (a *Actor) run(act action, killing bool) {
 	var f func(ctx context.Context) error
 	switch {
 	case killing:
-		grace := gracePeriod(a.pod, a.kill.GracePeriod)
+		grace := podspec.GracePeriod(a.pod, a.kill.GracePeriod)
 		if a.pod == nil {
 			grace = orphanGrace(a.snap, a.kill.GracePeriod)
 		}
@@ -50,7 +52,7 @@ func (a *Actor) run(act action, killing bool) {
 		hooks, log := a.hooks(), a.log.Warn
 		f = func(ctx context.Context) error { return killAll(ctx, rt, snap, stops, hooks, grace, log) }
 	case act.kind == actRunSandbox:
-		cfg := SandboxConfig(a.pod, act.attempt, a.d.Config.PodLogsDir)
+		cfg := podspec.SandboxConfig(a.pod, act.attempt, a.d.Config.PodLogsDir)
 		handler := a.d.Config.RuntimeHandler
 		if a.pod.Spec.RuntimeClassName != nil && *a.pod.Spec.RuntimeClassName != "" {
 			handler = *a.pod.Spec.RuntimeClassName
@@ -61,7 +63,7 @@ func (a *Actor) run(act action, killing bool) {
 			return err
 		}
 	case act.kind == actStopContainers:
-		grace := gracePeriod(a.pod, nil)
+		grace := podspec.GracePeriod(a.pod, nil)
 		if act.grace > 0 {
 			grace = act.grace
 		}
@@ -126,12 +128,12 @@ func (a *Actor) startFunc(act action) func(ctx context.Context) error {
 			return nil
 		}
 	}
-	sbCfg := SandboxConfig(a.pod, act.sandbox.GetMetadata().GetAttempt(), a.d.Config.PodLogsDir)
+	sbCfg := podspec.SandboxConfig(a.pod, act.sandbox.GetMetadata().GetAttempt(), a.d.Config.PodLogsDir)
 	image := act.imageRef
 	if image == "" {
 		image = act.container.Image
 	}
-	cfg := ContainerConfig(a.pod, act.container, act.attempt, image, act.isInit)
+	cfg := podspec.ContainerConfig(a.pod, act.container, act.attempt, image, act.isInit)
 	mounts, err := volumeMounts(act.container, a.volPaths)
 	if err != nil {
 		return func(context.Context) error { return &startError{config: true, err: err} }
@@ -139,16 +141,16 @@ func (a *Actor) startFunc(act action) func(ctx context.Context) error {
 	cfg.Mounts = append(cfg.Mounts, mounts...)
 	var files []string // host files to create before the container
 	if dir := a.d.Config.PodsDir; dir != "" {
-		host := terminationLogPath(dir, string(a.pod.UID), act.container.Name, act.attempt)
+		host := podspec.TerminationLogPath(dir, string(a.pod.UID), act.container.Name, act.attempt)
 		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{
-			ContainerPath: nonEmpty(act.container.TerminationMessagePath, defaultTerminationMessagePath),
+			ContainerPath: podspec.TerminationMessagePath(act.container),
 			HostPath:      host,
 		})
 		files = append(files, host)
 	}
 	sandboxID := act.sandbox.Id
 	spec := act.container.DeepCopy()
-	hooks, grace, log := a.hooks(), gracePeriod(a.pod, nil), a.log
+	hooks, grace, log := a.hooks(), podspec.GracePeriod(a.pod, nil), a.log
 	hooks.podIP = act.sandbox.GetNetwork().GetIp()
 	if a.pod.Spec.HostNetwork || hooks.podIP == "" {
 		hooks.podIP = a.d.Config.HostIP
@@ -313,14 +315,14 @@ func killAll(ctx context.Context, rt Runtime, snap *snapshot, stops []stopSpec, 
 // override, else what its containers recorded, else the default.
 func orphanGrace(snap *snapshot, override *int64) int64 {
 	if override != nil {
-		return gracePeriod(nil, override)
+		return podspec.GracePeriod(nil, override)
 	}
 	for _, cs := range snap.containers {
 		for _, c := range cs {
-			if g, err := strconv.ParseInt(c.GetAnnotations()[AnnotationPodTerminationGrace], 10, 64); err == nil {
-				return gracePeriod(nil, &g)
+			if g, err := strconv.ParseInt(c.GetAnnotations()[podspec.AnnotationPodTerminationGrace], 10, 64); err == nil {
+				return podspec.GracePeriod(nil, &g)
 			}
 		}
 	}
-	return gracePeriod(nil, nil)
+	return podspec.GracePeriod(nil, nil)
 }

@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // actionKind is the one thing a PodActor does next. A pod does one runtime
@@ -130,7 +132,7 @@ func (p planner) plan() planResult {
 	for i := range p.pod.Spec.InitContainers {
 		c := &p.pod.Spec.InitContainers[i]
 		cur := p.snap.inSandbox(c.Name, sb.Id, p.sandboxOf)
-		if isSidecar(c) {
+		if podspec.IsSidecar(c) {
 			// A restartable init container (sidecar) only has to be running
 			// for the next one to start; it keeps running, and is restarted
 			// whenever it exits.
@@ -190,15 +192,15 @@ func (p planner) step(c *v1.Container, isInit bool, cur *runtimeapi.ContainerSta
 		start.attempt = cur.GetMetadata().GetAttempt()
 		return start, true
 	case runtimeapi.ContainerState_CONTAINER_RUNNING:
-		if !isInit && cur.GetAnnotations()[AnnotationContainerHash] != "" &&
-			cur.GetAnnotations()[AnnotationContainerHash] != ContainerHash(c) {
+		if !isInit && cur.GetAnnotations()[podspec.AnnotationContainerHash] != "" &&
+			cur.GetAnnotations()[podspec.AnnotationContainerHash] != podspec.ContainerHash(c) {
 			return action{kind: actStopContainers, ids: []string{cur.Id}, reason: "container spec changed"}, true
 		}
 		return action{}, false
 	case runtimeapi.ContainerState_CONTAINER_EXITED:
 		policy := p.pod.Spec.RestartPolicy
 		switch {
-		case isInit && isSidecar(c):
+		case isInit && podspec.IsSidecar(c):
 			policy = v1.RestartPolicyAlways // sidecars always come back
 		case isInit && policy == v1.RestartPolicyAlways:
 			policy = v1.RestartPolicyOnFailure // init containers re-run only on failure

@@ -17,6 +17,7 @@ import (
 
 	"github.com/actorlet/actorlet/actors/probe"
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // Reasons of probe-driven kills, as upstream.
@@ -56,27 +57,6 @@ type killReq struct {
 	grace   int64
 }
 
-// probed lists the containers that get probes: the regular containers and
-// the restartable init containers (sidecars).
-func probed(pod *v1.Pod) []*v1.Container {
-	var out []*v1.Container
-	for i := range pod.Spec.InitContainers {
-		if isSidecar(&pod.Spec.InitContainers[i]) {
-			out = append(out, &pod.Spec.InitContainers[i])
-		}
-	}
-	for i := range pod.Spec.Containers {
-		out = append(out, &pod.Spec.Containers[i])
-	}
-	return out
-}
-
-// isSidecar reports whether an init container is restartable
-// (restartPolicy: Always).
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
-
 // probeState says whether a running container has started (its startup
 // probe succeeded, or it has none) and is ready (started, and its readiness
 // probe succeeded or it has none).
@@ -102,7 +82,7 @@ func (a *Actor) syncProbes(ctx actor.Context) {
 			if a.pod.Spec.HostNetwork || podIP == "" {
 				podIP = a.d.Config.HostIP
 			}
-			for _, c := range probed(a.pod) {
+			for _, c := range podspec.Probed(a.pod) {
 				cur := a.snap.inSandbox(c.Name, sb.Id, a.sboxOf)
 				if cur == nil || cur.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 					continue
@@ -197,7 +177,7 @@ func (a *Actor) handleProbeResult(ctx actor.Context, m *messages.ProbeResult) {
 		if m.Kind == messages.ProbeStartup {
 			what = "startup"
 		}
-		grace := gracePeriod(a.pod, nil)
+		grace := podspec.GracePeriod(a.pod, nil)
 		if p := probe.Of(c, m.Kind); p != nil && p.TerminationGracePeriodSeconds != nil {
 			grace = max(*p.TerminationGracePeriodSeconds, 1)
 		}

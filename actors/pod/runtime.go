@@ -10,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // Sandboxes runs and removes pod sandboxes.
@@ -122,7 +123,7 @@ type inspected struct {
 // with the state: a running container's status stays the same until it
 // exits, an exited one never changes).
 func inspect(ctx context.Context, rt Inspector, uid types.UID, prev *snapshot) (*snapshot, map[string]string, error) {
-	sel := uidFilter(uid)
+	sel := podspec.PodSelector(uid)
 	sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
 	if err != nil {
 		return nil, nil, fmt.Errorf("list sandboxes of pod %s: %w", uid, err)
@@ -171,7 +172,7 @@ func inspect(ctx context.Context, rt Inspector, uid types.UID, prev *snapshot) (
 		}
 		name := st.GetMetadata().GetName()
 		if name == "" {
-			name = st.GetLabels()[LabelContainerName]
+			name = podspec.ContainerNameOf(st.GetLabels())
 		}
 		snap.containers[name] = append(snap.containers[name], st)
 		sandboxOf[c.Id] = c.PodSandboxId
@@ -225,7 +226,7 @@ func restartCount(c *runtimeapi.ContainerStatus) int32 {
 	if a := c.GetMetadata().GetAttempt(); a > 0 {
 		return int32(a)
 	}
-	n, _ := strconv.Atoi(c.GetAnnotations()[AnnotationRestartCount])
+	n, _ := strconv.Atoi(c.GetAnnotations()[podspec.AnnotationRestartCount])
 	return int32(n)
 }
 

@@ -6,6 +6,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // Waiting reasons, as upstream.
@@ -51,7 +53,7 @@ type statusInput struct {
 func computeStatus(in statusInput) v1.PodStatus {
 	pod := in.pod
 	st := v1.PodStatus{
-		QOSClass: QOSClass(pod),
+		QOSClass: podspec.QOSClass(pod),
 		HostIP:   in.hostIP,
 	}
 	if in.hostIP != "" {
@@ -84,11 +86,11 @@ func computeStatus(in statusInput) v1.PodStatus {
 		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
 			continue
 		}
-		if isSidecar(c) && cs.State.Running != nil {
+		if podspec.IsSidecar(c) && cs.State.Running != nil {
 			continue // a started sidecar lets initialization go on
 		}
 		initDone = false
-		if !isSidecar(c) && failedForGood(pod, cs) {
+		if !podspec.IsSidecar(c) && failedForGood(pod, cs) {
 			initFailed = true
 		}
 	}
@@ -105,7 +107,7 @@ func computeStatus(in statusInput) v1.PodStatus {
 	}
 	allReady := len(st.ContainerStatuses) > 0
 	for i, cs := range st.InitContainerStatuses {
-		if isSidecar(&pod.Spec.InitContainers[i]) && !cs.Ready {
+		if podspec.IsSidecar(&pod.Spec.InitContainers[i]) && !cs.Ready {
 			allReady = false // sidecars count for readiness, as upstream
 		}
 	}

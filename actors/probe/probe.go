@@ -16,20 +16,17 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
 
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // Execer runs a command in a container (CRI ExecSync); a non-zero exit code
@@ -324,7 +321,7 @@ func (a *Actor) runner() func(ctx context.Context) (bool, string, error) {
 		if h.Exec == nil {
 			return noHandler("exec")
 		}
-		cmd := ExpandCommand(p.Exec.Command, t.Container.Env)
+		cmd := podspec.ExpandCommand(p.Exec.Command, t.Container.Env)
 		id := t.ContainerID
 		return func(ctx context.Context) (bool, string, error) {
 			stdout, stderr, code, err := h.Exec.ExecSync(ctx, id, cmd, timeout)
@@ -341,7 +338,7 @@ func (a *Actor) runner() func(ctx context.Context) (bool, string, error) {
 		if h.HTTP == nil {
 			return noHandler("httpGet")
 		}
-		u, header, err := HTTPTarget(p.HTTPGet, t.Container, t.PodIP)
+		u, header, err := podspec.HTTPTarget(p.HTTPGet, t.Container, t.PodIP)
 		if err != nil {
 			return failNow(err)
 		}
@@ -350,7 +347,7 @@ func (a *Actor) runner() func(ctx context.Context) (bool, string, error) {
 		if h.TCP == nil {
 			return noHandler("tcpSocket")
 		}
-		port, err := ResolvePort(p.TCPSocket.Port, t.Container)
+		port, err := podspec.ResolvePort(p.TCPSocket.Port, t.Container)
 		if err != nil {
 			return failNow(err)
 		}
@@ -389,107 +386,4 @@ func truncate(s string) string {
 		return s[:maxOutput]
 	}
 	return s
-}
-
-// ResolvePort returns a numbered port, or the containerPort of a named one.
-func ResolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
-	if p.Type == intstr.Int {
-		if p.IntVal <= 0 || p.IntVal > 65535 {
-			return 0, fmt.Errorf("invalid port %d", p.IntVal)
-		}
-		return int(p.IntVal), nil
-	}
-	if n, err := strconv.Atoi(p.StrVal); err == nil && n > 0 && n <= 65535 {
-		return n, nil
-	}
-	for _, cp := range c.Ports {
-		if cp.Name == p.StrVal {
-			return int(cp.ContainerPort), nil
-		}
-	}
-	return 0, fmt.Errorf("couldn't find port %q in container %s", p.StrVal, c.Name)
-}
-
-// HTTPTarget builds the URL and headers of an httpGet action (probe or
-// hook): scheme (default HTTP), host (default podIP), named or numbered
-// port, path and headers; a Host header sets the request's host.
-func HTTPTarget(g *v1.HTTPGetAction, c *v1.Container, podIP string) (*url.URL, http.Header, error) {
-	port, err := ResolvePort(g.Port, c)
-	if err != nil {
-		return nil, nil, err
-	}
-	host := g.Host
-	if host == "" {
-		host = podIP
-	}
-	scheme := strings.ToLower(string(g.Scheme))
-	if scheme == "" {
-		scheme = "http"
-	}
-	path := g.Path
-	if path != "" && !strings.HasPrefix(path, "/") {
-		path = "/" + path
-	}
-	u, err := url.Parse(scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port)) + path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("probe url: %w", err)
-	}
-	header := http.Header{}
-	for _, h := range g.HTTPHeaders {
-		header.Add(h.Name, h.Value)
-	}
-	return u, header, nil
-}
-
-// ExpandCommand expands $(VAR) references to the container's literal env
-// values in an exec command, as upstream does for probes and hooks.
-func ExpandCommand(cmd []string, env []v1.EnvVar) []string {
-	vars := map[string]string{}
-	for _, e := range env {
-		if e.ValueFrom == nil {
-			vars[e.Name] = e.Value
-		}
-	}
-	out := make([]string, len(cmd))
-	for i, s := range cmd {
-		out[i] = Expand(s, func(name string) (string, bool) { v, ok := vars[name]; return v, ok })
-	}
-	return out
-}
-
-// Expand replaces $(VAR) with its value as the upstream kubelet's
-// expansion does: $$ is an escaped $, an unknown or malformed reference is
-// kept as written.
-func Expand(s string, lookup func(string) (string, bool)) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := lookup(name); ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString("$(" + name + ")")
-			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
 }

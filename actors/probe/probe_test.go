@@ -246,55 +246,6 @@ func TestSlowProbeSkipsTicksKeepsSchedule(t *testing.T) {
 	}
 }
 
-func TestHTTPTargetAndNamedPorts(t *testing.T) {
-	c := &v1.Container{Name: "web", Ports: []v1.ContainerPort{{Name: "http", ContainerPort: 8080}}}
-	tests := []struct {
-		name    string
-		action  v1.HTTPGetAction
-		want    string
-		wantErr bool
-	}{
-		{name: "named port, default host", action: v1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}, want: "http://10.1.2.3:8080/healthz"},
-		{name: "number, https, host", action: v1.HTTPGetAction{Host: "example.test", Port: intstr.FromInt32(443), Scheme: v1.URISchemeHTTPS}, want: "https://example.test:443"},
-		{name: "path without slash", action: v1.HTTPGetAction{Path: "ready", Port: intstr.FromInt32(80)}, want: "http://10.1.2.3:80/ready"},
-		{name: "unknown port name", action: v1.HTTPGetAction{Port: intstr.FromString("grpc")}, wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			u, _, err := HTTPTarget(&tt.action, c, "10.1.2.3")
-			if tt.wantErr {
-				if err == nil {
-					t.Fatalf("want error, got %s", u)
-				}
-				return
-			}
-			if err != nil || u.String() != tt.want {
-				t.Fatalf("got %v %v, want %s", u, err, tt.want)
-			}
-		})
-	}
-}
-
-func TestExpand(t *testing.T) {
-	vars := map[string]string{"A": "x", "B": "y"}
-	lookup := func(n string) (string, bool) { v, ok := vars[n]; return v, ok }
-	tests := []struct{ name, in, want string }{
-		{name: "simple", in: "$(A)/$(B)", want: "x/y"},
-		{name: "escaped", in: "$$(A)", want: "$(A)"},
-		{name: "unknown kept", in: "$(C)", want: "$(C)"},
-		{name: "unterminated", in: "a$(A", want: "a$(A"},
-		{name: "lone dollar", in: "a$b$", want: "a$b$"},
-		{name: "double dollar", in: "$$", want: "$"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Expand(tt.in, lookup); got != tt.want {
-				t.Fatalf("Expand(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestMissingHandlerFails(t *testing.T) {
 	h := newHarness(t, messages.ProbeReadiness, &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Port: intstr.FromInt32(80)}},
 		PeriodSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}, 0)

@@ -300,7 +300,7 @@ func (h *containerLogs) serve(w http.ResponseWriter, r *http.Request) {
 		// upstream does for a container that is not running.
 		opts.follow = false
 	}
-	dir := filepath.Join(h.root, fmt.Sprintf("%s_%s_%s", ns, name, uid), ctr) // actors/pod.PodLogDir + ContainerConfig.LogPath
+	dir := filepath.Join(h.root, fmt.Sprintf("%s_%s_%s", ns, name, uid), ctr) // podspec.PodLogDir + ContainerConfig.LogPath
 	path := attemptLog(dir, attempt)
 	f, err := os.Open(path)
 	if attempt < 0 || errors.Is(err, os.ErrNotExist) {

@@ -24,6 +24,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/internal/actortest"
 )
 
 var logsNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -430,21 +431,18 @@ func follow(t *testing.T, e *logsEnv, query string) (*follower, <-chan struct{})
 }
 
 // until steps the fake clock whenever the handler waits on it, until cond
-// holds or 10 s pass.
+// holds (actortest.Eventually's deadline).
 func until(t *testing.T, e *logsEnv, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	actortest.Eventually(t, what, func() bool {
+		if cond() {
+			return true
 		}
 		if e.clock.HasWaiters() {
 			e.clock.Step(logsPoll)
 		}
-		<-tick.C
-	}
+		return false
+	})
 }
 
 // expect reads the next lines, stepping the clock as needed.

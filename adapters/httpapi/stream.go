@@ -17,13 +17,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream/wsstream"
 
 	"github.com/actorlet/actorlet/errdefs"
-)
-
-// CRI labels the streaming endpoints find containers and sandboxes by (the
-// upstream kubelet's, set by the PodActor).
-const (
-	labelPodUID        = "io.kubernetes.pod.uid"
-	labelContainerName = "io.kubernetes.container.name"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // StreamingRuntime is what the streaming endpoints need from the container
@@ -186,7 +180,7 @@ func (h *streaming) resolvePod(w http.ResponseWriter, r *http.Request, what stri
 // runningContainer finds the ID of the container's running instance.
 func (h *streaming) runningContainer(w http.ResponseWriter, r *http.Request, t target) (string, bool) {
 	cs, err := h.rt.ListContainers(r.Context(), &runtimeapi.ContainerFilter{
-		LabelSelector: map[string]string{labelPodUID: t.uid, labelContainerName: t.ctr},
+		LabelSelector: map[string]string{podspec.LabelPodUID: t.uid, podspec.LabelContainerName: t.ctr},
 	})
 	if err != nil {
 		h.runtimeError(w, err, "find container %q of pod %s", t.ctr, t.pod())
@@ -298,7 +292,7 @@ func (h *streaming) servePortForward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sbs, err := h.rt.ListPodSandbox(r.Context(), &runtimeapi.PodSandboxFilter{
-		LabelSelector: map[string]string{labelPodUID: t.uid},
+		LabelSelector: map[string]string{podspec.LabelPodUID: t.uid},
 		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
 	})
 	if err != nil {

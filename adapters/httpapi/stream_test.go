@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,103 +17,32 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/internal/fakecri"
+	"github.com/actorlet/actorlet/podspec"
 )
 
-// fakeStreamRuntime records the streaming calls and answers with url.
-type fakeStreamRuntime struct {
-	mu         sync.Mutex
-	containers []*runtimeapi.Container
-	sandboxes  []*runtimeapi.PodSandbox
-	listErr    error
-	callErr    error
-	url        *url.URL
-	execs      []*runtimeapi.ExecRequest
-	attaches   []*runtimeapi.AttachRequest
-	forwards   []string
-}
-
-var _ StreamingRuntime = (*fakeStreamRuntime)(nil)
-
-func (f *fakeStreamRuntime) ListContainers(_ context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.listErr != nil {
-		return nil, f.listErr
-	}
-	var out []*runtimeapi.Container
-	for _, c := range f.containers {
-		if matchLabels(c.Labels, filter.GetLabelSelector()) {
-			out = append(out, c)
-		}
-	}
-	return out, nil
-}
-
-func (f *fakeStreamRuntime) ListPodSandbox(_ context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.listErr != nil {
-		return nil, f.listErr
-	}
-	var out []*runtimeapi.PodSandbox
-	for _, s := range f.sandboxes {
-		if matchLabels(s.Labels, filter.GetLabelSelector()) && (filter.GetState() == nil || filter.GetState().State == s.State) {
-			out = append(out, s)
-		}
-	}
-	return out, nil
-}
-
-func matchLabels(labels, sel map[string]string) bool {
-	for k, v := range sel {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-func (f *fakeStreamRuntime) Exec(_ context.Context, req *runtimeapi.ExecRequest) (*url.URL, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.execs = append(f.execs, req)
-	return f.url, f.callErr
-}
-
-func (f *fakeStreamRuntime) Attach(_ context.Context, req *runtimeapi.AttachRequest) (*url.URL, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.attaches = append(f.attaches, req)
-	return f.url, f.callErr
-}
-
-func (f *fakeStreamRuntime) PortForward(_ context.Context, id string, ports []int32) (*url.URL, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.forwards = append(f.forwards, fmt.Sprint(id, ports))
-	return f.url, f.callErr
-}
+var _ StreamingRuntime = (*fakecri.Runtime)(nil)
 
 func ctrLabels(uid, name string) map[string]string {
-	return map[string]string{labelPodUID: uid, labelContainerName: name}
+	return map[string]string{podspec.LabelPodUID: uid, podspec.LabelContainerName: name}
 }
 
 // newStreamFixture: pod default/web (uid u1) with containers app (running
 // twice: an old exited instance and the current one), side (exited) and
 // init (not created yet); one ready sandbox.
-func newStreamFixture() (*fakeStreamRuntime, ResolveFunc) {
-	rt := &fakeStreamRuntime{
-		containers: []*runtimeapi.Container{
+func newStreamFixture() (*fakecri.Runtime, ResolveFunc) {
+	rt := fakecri.New(nil)
+	rt.Replace(
+		[]*runtimeapi.PodSandbox{
+			{Id: "sb-old", CreatedAt: 1, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY, Labels: map[string]string{podspec.LabelPodUID: "u1"}},
+			{Id: "sb-1", CreatedAt: 2, State: runtimeapi.PodSandboxState_SANDBOX_READY, Labels: map[string]string{podspec.LabelPodUID: "u1"}},
+		},
+		[]*runtimeapi.Container{
 			{Id: "app-old", CreatedAt: 1, State: runtimeapi.ContainerState_CONTAINER_EXITED, Labels: ctrLabels("u1", "app")},
 			{Id: "app-1", CreatedAt: 2, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: ctrLabels("u1", "app")},
 			{Id: "side-1", CreatedAt: 2, State: runtimeapi.ContainerState_CONTAINER_EXITED, Labels: ctrLabels("u1", "side")},
 			{Id: "other", CreatedAt: 3, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: ctrLabels("u2", "app")},
-		},
-		sandboxes: []*runtimeapi.PodSandbox{
-			{Id: "sb-old", CreatedAt: 1, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY, Labels: map[string]string{labelPodUID: "u1"}},
-			{Id: "sb-1", CreatedAt: 2, State: runtimeapi.PodSandboxState_SANDBOX_READY, Labels: map[string]string{labelPodUID: "u1"}},
-		},
-	}
+		})
 	resolve := func(_ context.Context, ns, name string) (string, map[string]ResolvedContainer, error) {
 		switch {
 		case ns == "default" && name == "web":
@@ -174,8 +102,13 @@ func TestStreamingErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rt, resolve := newStreamFixture()
-			rt.listErr, rt.callErr = tt.listErr, tt.callErr
-			rt.url = &url.URL{Scheme: "http", Host: "127.0.0.1:1", Path: "/unused"}
+			for _, m := range []string{"ListContainers", "ListPodSandbox"} {
+				rt.InjectAlways(m, tt.listErr)
+			}
+			for _, m := range []string{"Exec", "Attach", "PortForward"} {
+				rt.InjectAlways(m, tt.callErr)
+			}
+			rt.SetStreamURL(&url.URL{Scheme: "http", Host: "127.0.0.1:1", Path: "/unused"})
 			h := NewStreaming(resolve, rt, nil)
 			method := tt.method
 			if method == "" {
@@ -190,8 +123,8 @@ func TestStreamingErrors(t *testing.T) {
 			if w.Code != tt.wantCode || !strings.Contains(w.Body.String(), tt.wantMsg) {
 				t.Fatalf("%s %s = %d %q, want %d containing %q", method, tt.target, w.Code, w.Body.String(), tt.wantCode, tt.wantMsg)
 			}
-			if tt.wantCode < 500 && tt.wantCode != 404 && tt.callErr == nil && len(rt.execs)+len(rt.attaches)+len(rt.forwards) > 0 {
-				t.Fatalf("the runtime was asked for a stream for a refused request: %v %v %v", rt.execs, rt.attaches, rt.forwards)
+			if tt.wantCode < 500 && tt.wantCode != 404 && tt.callErr == nil && rt.Count("Exec")+rt.Count("Attach")+rt.Count("PortForward") > 0 {
+				t.Fatalf("the runtime was asked for a stream for a refused request: %v %v %v", rt.ExecRequests(), rt.AttachRequests(), rt.PortForwards())
 			}
 		})
 	}
@@ -249,29 +182,29 @@ func TestStreamingProxiesTheUpgrade(t *testing.T) {
 	tests := []struct {
 		name     string
 		target   string
-		check    func(t *testing.T, rt *fakeStreamRuntime)
+		check    func(t *testing.T, rt *fakecri.Runtime)
 		wantPath string
 	}{
-		{name: "exec", target: "/exec/default/web/app?command=sh&command=-c&command=echo+hi&input=1&output=1&tty=1", check: func(t *testing.T, rt *fakeStreamRuntime) {
-			got := rt.execs[0]
+		{name: "exec", target: "/exec/default/web/app?command=sh&command=-c&command=echo+hi&input=1&output=1&tty=1", check: func(t *testing.T, rt *fakecri.Runtime) {
+			got := rt.ExecRequests()[0]
 			if got.ContainerId != "app-1" || strings.Join(got.Cmd, "|") != "sh|-c|echo hi" || !got.Stdin || !got.Stdout || got.Stderr || !got.Tty {
 				t.Fatalf("ExecRequest = %v", got)
 			}
 		}},
-		{name: "exec with uid", target: "/exec/default/web/u1/app?command=ls&output=1", check: func(t *testing.T, rt *fakeStreamRuntime) {
-			if rt.execs[0].ContainerId != "app-1" {
-				t.Fatalf("ExecRequest = %v", rt.execs[0])
+		{name: "exec with uid", target: "/exec/default/web/u1/app?command=ls&output=1", check: func(t *testing.T, rt *fakecri.Runtime) {
+			if got := rt.ExecRequests()[0]; got.ContainerId != "app-1" {
+				t.Fatalf("ExecRequest = %v", got)
 			}
 		}},
-		{name: "attach", target: "/attach/default/web/app?output=1&error=1", check: func(t *testing.T, rt *fakeStreamRuntime) {
-			got := rt.attaches[0]
+		{name: "attach", target: "/attach/default/web/app?output=1&error=1", check: func(t *testing.T, rt *fakecri.Runtime) {
+			got := rt.AttachRequests()[0]
 			if got.ContainerId != "app-1" || !got.Stdout || !got.Stderr || got.Stdin {
 				t.Fatalf("AttachRequest = %v", got)
 			}
 		}},
-		{name: "port forward", target: "/portForward/default/web?port=8080&port=9090,80", check: func(t *testing.T, rt *fakeStreamRuntime) {
-			if rt.forwards[0] != "sb-1[8080 9090 80]" {
-				t.Fatalf("PortForward = %v", rt.forwards)
+		{name: "port forward", target: "/portForward/default/web?port=8080&port=9090,80", check: func(t *testing.T, rt *fakecri.Runtime) {
+			if got := rt.PortForwards(); len(got) != 1 || got[0].SandboxID != "sb-1" || fmt.Sprint(got[0].Ports) != "[8080 9090 80]" {
+				t.Fatalf("PortForward = %+v", got)
 			}
 		}},
 	}
@@ -279,7 +212,7 @@ func TestStreamingProxiesTheUpgrade(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rt, resolve := newStreamFixture()
 			u, seen := upstreamEcho(t)
-			rt.url = u
+			rt.SetStreamURL(u)
 			srv := httptest.NewServer(NewStreaming(resolve, rt, nil))
 			defer srv.Close()
 
@@ -346,7 +279,7 @@ func TestStreamingRefusesWebSocketPortForwardTunnel(t *testing.T) {
 	r.Header.Set("Sec-WebSocket-Protocol", "SPDY/3.1+portforward.k8s.io")
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
-	if w.Code != http.StatusBadRequest || len(rt.forwards) != 0 {
-		t.Fatalf("tunnel = %d %q (runtime asked %v), want 400 before the runtime is asked", w.Code, w.Body.String(), rt.forwards)
+	if w.Code != http.StatusBadRequest || rt.Count("PortForward") != 0 {
+		t.Fatalf("tunnel = %d %q (runtime asked %v), want 400 before the runtime is asked", w.Code, w.Body.String(), rt.PortForwards())
 	}
 }

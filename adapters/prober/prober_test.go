@@ -20,6 +20,9 @@ func TestHTTPGet(t *testing.T) {
 	defer other.Close()
 	otherURL, _ := url.Parse(other.URL)
 	otherURL.Host = "localhost:" + otherURL.Port() // another host name
+	// A slow answer never comes: the handler waits until the prober gives
+	// up (the client's cancellation ends r's context) or the test ends.
+	testDone := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/ok":
@@ -33,10 +36,14 @@ func TestHTTPGet(t *testing.T) {
 		case "/remote-redirect":
 			http.Redirect(w, r, otherURL.String(), http.StatusFound)
 		case "/slow":
-			time.Sleep(2 * time.Second)
+			select {
+			case <-r.Context().Done():
+			case <-testDone:
+			}
 		}
 	}))
 	defer srv.Close()
+	defer close(testDone) // before srv.Close, which waits for handlers
 	p := New()
 	tests := []struct {
 		name   string

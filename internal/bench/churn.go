@@ -9,6 +9,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // Chaos kinds the chaos scenario crashes (every kind of the tree).
@@ -199,18 +201,18 @@ func (s *session) checkConverged(ctx context.Context, rt runtimeLister, want, al
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	ctrs, err := rt.ListContainers(cctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{"io.kubernetes.pod.namespace": Namespace}})
+	ctrs, err := rt.ListContainers(cctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{podspec.LabelPodNamespace: Namespace}})
 	if err != nil {
 		return []string{"list containers: " + err.Error()}
 	}
-	sbs, err := rt.ListPodSandbox(cctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"io.kubernetes.pod.namespace": Namespace}})
+	sbs, err := rt.ListPodSandbox(cctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{podspec.LabelPodNamespace: Namespace}})
 	if err != nil {
 		return []string{"list sandboxes: " + err.Error()}
 	}
 	seen := map[string]bool{}
 	running := map[string]int{}
 	for _, c := range ctrs {
-		uid := c.Labels["io.kubernetes.pod.uid"]
+		uid := c.Labels[podspec.LabelPodUID]
 		key := fmt.Sprintf("%s/%s/%d", uid, c.GetMetadata().GetName(), c.GetMetadata().GetAttempt())
 		if seen[key] {
 			v = append(v, "duplicate container "+key+" ("+nameOf[uid]+")")

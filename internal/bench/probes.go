@@ -10,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/actorlet/actorlet/adapters/cri"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // probePeriod is the probes scenario's readiness probe period, in seconds.
@@ -47,7 +48,7 @@ func runProbes(ctx context.Context, o Options, r *Result) error {
 	defer func() { _ = rt.Close() }()
 	ctrs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{
 		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": Namespace},
+		LabelSelector: map[string]string{podspec.LabelPodNamespace: Namespace},
 	})
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)

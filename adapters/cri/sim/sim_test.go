@@ -20,6 +20,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/actorlet/actorlet/internal/actortest"
 )
 
 // testIPBase keeps this package's listeners away from other packages' sim
@@ -141,18 +143,10 @@ func (e *env) status(t *testing.T, id string) *runtimeapi.ContainerStatus {
 	return resp.Status
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually waits until cond holds (actortest.Eventually).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	actortest.Eventually(t, what, cond)
 }
 
 func (e *env) waitState(t *testing.T, id string, want runtimeapi.ContainerState) *runtimeapi.ContainerStatus {

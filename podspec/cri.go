@@ -1,128 +1,25 @@
-package pod
+package podspec
 
 import (
 	"encoding/json"
-	"fmt"
 	"hash/fnv"
 	"path/filepath"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// Labels and annotations the upstream kubelet puts on CRI objects. Node tools
-// (crictl and friends) read them; a restarted actorlet finds its pods by them.
 const (
-	LabelPodUID        = "io.kubernetes.pod.uid"
-	LabelPodName       = "io.kubernetes.pod.name"
-	LabelPodNamespace  = "io.kubernetes.pod.namespace"
-	LabelContainerName = "io.kubernetes.container.name"
-
-	AnnotationContainerHash         = "io.kubernetes.container.hash"
-	AnnotationRestartCount          = "io.kubernetes.container.restartCount"
-	AnnotationTerminationMsgPath    = "io.kubernetes.container.terminationMessagePath"
-	AnnotationTerminationMsgPolicy  = "io.kubernetes.container.terminationMessagePolicy"
-	AnnotationPodTerminationGrace   = "io.kubernetes.pod.terminationGracePeriod"
-	AnnotationContainerPorts        = "io.kubernetes.container.ports"
-	AnnotationContainerInit         = "io.kubernetes.container.init" // actorlet: "true" on init containers
-	defaultTerminationGracePeriod   = int64(30)
-	minimumGracePeriodInSeconds     = int64(2)
 	cpuSharesMin, cpuSharesMax      = 2, 262144
 	quotaPeriodMicros               = int64(100000)
 	milliCPUToCPU                   = 1000
-	podLogsDirName                  = "pods"
 	defaultTerminationMessagePath   = "/dev/termination-log"
 	defaultTerminationMessagePolicy = string(v1.TerminationMessageReadFile)
 )
 
-// QOSClass computes the pod's QoS class as the upstream kubelet does: every
-// container (init ones included) with equal cpu and memory requests and
-// limits is Guaranteed; no requests or limits at all is BestEffort; anything
-// else is Burstable.
-func QOSClass(pod *v1.Pod) v1.PodQOSClass {
-	requests := v1.ResourceList{}
-	limits := v1.ResourceList{}
-	zero := resource.MustParse("0")
-	isGuaranteed := true
-	all := append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
-	for _, c := range all {
-		for name, q := range c.Resources.Requests {
-			if name != v1.ResourceCPU && name != v1.ResourceMemory {
-				continue
-			}
-			if q.Cmp(zero) == 1 {
-				acc := requests[name]
-				acc.Add(q)
-				requests[name] = acc
-			}
-		}
-		complete := 0
-		for name, q := range c.Resources.Limits {
-			if name != v1.ResourceCPU && name != v1.ResourceMemory {
-				continue
-			}
-			if q.Cmp(zero) == 1 {
-				complete++
-				acc := limits[name]
-				acc.Add(q)
-				limits[name] = acc
-			}
-		}
-		if complete < 2 {
-			isGuaranteed = false
-		}
-	}
-	if len(requests) == 0 && len(limits) == 0 {
-		return v1.PodQOSBestEffort
-	}
-	if isGuaranteed {
-		for name, req := range requests {
-			if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
-				isGuaranteed = false
-				break
-			}
-		}
-	}
-	if isGuaranteed && len(requests) == len(limits) {
-		return v1.PodQOSGuaranteed
-	}
-	return v1.PodQOSBurstable
-}
-
-// CgroupParent is the kubelet-style cgroupfs parent of a pod:
-// /kubepods/pod<uid>, /kubepods/burstable/pod<uid> or /kubepods/besteffort/pod<uid>.
-func CgroupParent(pod *v1.Pod) string {
-	switch QOSClass(pod) {
-	case v1.PodQOSGuaranteed:
-		return "/kubepods/pod" + string(pod.UID)
-	case v1.PodQOSBestEffort:
-		return "/kubepods/besteffort/pod" + string(pod.UID)
-	default:
-		return "/kubepods/burstable/pod" + string(pod.UID)
-	}
-}
-
-// PodLogDir is where the runtime writes a pod's container logs, as upstream:
-// <root>/<namespace>_<name>_<uid>.
-func PodLogDir(root string, pod *v1.Pod) string {
-	return filepath.Join(root, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID))
-}
-
-func podLabels(pod *v1.Pod) map[string]string {
-	l := make(map[string]string, len(pod.Labels)+3)
-	for k, v := range pod.Labels {
-		l[k] = v
-	}
-	l[LabelPodUID] = string(pod.UID)
-	l[LabelPodName] = pod.Name
-	l[LabelPodNamespace] = pod.Namespace
-	return l
-}
-
-// SandboxConfig builds the CRI sandbox config for attempt.
+// SandboxConfig builds the CRI sandbox config for attempt; logRoot is the
+// root of the pods' log directories (PodLogDir).
 func SandboxConfig(pod *v1.Pod, attempt uint32, logRoot string) *runtimeapi.PodSandboxConfig {
 	ann := make(map[string]string, len(pod.Annotations))
 	for k, v := range pod.Annotations {
@@ -136,7 +33,7 @@ func SandboxConfig(pod *v1.Pod, attempt uint32, logRoot string) *runtimeapi.PodS
 			Attempt:   attempt,
 		},
 		LogDirectory: PodLogDir(logRoot, pod),
-		Labels:       podLabels(pod),
+		Labels:       Labels(pod),
 		Annotations:  ann,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent: CgroupParent(pod),
@@ -224,14 +121,15 @@ func ContainerHash(c *v1.Container) string {
 }
 
 // ContainerConfig builds the CRI container config for the given attempt
-// (attempt is the container's restart count, as upstream).
+// (attempt is the container's restart count, as upstream). Env vars with a
+// reference (valueFrom) are left out: the caller resolves them.
 func ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, imageRef string, isInit bool) *runtimeapi.ContainerConfig {
 	ann := map[string]string{
 		AnnotationContainerHash:        ContainerHash(c),
 		AnnotationRestartCount:         strconv.FormatUint(uint64(attempt), 10),
-		AnnotationTerminationMsgPath:   nonEmpty(c.TerminationMessagePath, defaultTerminationMessagePath),
+		AnnotationTerminationMsgPath:   TerminationMessagePath(c),
 		AnnotationTerminationMsgPolicy: nonEmpty(string(c.TerminationMessagePolicy), defaultTerminationMessagePolicy),
-		AnnotationPodTerminationGrace:  strconv.FormatInt(gracePeriod(pod, nil), 10),
+		AnnotationPodTerminationGrace:  strconv.FormatInt(GracePeriod(pod, nil), 10),
 	}
 	if isInit {
 		ann[AnnotationContainerInit] = "true"
@@ -244,7 +142,7 @@ func ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, imageRef stri
 	envs := make([]*runtimeapi.KeyValue, 0, len(c.Env))
 	for _, e := range c.Env {
 		if e.ValueFrom != nil {
-			continue // references are resolved off the mailbox, at start (makeEnv)
+			continue // references are resolved by the caller, at start
 		}
 		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
 	}
@@ -272,6 +170,19 @@ func ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, imageRef stri
 		},
 	}
 	return cfg
+}
+
+// TerminationMessagePath is where in the container the termination message
+// is read from: the container's terminationMessagePath, else
+// /dev/termination-log.
+func TerminationMessagePath(c *v1.Container) string {
+	return nonEmpty(c.TerminationMessagePath, defaultTerminationMessagePath)
+}
+
+// TerminationLogPath is the host file mounted at a container's
+// terminationMessagePath: <podsDir>/<uid>/containers/<name>/<attempt>.
+func TerminationLogPath(podsDir string, uid, name string, attempt uint32) string {
+	return filepath.Join(podsDir, uid, "containers", name, strconv.FormatUint(uint64(attempt), 10))
 }
 
 func nonEmpty(s, def string) string {
@@ -361,26 +272,4 @@ func securityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSec
 		}
 	}
 	return sc
-}
-
-// gracePeriod is the termination grace period in seconds: the override if
-// given, else the pod's, else 30; raised to 2 s at least, as upstream does
-// when it stops a container.
-func gracePeriod(pod *v1.Pod, override *int64) int64 {
-	g := defaultTerminationGracePeriod
-	if pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil {
-		g = *pod.Spec.TerminationGracePeriodSeconds
-	}
-	if override != nil {
-		g = *override
-	}
-	if g < minimumGracePeriodInSeconds {
-		g = minimumGracePeriodInSeconds
-	}
-	return g
-}
-
-// uidFilter selects a pod's CRI objects by the pod UID label.
-func uidFilter(uid types.UID) map[string]string {
-	return map[string]string{LabelPodUID: string(uid)}
 }

@@ -1,0 +1,195 @@
+package podspec
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	goruntime "runtime"
+	"sort"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Expand replaces $(VAR) with its value as the upstream kubelet's
+// expansion does: $$ is an escaped $, an unknown or malformed reference is
+// kept as written.
+func Expand(s string, lookup func(string) (string, bool)) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := lookup(name); ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString("$(" + name + ")")
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}
+
+// ExpandCommand expands $(VAR) references to the container's literal env
+// values in an exec command, as upstream does for probes and hooks.
+func ExpandCommand(cmd []string, env []v1.EnvVar) []string {
+	vars := map[string]string{}
+	for _, e := range env {
+		if e.ValueFrom == nil {
+			vars[e.Name] = e.Value
+		}
+	}
+	out := make([]string, len(cmd))
+	for i, s := range cmd {
+		out[i] = Expand(s, func(name string) (string, bool) { v, ok := vars[name]; return v, ok })
+	}
+	return out
+}
+
+// FieldRef is the downward API for env vars: the value of fieldPath for pod,
+// whose IP is podIP on the host hostIP.
+func FieldRef(pod *v1.Pod, path, podIP, hostIP string) (string, error) {
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		return pod.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.hostIP", "status.hostIPs":
+		return hostIP, nil
+	case "status.podIP", "status.podIPs":
+		return podIP, nil
+	}
+	for _, m := range []struct {
+		prefix string
+		values map[string]string
+	}{{"metadata.labels", pod.Labels}, {"metadata.annotations", pod.Annotations}} {
+		if path == m.prefix {
+			return formatMap(m.values), nil
+		}
+		if strings.HasPrefix(path, m.prefix+"['") && strings.HasSuffix(path, "']") {
+			return m.values[path[len(m.prefix)+2:len(path)-2]], nil
+		}
+	}
+	return "", fmt.Errorf("unsupported fieldPath %q", path)
+}
+
+// formatMap renders labels or annotations as the downward API does: sorted
+// key="value" lines.
+func formatMap(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "%s=%q", k, m[k])
+	}
+	return b.String()
+}
+
+// ResourceFieldRef renders a container resource with its divisor, rounding
+// up as upstream. An unset limit is the node's allocatable, as upstream
+// (MergeContainerResourceLimits); without one known, the CPUs of this
+// machine for cpu and 0 for the others.
+func ResourceFieldRef(c *v1.Container, ref *v1.ResourceFieldSelector, allocatable v1.ResourceList) (string, error) {
+	var q resource.Quantity
+	var ok bool
+	limit := func(name v1.ResourceName) (resource.Quantity, bool) {
+		if q, ok := c.Resources.Limits[name]; ok {
+			return q, true
+		}
+		if q, ok := allocatable[name]; ok {
+			return q, true
+		}
+		if name == v1.ResourceCPU {
+			return *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI), true
+		}
+		return resource.Quantity{}, false
+	}
+	switch ref.Resource {
+	case "limits.cpu":
+		q, ok = limit(v1.ResourceCPU)
+	case "limits.memory":
+		q, ok = limit(v1.ResourceMemory)
+	case "limits.ephemeral-storage":
+		q, ok = limit(v1.ResourceEphemeralStorage)
+	case "requests.cpu":
+		q, ok = c.Resources.Requests[v1.ResourceCPU]
+	case "requests.memory":
+		q, ok = c.Resources.Requests[v1.ResourceMemory]
+	case "requests.ephemeral-storage":
+		q, ok = c.Resources.Requests[v1.ResourceEphemeralStorage]
+	default:
+		return "", fmt.Errorf("unsupported container resource %q", ref.Resource)
+	}
+	if !ok {
+		return "0", nil
+	}
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	if strings.HasSuffix(ref.Resource, ".cpu") {
+		v := int64(math.Ceil(float64(q.MilliValue()) / float64(divisor.MilliValue())))
+		return strconv.FormatInt(v, 10), nil
+	}
+	v := int64(math.Ceil(float64(q.Value()) / float64(divisor.Value())))
+	return strconv.FormatInt(v, 10), nil
+}
+
+// HostsFile is the content of the managed /etc/hosts of a pod whose IP is
+// podIP, as upstream writes it.
+func HostsFile(pod *v1.Pod, podIP string) []byte {
+	var b bytes.Buffer
+	b.WriteString("# Kubernetes-managed hosts file.\n")
+	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
+	b.WriteString("fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n")
+	host := pod.Name
+	if pod.Spec.Hostname != "" {
+		host = pod.Spec.Hostname
+	}
+	if podIP != "" {
+		if pod.Spec.Subdomain != "" {
+			fmt.Fprintf(&b, "%s\t%s.%s.%s.svc.cluster.local\t%s\n", podIP, host, pod.Spec.Subdomain, pod.Namespace, host)
+		} else {
+			fmt.Fprintf(&b, "%s\t%s\n", podIP, host)
+		}
+	}
+	if len(pod.Spec.HostAliases) > 0 {
+		b.WriteString("\n# Entries added by HostAliases.\n")
+		for _, ha := range pod.Spec.HostAliases {
+			fmt.Fprintf(&b, "%s\t%s\n", ha.IP, strings.Join(ha.Hostnames, "\t"))
+		}
+	}
+	return b.Bytes()
+}

@@ -1,0 +1,82 @@
+package podspec
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func res(cpu, mem string) v1.ResourceList {
+	l := v1.ResourceList{}
+	if cpu != "" {
+		l[v1.ResourceCPU] = resource.MustParse(cpu)
+	}
+	if mem != "" {
+		l[v1.ResourceMemory] = resource.MustParse(mem)
+	}
+	return l
+}
+
+func podWith(init []v1.ResourceRequirements, ctrs ...v1.ResourceRequirements) *v1.Pod {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "u1"}}
+	for _, r := range init {
+		p.Spec.InitContainers = append(p.Spec.InitContainers, v1.Container{Name: "init", Resources: r})
+	}
+	for _, r := range ctrs {
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "app", Resources: r})
+	}
+	return p
+}
+
+func TestQOSClassAndCgroupParent(t *testing.T) {
+	tests := []struct {
+		name       string
+		pod        *v1.Pod
+		want       v1.PodQOSClass
+		wantCgroup string
+	}{
+		{name: "nothing set", pod: podWith(nil, v1.ResourceRequirements{}),
+			want: v1.PodQOSBestEffort, wantCgroup: "/kubepods/besteffort/podu1"},
+		{name: "limits only, requests not defaulted yet", pod: podWith(nil, v1.ResourceRequirements{Limits: res("1", "1Gi")}),
+			want: v1.PodQOSBurstable, wantCgroup: "/kubepods/burstable/podu1"},
+		{name: "equal requests and limits", pod: podWith(nil, v1.ResourceRequirements{Requests: res("500m", "64Mi"), Limits: res("500m", "64Mi")}),
+			want: v1.PodQOSGuaranteed, wantCgroup: "/kubepods/podu1"},
+		{name: "requests below limits", pod: podWith(nil, v1.ResourceRequirements{Requests: res("250m", "64Mi"), Limits: res("500m", "64Mi")}),
+			want: v1.PodQOSBurstable, wantCgroup: "/kubepods/burstable/podu1"},
+		{name: "cpu limit only", pod: podWith(nil, v1.ResourceRequirements{Limits: res("1", "")}),
+			want: v1.PodQOSBurstable, wantCgroup: "/kubepods/burstable/podu1"},
+		{name: "one container best effort", pod: podWith(nil, v1.ResourceRequirements{Requests: res("1", "1Gi"), Limits: res("1", "1Gi")}, v1.ResourceRequirements{}),
+			want: v1.PodQOSBurstable, wantCgroup: "/kubepods/burstable/podu1"},
+		{name: "an init container counts", pod: podWith([]v1.ResourceRequirements{{Requests: res("100m", "")}}, v1.ResourceRequirements{Requests: res("1", "1Gi"), Limits: res("1", "1Gi")}),
+			want: v1.PodQOSBurstable, wantCgroup: "/kubepods/burstable/podu1"},
+		{name: "zero quantities are ignored", pod: podWith(nil, v1.ResourceRequirements{Requests: res("0", "0")}),
+			want: v1.PodQOSBestEffort, wantCgroup: "/kubepods/besteffort/podu1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := QOSClass(tt.pod); got != tt.want {
+				t.Errorf("QOSClass = %s, want %s", got, tt.want)
+			}
+			if got := CgroupParent(tt.pod); got != tt.wantCgroup {
+				t.Errorf("CgroupParent = %s, want %s", got, tt.wantCgroup)
+			}
+		})
+	}
+}
+
+func TestPodLogDir(t *testing.T) {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "u1"}}
+	tests := []struct{ name, root, want string }{
+		{name: "upstream layout", root: "/var/log/pods", want: "/var/log/pods/ns_web_u1"},
+		{name: "relative root", root: "logs", want: "logs/ns_web_u1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := PodLogDir(tt.root, p); got != tt.want {
+				t.Fatalf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
