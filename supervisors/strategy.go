@@ -8,6 +8,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"k8s.io/utils/clock"
+
+	"github.com/actorlet/actorlet/internal/actorkit"
 )
 
 // StrategyConfig bounds restart intensity (OTP style) and paces restarts.
@@ -59,14 +61,7 @@ func (c StrategyConfig) Backoff(n int) time.Duration {
 	if n <= 1 {
 		return 0
 	}
-	d := c.BackoffBase
-	for i := 2; i < n; i++ {
-		d *= 2
-		if d >= c.BackoffCap {
-			return c.BackoffCap
-		}
-	}
-	return min(d, c.BackoffCap)
+	return actorkit.Backoff{Base: c.BackoffBase, Cap: c.BackoffCap}.Delay(n - 1)
 }
 
 type strategy struct {

@@ -11,14 +11,15 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -58,10 +59,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// generations are unique across incarnations, so results of calls started
-// before a restart are ignored.
-var generations atomic.Uint64
-
 type opKind int
 
 const (
@@ -75,22 +72,16 @@ type op struct {
 	waiters []*messages.EnsureImage
 }
 
-// backoff is one image's pull back-off (as upstream flowcontrol.Backoff).
-type backoff struct {
-	delay time.Duration
-	last  time.Time
-}
-
 // statusDone and pullDone are the results of the async CRI calls.
 type statusDone struct {
-	gen   uint64
+	actorkit.Tag
 	image string
 	img   *runtimeapi.Image
 	err   error
 }
 
 type pullDone struct {
-	gen   uint64
+	actorkit.Tag
 	image string
 	ref   string
 	err   error
@@ -99,19 +90,19 @@ type pullDone struct {
 // Actor is the ImageActor.
 type Actor struct {
 	svc ImageService
-	clk clock.Clock
+	clk clock.WithDelayedExecution
 	cfg Config
 	log *slog.Logger
 
-	gen      uint64
+	self     actorkit.Self
 	ops      map[string]*op
-	backoffs map[string]*backoff
-	cancel   context.CancelFunc // cancels every call of this incarnation
+	backoff  *flowcontrol.Backoff // per image, as the upstream kubelet's image puller
+	cancel   context.CancelFunc   // cancels every call of this incarnation
 	callsCtx context.Context
 }
 
 // New returns the ImageActor's producer.
-func New(svc ImageService, clk clock.Clock, cfg Config, log *slog.Logger) actor.Producer {
+func New(svc ImageService, clk clock.WithDelayedExecution, cfg Config, log *slog.Logger) actor.Producer {
 	if svc == nil || clk == nil {
 		panic("image: service and clock are required")
 	}
@@ -128,7 +119,7 @@ func New(svc ImageService, clk clock.Clock, cfg Config, log *slog.Logger) actor.
 func (a *Actor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.handleStarted()
+		a.handleStarted(ctx)
 	case *actor.Restarting:
 		a.handleStop(ctx, "image actor restarted")
 	case *actor.Stopping:
@@ -142,10 +133,11 @@ func (a *Actor) Receive(ctx actor.Context) {
 	}
 }
 
-func (a *Actor) handleStarted() {
-	a.gen = generations.Add(1)
+func (a *Actor) handleStarted(ctx actor.Context) {
+	a.self = actorkit.Start(ctx, a.clk)
 	a.ops = map[string]*op{}
-	a.backoffs = map[string]*backoff{}
+	// NewFakeBackOff is NewBackOff on an injected clock (no jitter).
+	a.backoff = flowcontrol.NewFakeBackOff(a.cfg.BackoffBase, a.cfg.BackoffCap, a.clk)
 	a.callsCtx, a.cancel = context.WithCancel(context.Background())
 }
 
@@ -155,7 +147,7 @@ func (a *Actor) handleStop(ctx actor.Context, why string) {
 	if a.cancel != nil {
 		a.cancel()
 	}
-	a.gen = generations.Add(1)
+	a.self = actorkit.Self{} // results of the calls in flight are now stale
 	for image, o := range a.ops {
 		for _, w := range o.waiters {
 			a.reply(ctx, w, messages.ImageResult{Reason: messages.ReasonErrImagePull,
@@ -179,7 +171,7 @@ func (a *Actor) handleEnsureImage(ctx actor.Context, m *messages.EnsureImage) {
 	case v1.PullAlways:
 		a.pullOrBackOff(ctx, m.Image, []*messages.EnsureImage{m})
 	case v1.PullNever, v1.PullIfNotPresent, "":
-		a.startStatus(ctx, m.Image, []*messages.EnsureImage{m})
+		a.startStatus(m.Image, []*messages.EnsureImage{m})
 	default:
 		a.reply(ctx, m, messages.ImageResult{Reason: messages.ReasonErrImagePull,
 			Message: fmt.Sprintf("unknown image pull policy %q", m.Policy)})
@@ -187,7 +179,7 @@ func (a *Actor) handleEnsureImage(ctx actor.Context, m *messages.EnsureImage) {
 }
 
 func (a *Actor) handleStatusDone(ctx actor.Context, m *statusDone) {
-	if m.gen != a.gen {
+	if !a.self.Mine(m) {
 		return
 	}
 	o := a.ops[m.image]
@@ -216,7 +208,7 @@ func (a *Actor) handleStatusDone(ctx actor.Context, m *statusDone) {
 }
 
 func (a *Actor) handlePullDone(ctx actor.Context, m *pullDone) {
-	if m.gen != a.gen {
+	if !a.self.Mine(m) {
 		return
 	}
 	o := a.ops[m.image]
@@ -225,15 +217,18 @@ func (a *Actor) handlePullDone(ctx actor.Context, m *pullDone) {
 	}
 	delete(a.ops, m.image)
 	if m.err == nil {
-		delete(a.backoffs, m.image)
+		a.backoff.Reset(m.image)
 		a.log.Info("image pulled", "image", m.image, "ref", m.ref)
 		for _, w := range o.waiters {
 			a.reply(ctx, w, messages.ImageResult{ImageRef: m.ref, Pulled: w.Policy != v1.PullNever})
 		}
 		return
 	}
-	b := a.failed(m.image)
-	a.log.Warn("image pull failed", "image", m.image, "err", m.err, "backoff", b.delay)
+	// The first failure (or one long after the last) backs off BackoffBase,
+	// each further one twice the previous, up to BackoffCap; an entry idle
+	// for twice the cap starts over.
+	a.backoff.Next(m.image, a.clk.Now())
+	a.log.Warn("image pull failed", "image", m.image, "err", m.err, "backoff", a.backoff.Get(m.image))
 	var never []*messages.EnsureImage
 	for _, w := range o.waiters {
 		if w.Policy == v1.PullNever {
@@ -246,7 +241,7 @@ func (a *Actor) handlePullDone(ctx actor.Context, m *pullDone) {
 			Message: fmt.Sprintf("Failed to pull image %q: %v", m.image, m.err)})
 	}
 	if len(never) > 0 {
-		a.startStatus(ctx, m.image, never)
+		a.startStatus(m.image, never)
 	}
 }
 
@@ -261,52 +256,40 @@ func (a *Actor) pullOrBackOff(ctx actor.Context, image string, waiters []*messag
 		return
 	}
 	a.ops[image] = &op{kind: opPull, waiters: waiters}
-	sys, self, gen, svc, parent, timeout := ctx.ActorSystem(), ctx.Self(), a.gen, a.svc, a.callsCtx, a.cfg.PullTimeout
-	go func() {
-		cctx, cancel := parent, context.CancelFunc(func() {})
-		if timeout > 0 {
-			cctx, cancel = context.WithTimeout(parent, timeout)
-		}
+	svc, calls := a.svc, a.callsCtx
+	// PullTimeout 0: no bound, as upstream.
+	actorkit.Go(a.self, a.cfg.PullTimeout, func(ctx context.Context) *pullDone {
+		ctx, cancel := within(calls, ctx)
 		defer cancel()
-		ref, err := svc.PullImage(cctx, image, nil)
-		sys.Root.Send(self, &pullDone{gen: gen, image: image, ref: ref, err: err})
-	}()
+		ref, err := svc.PullImage(ctx, image, nil)
+		return &pullDone{image: image, ref: ref, err: err}
+	})
 }
 
-func (a *Actor) startStatus(ctx actor.Context, image string, waiters []*messages.EnsureImage) {
+func (a *Actor) startStatus(image string, waiters []*messages.EnsureImage) {
 	a.ops[image] = &op{kind: opStatus, waiters: waiters}
-	sys, self, gen, svc, parent, timeout := ctx.ActorSystem(), ctx.Self(), a.gen, a.svc, a.callsCtx, a.cfg.StatusTimeout
-	go func() {
-		cctx, cancel := context.WithTimeout(parent, timeout)
+	svc, calls := a.svc, a.callsCtx
+	actorkit.Go(a.self, a.cfg.StatusTimeout, func(ctx context.Context) *statusDone {
+		ctx, cancel := within(calls, ctx)
 		defer cancel()
-		img, err := svc.ImageStatus(cctx, image)
-		sys.Root.Send(self, &statusDone{gen: gen, image: image, img: img, err: err})
-	}()
+		img, err := svc.ImageStatus(ctx, image)
+		return &statusDone{image: image, img: img, err: err}
+	})
 }
 
-func (a *Actor) inBackOff(image string) bool {
-	b, ok := a.backoffs[image]
-	return ok && a.clk.Since(b.last) < b.delay
-}
-
-// failed records a failed pull: the first failure (or one long after the
-// last) backs off BackoffBase, each further one twice the previous, up to
-// BackoffCap. An entry idle for twice the cap starts over, as upstream.
-func (a *Actor) failed(image string) *backoff {
-	now := a.clk.Now()
-	b, ok := a.backoffs[image]
-	switch {
-	case !ok || now.Sub(b.last) > 2*a.cfg.BackoffCap:
-		b = &backoff{delay: a.cfg.BackoffBase}
-		a.backoffs[image] = b
-	default:
-		b.delay *= 2
-		if b.delay > a.cfg.BackoffCap {
-			b.delay = a.cfg.BackoffCap
-		}
+// within returns a context of calls (cancelled when the actor stops) with
+// the deadline of ctx (the one actorkit.Go gave the call), if any.
+func within(calls, ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(calls, dl)
 	}
-	b.last = now
-	return b
+	return context.WithCancel(calls)
+}
+
+// inBackOff reports whether the image's last failed pull is less than its
+// back-off ago.
+func (a *Actor) inBackOff(image string) bool {
+	return a.backoff.IsInBackOffSinceUpdate(image, a.clk.Now())
 }
 
 func (a *Actor) reply(ctx actor.Context, req *messages.EnsureImage, r messages.ImageResult) {

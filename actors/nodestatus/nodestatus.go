@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"runtime"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -97,9 +97,7 @@ type Actor struct {
 	clk     clock.WithDelayedExecution
 	log     *slog.Logger
 
-	sys  *actor.ActorSystem
-	self *actor.PID
-	gen  uint64
+	self actorkit.Self
 
 	node         *v1.Node // as the API server last returned it; nil until registered
 	registering  bool
@@ -111,36 +109,34 @@ type Actor struct {
 	capacity     v1.ResourceList
 	infoErr      error
 	machineKnown bool
-	again        bool // a report was asked while a call was in flight
-	statusTimer  clock.Timer
-	leaseTimer   clock.Timer
-	retryTimer   clock.Timer
+	again        bool           // a report was asked while a call was in flight
+	statusTimer  actorkit.Timer // every UpdateFrequency: read the machine, ask PLEG's health
+	leaseTimer   actorkit.Timer // every LeaseDuration/4: renew the Lease
+	retryTimer   actorkit.Timer // after a failed registration
 }
 
 type (
 	registered struct {
-		gen  uint64
+		actorkit.Tag
 		node *v1.Node
 		err  error
 	}
 	patched struct {
-		gen  uint64
+		actorkit.Tag
 		node *v1.Node
 		err  error
 		read bool // a GET, not a patch
 	}
 	renewed struct {
-		gen uint64
+		actorkit.Tag
 		err error
 	}
-	statusTick  struct{ gen uint64 }
 	machineRead struct {
-		gen      uint64
+		actorkit.Tag
 		info     v1.NodeSystemInfo
 		capacity v1.ResourceList
 		err      error
 	}
-	leaseTick struct{ gen uint64 }
 )
 
 // Receive implements actor.Actor.
@@ -149,23 +145,15 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.handleStarted(ctx)
 	case *actor.Restarting, *actor.Stopping:
-		for _, t := range []clock.Timer{a.statusTimer, a.leaseTimer, a.retryTimer} {
-			if t != nil {
-				t.Stop()
-			}
+		for _, t := range []*actorkit.Timer{&a.statusTimer, &a.leaseTimer, &a.retryTimer} {
+			t.Stop()
 		}
 	case *registered:
 		a.handleRegistered(ctx, m)
-	case *retryRegister:
-		a.register()
-	case *statusTick:
-		if m.gen == a.gen {
-			a.statusTimer = a.arm(a.cfg.UpdateFrequency, &statusTick{gen: a.gen})
-			a.readMachine()
-			ctx.Request(a.pleg, &messages.GetHealth{})
-		}
+	case *actorkit.Fired:
+		a.handleFired(ctx, m)
 	case *machineRead:
-		if m.gen == a.gen {
+		if a.self.Mine(m) {
 			a.info, a.capacity, a.infoErr, a.machineKnown = m.info, m.capacity, m.err, true
 			if a.health != nil {
 				a.report(false)
@@ -176,13 +164,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.report(false)
 	case *patched:
 		a.handlePatched(m)
-	case *leaseTick:
-		if m.gen == a.gen {
-			a.leaseTimer = a.arm(a.cfg.LeaseDuration/4, &leaseTick{gen: a.gen})
-			a.renew()
-		}
 	case *renewed:
-		if m.gen == a.gen {
+		if a.self.Mine(m) {
 			a.renewing = false
 			if m.err != nil {
 				a.log.Warn("lease renewal failed", "err", m.err)
@@ -192,27 +175,30 @@ func (a *Actor) Receive(ctx actor.Context) {
 }
 
 func (a *Actor) handleStarted(ctx actor.Context) {
-	a.sys, a.self = ctx.ActorSystem(), ctx.Self()
-	a.gen = rand.Uint64()
+	a.self = actorkit.Start(ctx, a.clk)
+	a.statusTimer = actorkit.NewTimer("status")
+	a.leaseTimer = actorkit.NewTimer("lease")
+	a.retryTimer = actorkit.NewTimer("register")
 	a.register()
 	a.readMachine()
-	a.statusTimer = a.arm(a.cfg.UpdateFrequency, &statusTick{gen: a.gen})
-	a.leaseTimer = a.arm(a.cfg.LeaseDuration/4, &leaseTick{gen: a.gen})
+	a.statusTimer.Arm(a.self, a.cfg.UpdateFrequency)
+	a.leaseTimer.Arm(a.self, a.cfg.LeaseDuration/4)
 }
 
-// arm sends msg to self after d on the injected clock.
-func (a *Actor) arm(d time.Duration, msg any) clock.Timer {
-	sys, self := a.sys, a.self
-	return a.clk.AfterFunc(d, func() { sys.Root.Send(self, msg) })
-}
-
-func (a *Actor) async(f func(ctx context.Context) any) {
-	sys, self, timeout := a.sys, a.self, a.cfg.Timeout
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		sys.Root.Send(self, f(ctx))
-	}()
+// handleFired takes the actor's timers: the status period, the lease period
+// and the registration retry.
+func (a *Actor) handleFired(ctx actor.Context, m *actorkit.Fired) {
+	switch {
+	case a.statusTimer.Fired(a.self, m):
+		a.statusTimer.Arm(a.self, a.cfg.UpdateFrequency)
+		a.readMachine()
+		ctx.Request(a.pleg, &messages.GetHealth{})
+	case a.leaseTimer.Fired(a.self, m):
+		a.leaseTimer.Arm(a.self, a.cfg.LeaseDuration/4)
+		a.renew()
+	case a.retryTimer.Fired(a.self, m):
+		a.register()
+	}
 }
 
 // register creates the Node, or adopts an existing one and merges labels.
@@ -221,24 +207,23 @@ func (a *Actor) register() {
 		return
 	}
 	a.registering = true
-	node := a.initialNode()
-	api, gen := a.api, a.gen
-	a.async(func(ctx context.Context) any {
+	node, api := a.initialNode(), a.api
+	actorkit.Go(a.self, a.cfg.Timeout, func(ctx context.Context) *registered {
 		existing, err := api.GetNode(ctx, node.Name)
 		if errdefs.IsNotFound(err) {
 			created, err := api.CreateNode(ctx, node)
 			if errdefs.IsAlreadyExists(err) {
 				created, err = api.GetNode(ctx, node.Name)
 			}
-			return &registered{gen: gen, node: created, err: err}
+			return &registered{node: created, err: err}
 		}
 		if err != nil {
-			return &registered{gen: gen, err: err}
+			return &registered{err: err}
 		}
 		if !hasLabels(existing.Labels, node.Labels) {
 			existing, err = api.PatchNodeMeta(ctx, node.Name, node.Labels)
 		}
-		return &registered{gen: gen, node: existing, err: err}
+		return &registered{node: existing, err: err}
 	})
 }
 
@@ -252,13 +237,13 @@ func hasLabels(have, want map[string]string) bool {
 }
 
 func (a *Actor) handleRegistered(ctx actor.Context, m *registered) {
-	if m.gen != a.gen {
+	if !a.self.Mine(m) {
 		return
 	}
 	a.registering = false
 	if m.err != nil {
 		a.log.Error("node registration failed, retrying", "node", a.cfg.NodeName, "err", m.err)
-		a.retryTimer = a.arm(a.cfg.UpdateFrequency, &retryRegister{})
+		a.retryTimer.Arm(a.self, a.cfg.UpdateFrequency)
 		return
 	}
 	a.log.Info("node registered", "node", m.node.Name, "uid", m.node.UID)
@@ -270,8 +255,6 @@ func (a *Actor) handleRegistered(ctx actor.Context, m *registered) {
 	ctx.Request(a.pleg, &messages.GetHealth{})
 	a.renew()
 }
-
-type retryRegister struct{}
 
 func (a *Actor) initialNode() *v1.Node {
 	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: Labels(a.cfg.Hostname, a.cfg.Labels)}}
@@ -315,26 +298,26 @@ func (a *Actor) report(force bool) {
 	}
 	a.patching = true
 	old := a.node.Status.DeepCopy()
-	api, gen, name := a.api, a.gen, a.node.Name
-	a.async(func(ctx context.Context) any {
+	api, name := a.api, a.node.Name
+	actorkit.Go(a.self, a.cfg.Timeout, func(ctx context.Context) *patched {
 		n, err := api.PatchNodeStatus(ctx, name, old, next)
-		return &patched{gen: gen, node: n, err: err}
+		return &patched{node: n, err: err}
 	})
 }
 
 // checkExists reads the Node when there is nothing to patch, so a deleted
 // Node object is noticed (and registered again) within one update period.
 func (a *Actor) checkExists() {
-	api, gen, name := a.api, a.gen, a.node.Name
+	api, name := a.api, a.node.Name
 	a.patching = true
-	a.async(func(ctx context.Context) any {
+	actorkit.Go(a.self, a.cfg.Timeout, func(ctx context.Context) *patched {
 		n, err := api.GetNode(ctx, name)
-		return &patched{gen: gen, node: n, err: err, read: true}
+		return &patched{node: n, err: err, read: true}
 	})
 }
 
 func (a *Actor) handlePatched(m *patched) {
-	if m.gen != a.gen {
+	if !a.self.Mine(m) {
 		return
 	}
 	a.patching = false
@@ -365,10 +348,10 @@ func (a *Actor) renew() {
 		return
 	}
 	a.renewing = true
-	node, leaser, gen, now := a.node.DeepCopy(), a.leaser, a.gen, a.clk.Now()
+	node, leaser, now := a.node.DeepCopy(), a.leaser, a.clk.Now()
 	secs := int32(a.cfg.LeaseDuration / time.Second)
-	a.async(func(ctx context.Context) any {
-		return &renewed{gen: gen, err: leaser.RenewLease(ctx, node, secs, now)}
+	actorkit.Go(a.self, a.cfg.Timeout, func(ctx context.Context) *renewed {
+		return &renewed{err: leaser.RenewLease(ctx, node, secs, now)}
 	})
 }
 
@@ -385,10 +368,10 @@ func withoutHeartbeats(s v1.NodeStatus) v1.NodeStatus {
 // readMachine reads the machine's facts off the mailbox (proc files and a
 // statfs of the root dir); the next report uses them.
 func (a *Actor) readMachine() {
-	m, gen := a.machine, a.gen
-	a.async(func(ctx context.Context) any {
+	m := a.machine
+	actorkit.Go(a.self, a.cfg.Timeout, func(ctx context.Context) *machineRead {
 		info, capacity, err := m.Info(ctx)
-		return &machineRead{gen: gen, info: info, capacity: capacity, err: err}
+		return &machineRead{info: info, capacity: capacity, err: err}
 	})
 }
 

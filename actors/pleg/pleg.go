@@ -1,12 +1,17 @@
 // Package pleg is the PLEGActor: it relists the runtime periodically, diffs
 // the result against the previous relist and tells the NodeActor which pods
 // changed (the NodeActor routes each event to the owning PodActor).
+//
+// The newest relist is the runtime cache (the upstream kubelet's pod cache,
+// in actor form): each event carries its pod's slice of the relist, and a
+// PodActor asks for its slice (GetRuntimePod) instead of listing the
+// runtime; a request for a relist newer than the asker's last operation
+// waits for the next relist.
 package pleg
 
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"sort"
 	"time"
 
@@ -15,10 +20,10 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 )
-
-const labelPodUID = "io.kubernetes.pod.uid"
 
 // Lister lists everything the runtime holds.
 type Lister interface {
@@ -77,10 +82,8 @@ type Actor struct {
 	m    Metrics
 	log  *slog.Logger
 
-	sys   *actor.ActorSystem
-	self  *actor.PID
-	gen   uint64
-	timer clock.Timer
+	self  actorkit.Self
+	timer actorkit.Timer
 
 	relisting  bool
 	haveFirst  bool
@@ -90,10 +93,15 @@ type Actor struct {
 	lastOK     time.Time
 	lastStart  time.Time
 	lastErr    string
+
+	// The runtime cache: the newest relist by pod, and the requests
+	// waiting for a newer one.
+	pods    map[types.UID]*messages.RuntimePod
+	waiting []*messages.GetRuntimePod
 }
 
 type relisted struct {
-	gen        uint64
+	actorkit.Tag
 	started    time.Time
 	sandboxes  []*runtimeapi.PodSandbox
 	containers []*runtimeapi.Container
@@ -106,23 +114,25 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.handleStarted(ctx)
 	case *actor.Restarting, *actor.Stopping:
-		if a.timer != nil {
-			a.timer.Stop()
-		}
-	case *messages.Tick:
-		if m.Gen == a.gen {
+		a.timer.Stop()
+	case *actorkit.Fired:
+		if a.timer.Fired(a.self, m) {
 			a.Relist()
 		}
 	case *relisted:
-		a.handleRelisted(ctx, m)
+		if a.self.Mine(m) {
+			a.handleRelisted(ctx, m)
+		}
+	case *messages.GetRuntimePod:
+		a.handleGetRuntimePod(ctx, m)
 	case *messages.GetHealth:
 		ctx.Respond(&messages.Health{RuntimeErr: a.lastErr, LastRelist: a.lastOK, Threshold: a.cfg.Threshold})
 	}
 }
 
 func (a *Actor) handleStarted(ctx actor.Context) {
-	a.sys, a.self = ctx.ActorSystem(), ctx.Self()
-	a.gen = rand.Uint64()
+	a.self = actorkit.Start(ctx, a.clk)
+	a.timer = actorkit.NewTimer("relist")
 	// A restarted PLEG starts from an empty view: its first relist reports
 	// every pod as changed, which makes every PodActor look again — safe,
 	// since PodActors act on what they inspect, not on the events.
@@ -137,29 +147,58 @@ func (a *Actor) Relist() {
 		return
 	}
 	a.relisting = true
-	rt, sys, self, gen, timeout := a.rt, a.sys, a.self, a.gen, a.cfg.Timeout
-	start := a.clk.Now()
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		res := &relisted{gen: gen, started: start}
+	rt, start := a.rt, a.clk.Now()
+	actorkit.Go(a.self, a.cfg.Timeout, func(ctx context.Context) *relisted {
+		res := &relisted{started: start}
 		res.sandboxes, res.err = rt.ListPodSandbox(ctx, nil)
 		if res.err == nil {
 			res.containers, res.err = rt.ListContainers(ctx, nil)
 		}
-		sys.Root.Send(self, res)
-	}()
+		return res
+	})
 }
 
 func (a *Actor) arm() {
-	sys, self, msg := a.sys, a.self, &messages.Tick{Gen: a.gen}
-	a.timer = a.clk.AfterFunc(a.cfg.Period, func() { sys.Root.Send(self, msg) })
+	a.timer.Arm(a.self, a.cfg.Period)
+}
+
+// handleGetRuntimePod answers from the cache when its relist started after
+// NotBefore, else once such a relist is done.
+func (a *Actor) handleGetRuntimePod(ctx actor.Context, m *messages.GetRuntimePod) {
+	if m.ReplyTo == nil {
+		return
+	}
+	if a.haveFirst && a.lastStart.After(m.NotBefore) {
+		ctx.Send(m.ReplyTo, a.slice(m.UID))
+		return
+	}
+	a.waiting = append(a.waiting, m)
+}
+
+// slice is a pod's part of the newest relist (empty lists when the pod has
+// nothing in the runtime).
+func (a *Actor) slice(uid types.UID) *messages.RuntimePod {
+	if p, ok := a.pods[uid]; ok {
+		return p
+	}
+	return &messages.RuntimePod{UID: uid, Relisted: a.lastStart}
+}
+
+// answerWaiting answers the requests the newest relist satisfies.
+func (a *Actor) answerWaiting(ctx actor.Context) {
+	keep := a.waiting[:0]
+	for _, w := range a.waiting {
+		if a.lastStart.After(w.NotBefore) {
+			ctx.Send(w.ReplyTo, a.slice(w.UID))
+			continue
+		}
+		keep = append(keep, w)
+	}
+	clear(a.waiting[len(keep):])
+	a.waiting = keep
 }
 
 func (a *Actor) handleRelisted(ctx actor.Context, m *relisted) {
-	if m.gen != a.gen {
-		return
-	}
 	a.relisting = false
 	defer a.arm()
 	now := a.clk.Now()
@@ -184,7 +223,14 @@ func (a *Actor) handleRelisted(ctx actor.Context, m *relisted) {
 	}
 	a.lastStart, a.lastOK = m.started, now
 
+	a.pods = group(m)
 	events := a.diff(m)
+	for i := range events {
+		events[i].Pod = a.pods[events[i].UID]
+		if events[i].Pod == nil {
+			events[i].Pod = &messages.RuntimePod{UID: events[i].UID, Relisted: m.started}
+		}
+	}
 	if len(events) > 0 {
 		ctx.Send(a.node, &messages.PodEvents{Events: events})
 	}
@@ -204,6 +250,41 @@ func (a *Actor) handleRelisted(ctx actor.Context, m *relisted) {
 		ctx.Send(a.node, &messages.RuntimePods{UIDs: list})
 	}
 	a.uids, a.haveFirst = uids, true
+	a.answerWaiting(ctx)
+}
+
+// group splits a relist by pod UID; objects without the label are not
+// actorlet's and are left out.
+func group(m *relisted) map[types.UID]*messages.RuntimePod {
+	pods := map[types.UID]*messages.RuntimePod{}
+	get := func(uid types.UID) *messages.RuntimePod {
+		p := pods[uid]
+		if p == nil {
+			p = &messages.RuntimePod{UID: uid, Relisted: m.started}
+			pods[uid] = p
+		}
+		return p
+	}
+	for _, s := range m.sandboxes {
+		if uid := sandboxUID(s); uid != "" {
+			p := get(uid)
+			p.Sandboxes = append(p.Sandboxes, s)
+		}
+	}
+	for _, c := range m.containers {
+		if uid := podspec.PodUIDOf(c.Labels); uid != "" {
+			p := get(uid)
+			p.Containers = append(p.Containers, c)
+		}
+	}
+	return pods
+}
+
+func sandboxUID(s *runtimeapi.PodSandbox) types.UID {
+	if uid := podspec.PodUIDOf(s.Labels); uid != "" {
+		return uid
+	}
+	return types.UID(s.GetMetadata().GetUid())
 }
 
 // diff compares a relist with the previous one; objects without a pod UID
@@ -214,7 +295,7 @@ func (a *Actor) diff(m *relisted) []messages.PodLifecycleEvent {
 	runningPods := map[types.UID]struct{}{}
 	counts := map[string]int{}
 	for _, c := range m.containers {
-		uid := types.UID(c.Labels[labelPodUID])
+		uid := podspec.PodUIDOf(c.Labels)
 		if uid == "" {
 			continue
 		}
@@ -241,10 +322,7 @@ func (a *Actor) diff(m *relisted) []messages.PodLifecycleEvent {
 	}
 	newS := make(map[string]record, len(m.sandboxes))
 	for _, s := range m.sandboxes {
-		uid := types.UID(s.Labels[labelPodUID])
-		if uid == "" {
-			uid = types.UID(s.GetMetadata().GetUid())
-		}
+		uid := sandboxUID(s)
 		if uid == "" {
 			continue
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -147,7 +148,7 @@ func (m *fakeMetrics) snapshot() (int, map[string]int, int, time.Time) {
 func sandbox(id, uid string, state runtimeapi.PodSandboxState) *runtimeapi.PodSandbox {
 	s := &runtimeapi.PodSandbox{Id: id, State: state, Labels: map[string]string{}}
 	if uid != "" {
-		s.Labels[labelPodUID] = uid
+		s.Labels[podspec.LabelPodUID] = uid
 	}
 	return s
 }
@@ -155,7 +156,7 @@ func sandbox(id, uid string, state runtimeapi.PodSandboxState) *runtimeapi.PodSa
 func container(id, uid string, state runtimeapi.ContainerState) *runtimeapi.Container {
 	c := &runtimeapi.Container{Id: id, State: state, Labels: map[string]string{}}
 	if uid != "" {
-		c.Labels[labelPodUID] = uid
+		c.Labels[podspec.LabelPodUID] = uid
 	}
 	return c
 }

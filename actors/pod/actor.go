@@ -2,32 +2,43 @@
 // containers, restarts with back-off, kill) against a CRI runtime.
 //
 // The actor keeps no state that the runtime cannot give back: its view of the
-// pod is rebuilt by inspecting the runtime (objects carry the pod UID label),
-// restart counts are the containers' attempt numbers and back-off is computed
-// from the last container's finish time. A restarted PodActor (or a restarted
+// pod is rebuilt from the runtime (objects carry the pod UID label), restart
+// counts are the containers' attempt numbers and back-off is computed from
+// the last container's finish time. A restarted PodActor (or a restarted
 // actorlet) therefore adopts what runs, never creates it twice and never
 // counts a restart that did not happen.
+//
+// The view is kept without listing the runtime on every step: each
+// incarnation lists once, then follows its own operations (each reads back
+// the status of what it made or stopped) and the PLEG's runtime cache (the
+// pod's slice of each relist that shows a change, or one asked for when
+// the actor must look again). It lists again only when an operation cannot
+// tell what it changed, or when the cache does not answer in time.
+//
+// The files: actor.go (the state machine: messages, reads, reconcile),
+// ops.go (runtime operations off the mailbox), plan.go (the next step, a
+// pure function), status.go (the pod status, a pure function), runtime.go
+// (the snapshot and how it is read and updated), probes.go (ProbeActors and
+// their checkpoint), and one small value type per concern: gate.go,
+// retry.go, slot.go, images.go, volumes.go, events.go, deadline.go.
 package pod
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/actorlet/actorlet/actors/probe"
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -50,17 +61,12 @@ type Config struct {
 	// OpTimeout bounds one runtime operation (upstream runtime request
 	// timeout, 2 m); a stop adds the grace period.
 	OpTimeout time.Duration
+	// CacheWait bounds the wait for the PLEG's runtime cache; past it the
+	// actor lists the runtime itself (default 10 s).
+	CacheWait time.Duration
 	// ThrottleStarts: ask the parent for a start slot (StartSlot) before
 	// starting a new pod, and give it back once the pod started or waits.
 	ThrottleStarts bool
-	// ProbeCheckpointDir keeps each pod's last probe results
-	// (<dir>/<pod-uid>.json) so that readiness survives a restart of the
-	// PodActor or of actorlet. Empty: no checkpoint.
-	ProbeCheckpointDir string
-	// PodsDir is the per-pod directory root (upstream <root-dir>/pods):
-	// termination message files and the managed /etc/hosts live under
-	// <PodsDir>/<pod-uid>/. Empty: neither is mounted.
-	PodsDir string
 	// NodeAllocatable is what the downward API reports for a limit the
 	// container does not set (resourceFieldRef limits.*), as upstream. Read
 	// only.
@@ -83,6 +89,9 @@ type Deps struct {
 	Runtime Runtime
 	Images  *actor.PID
 	Status  *actor.PID
+	// PLEG serves the runtime cache (GetRuntimePod); nil: the actor lists
+	// the runtime whenever it looks again.
+	PLEG    *actor.PID
 	Clock   clock.WithDelayedExecution
 	Log     *slog.Logger
 	Metrics Metrics
@@ -94,15 +103,13 @@ type Deps struct {
 	ConfigSource ConfigSource
 	// Volumes is the VolumeActor; nil: pods with volumes get none mounted.
 	Volumes *actor.PID
+	// Files keeps the pod's files on the host (managed /etc/hosts,
+	// termination logs, probe checkpoints); nil: none.
+	Files Files
 	// Events records Kubernetes events about the pod (upstream reasons:
 	// Pulling, Pulled, Created, Started, Killing, BackOff, Failed,
 	// FailedMount, Unhealthy); nil: none.
 	Events Recorder
-}
-
-// Recorder records events (client-go's record.EventRecorder satisfies it).
-type Recorder interface {
-	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{})
 }
 
 // New returns the producer of the PodActor for uid. It refuses missing
@@ -115,21 +122,12 @@ func New(uid types.UID, d Deps) actor.Producer {
 		d.Log = slog.Default()
 	}
 	c := &d.Config
-	if c.BackoffBase <= 0 {
-		c.BackoffBase = 10 * time.Second
-	}
-	if c.BackoffMax <= 0 {
-		c.BackoffMax = 300 * time.Second
-	}
-	if c.SyncPeriod <= 0 {
-		c.SyncPeriod = time.Minute
-	}
-	if c.RetryDelay <= 0 {
-		c.RetryDelay = time.Second
-	}
-	if c.OpTimeout <= 0 {
-		c.OpTimeout = 2 * time.Minute
-	}
+	c.BackoffBase = orDefault(c.BackoffBase, 10*time.Second)
+	c.BackoffMax = orDefault(c.BackoffMax, 300*time.Second)
+	c.SyncPeriod = orDefault(c.SyncPeriod, time.Minute)
+	c.RetryDelay = orDefault(c.RetryDelay, time.Second)
+	c.OpTimeout = orDefault(c.OpTimeout, 2*time.Minute)
+	c.CacheWait = orDefault(c.CacheWait, 10*time.Second)
 	if c.PodLogsDir == "" {
 		c.PodLogsDir = "/var/log/pods"
 	}
@@ -149,77 +147,68 @@ func New(uid types.UID, d Deps) actor.Producer {
 	}
 }
 
-// Actor is the PodActor.
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Actor is the PodActor: the pod's state machine. It reads the runtime
+// (inspect), plans one step (plan), takes it (run) and publishes the status
+// whenever it changes.
 type Actor struct {
 	uid types.UID
 	d   Deps
 	log *slog.Logger
 
-	sys    *actor.ActorSystem
-	self   *actor.PID
+	self   actorkit.Self
 	parent *actor.PID
-	gen    uint64 // this incarnation; results of an earlier one are dropped
 
-	pod     *v1.Pod
-	kill    *messages.KillPod
+	// What is wanted.
+	pod  *v1.Pod
+	kill *messages.KillPod
+
+	// What the runtime holds, and what was published.
 	snap    *snapshot
 	sboxOf  map[string]string
-	waits   map[string]waitInfo // image and runtime errors per container
-	status  *v1.PodStatus       // last published
-	started time.Time           // first time this incarnation saw the pod
-	seenRun bool                // pod start observed (or adopted running)
-	done    bool                // PodTerminated sent
+	pending *messages.RuntimePod // newest cache slice seen while busy
+	status  *v1.PodStatus        // last published
+	waits   map[string]waitInfo  // image and runtime errors per container
+	started time.Time            // first time this incarnation saw the pod
+	seenRun bool                 // pod start observed (or adopted running)
+	done    bool                 // PodTerminated sent
 
-	inspecting bool
-	busy       bool   // a runtime operation is in flight
-	opSeq      uint64 // operations started; an inspection older than the last one is stale
-	dirty      bool   // inspect again when the current call returns
-	pulling    map[uint64]pendingStart
-	nextReq    uint64
+	// How the next step is taken.
+	gate     gate
+	retry    retry
+	wake     actorkit.Timer // a back-off, hold or deadline ends
+	resync   actorkit.Timer // periodic look (SyncPeriod)
+	cacheTTL actorkit.Timer // the runtime cache did not answer in time
+	asked    bool           // a GetRuntimePod is pending
 
-	wake      clock.Timer
-	wakeAt    time.Time
-	wakeSeq   uint64
-	resync    clock.Timer
-	failures  int       // consecutive failed operations (retry back-off)
-	holdUntil time.Time // no new operation before this (after a failure)
-
-	probes        map[string]*probeChild // running ProbeActors by name
-	probeStopping map[string]bool        // stopped, Terminated not yet seen
-	results       map[string]*ctrResult  // probe results by container ID (checkpointed)
-	kills         map[string]killReq     // containers to kill (probe failures), by ID
-
-	deadlineExceeded bool // activeDeadlineSeconds passed: the pod failed
-
-	slot     slotState         // start slot (Config.ThrottleStarts)
-	volPaths map[string]string // host path of each volume, once set up
-	volAsked bool              // EnsureVolumes sent, answer pending
-	events   map[string]string // last event per key, to avoid repeating it
-}
-
-type slotState int
-
-const (
-	slotNone slotState = iota
-	slotAsked
-	slotHeld
-	slotDone
-)
-
-type pendingStart struct {
-	act action
+	// Collaborations.
+	slot     startSlot
+	images   imageWaits
+	volumes  volumeState
+	probes   probeSet
+	deadline deadline
+	events   eventLog
 }
 
 // Messages the actor sends to itself.
 type (
 	opDone struct {
-		gen  uint64
+		actorkit.Tag
 		kind actionKind
 		name string
+		d    *delta
 		err  error
 	}
-	wakeUp struct {
-		gen, seq uint64
+	checkpointLoaded struct {
+		actorkit.Tag
+		results map[string]*ctrResult
+		err     error
 	}
 )
 
@@ -228,59 +217,60 @@ func (a *Actor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.handleStarted(ctx)
-	case *actor.Restarting:
-		a.stopTimers()
-	case *actor.Stopping:
+	case *actor.Restarting, *actor.Stopping:
 		a.stopTimers()
 	case *actor.Stopped:
 	case *messages.SyncPod:
-		a.handleSyncPod(m)
+		a.handleSyncPod(ctx, m)
 	case *messages.KillPod:
-		a.handleKillPod(m)
+		a.handleKillPod(ctx, m)
 	case *messages.PodLifecycleEvent:
-		if a.stale(m) {
-			a.requestInspect()
-		}
+		a.handleEvent(ctx, m)
+	case *messages.RuntimePod:
+		a.handleCached(m)
 	case *messages.Resync:
 		a.status = nil // publish again even if unchanged
-		a.requestInspect()
+		a.kick(ctx)
 	case *messages.ImageResult:
-		a.handleImageResult(m)
+		a.handleImageResult(ctx, m)
 	case *messages.VolumesReady:
-		a.handleVolumesReady(m)
+		a.handleVolumesReady(ctx, m)
 	case *messages.StartGranted:
-		if a.slot == slotAsked {
-			a.slot = slotHeld
-			a.requestInspect()
+		if a.slot.grant() {
+			a.kick(ctx)
 		}
 	case *messages.ProbeResult:
 		a.handleProbeResult(ctx, m)
 	case *actor.Terminated:
-		if a.probeStopping[m.Who.Id] {
-			delete(a.probeStopping, m.Who.Id)
+		if a.probes.stopped(m.Who) {
 			a.syncProbes(ctx)
 		}
-	case *messages.Tick:
-		a.handleResync(m)
+	case *actorkit.Fired:
+		a.handleFired(ctx, m)
+	case *checkpointLoaded:
+		if a.self.Mine(m) {
+			a.handleCheckpointLoaded(ctx, m)
+		}
 	case *inspected:
-		a.handleInspected(ctx, m)
+		if a.self.Mine(m) {
+			a.handleInspected(ctx, m)
+		}
 	case *opDone:
-		a.handleOpDone(m)
-	case *wakeUp:
-		if m.gen == a.gen && m.seq == a.wakeSeq {
-			a.wakeAt = time.Time{}
-			a.requestInspect()
+		if a.self.Mine(m) {
+			a.handleOpDone(ctx, m)
 		}
 	}
 }
 
 func (a *Actor) handleStarted(ctx actor.Context) {
-	a.sys, a.self, a.parent = ctx.ActorSystem(), ctx.Self(), ctx.Parent()
-	a.gen = rand.Uint64()
+	a.self, a.parent = actorkit.Start(ctx, a.d.Clock), ctx.Parent()
+	a.wake, a.resync, a.cacheTTL = actorkit.NewTimer("wake"), actorkit.NewTimer("resync"), actorkit.NewTimer("cache")
+	a.gate = newGate(a.d.Clock.Now())
+	a.retry = newRetry(a.d.Config.RetryDelay)
 	a.waits = map[string]waitInfo{}
-	a.pulling = map[uint64]pendingStart{}
-	a.probes, a.probeStopping, a.kills = map[string]*probeChild{}, map[string]bool{}, map[string]killReq{}
-	a.results = a.loadCheckpoint()
+	a.probes = newProbeSet()
+	a.events = eventLog{rec: a.d.Events}
+	a.loadCheckpoint()
 	if p := ctx.Parent(); p != nil {
 		ctx.Send(p, &messages.NeedPod{UID: a.uid})
 		if a.d.Config.ThrottleStarts {
@@ -289,12 +279,36 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 			ctx.Send(p, &messages.StartDone{UID: a.uid})
 		}
 	}
-	a.armResync()
-	// No inspection yet: the parent's SyncPod or KillPod (sent with the
-	// spawn, and again for NeedPod) starts the first one.
+	a.resync.Arm(a.self, a.d.Config.SyncPeriod)
+	// No read yet: the parent's SyncPod or KillPod (sent with the spawn,
+	// and again for NeedPod) starts the first one.
 }
 
-func (a *Actor) handleSyncPod(m *messages.SyncPod) {
+func (a *Actor) stopTimers() {
+	a.wake.Stop()
+	a.resync.Stop()
+	a.cacheTTL.Stop()
+}
+
+func (a *Actor) handleFired(ctx actor.Context, m *actorkit.Fired) {
+	switch {
+	case a.wake.Fired(a.self, m):
+		a.kick(ctx)
+	case a.resync.Fired(a.self, m):
+		a.resync.Arm(a.self, a.d.Config.SyncPeriod)
+		a.look(ctx, false)
+	case a.cacheTTL.Fired(a.self, m):
+		if a.asked {
+			// The PLEG did not answer (restarting, or the runtime fails
+			// its relists): list the runtime directly.
+			a.asked = false
+			a.log.Debug("runtime cache did not answer, listing")
+			a.inspect(nil)
+		}
+	}
+}
+
+func (a *Actor) handleSyncPod(ctx actor.Context, m *messages.SyncPod) {
 	if m.Pod == nil || a.kill != nil {
 		return
 	}
@@ -304,128 +318,165 @@ func (a *Actor) handleSyncPod(m *messages.SyncPod) {
 		return // the same pod again (the answer to NeedPod): nothing to look at
 	}
 	a.pod = m.Pod
-	a.requestInspect()
+	a.kick(ctx)
 }
 
-// stale reports whether a runtime event says something this actor's view
-// does not already show (its own operations are seen by its own
-// inspections; the PLEG reports them again a moment later).
-func (a *Actor) stale(ev *messages.PodLifecycleEvent) bool {
-	if a.snap == nil {
-		return true
-	}
-	var have *runtimeapi.ContainerStatus
-	for _, cs := range a.snap.containers {
-		for _, c := range cs {
-			if c.Id == ev.ID {
-				have = c
-			}
-		}
-	}
-	switch ev.Type {
-	case messages.ContainerStarted:
-		return have == nil || have.State != runtimeapi.ContainerState_CONTAINER_RUNNING
-	case messages.ContainerDied:
-		return have == nil || have.State != runtimeapi.ContainerState_CONTAINER_EXITED
-	case messages.ContainerRemoved:
-		return have != nil
-	}
-	return true
-}
-
-func (a *Actor) handleKillPod(m *messages.KillPod) {
+func (a *Actor) handleKillPod(ctx actor.Context, m *messages.KillPod) {
 	if a.kill == nil {
 		a.log.Info("killing pod", "reason", m.Reason)
 	}
 	a.kill = m
-	a.pulling = map[uint64]pendingStart{} // image results no longer matter
+	a.images.drop() // image results no longer matter
 	a.releaseSlot()
-	a.requestInspect()
+	a.kick(ctx)
 }
 
-func (a *Actor) handleResync(m *messages.Tick) {
-	if m.Gen != a.gen {
+// handleEvent takes a change the PLEG saw. A slice that shows what the
+// actor already knows is dropped (its own operations come back this way);
+// a fresh one is read as it is; anything else makes the actor look again.
+func (a *Actor) handleEvent(ctx actor.Context, ev *messages.PodLifecycleEvent) {
+	if a.snap.matches(ev.Pod) {
 		return
 	}
-	a.armResync()
-	a.requestInspect()
+	if !a.gate.idle() {
+		if ev.Pod != nil {
+			a.pending = ev.Pod
+		}
+		a.gate.later(false)
+		return
+	}
+	if ev.Pod != nil && a.gate.fresh(ev.Pod.Relisted) && a.snap != nil {
+		a.inspect(ev.Pod)
+		return
+	}
+	a.look(ctx, false)
 }
 
-// requestInspect starts an inspection unless a call is in flight, in which
-// case one more inspection follows it.
-func (a *Actor) requestInspect() {
-	if a.done || a.self == nil {
+// kick plans again from the current view, reading the runtime first if
+// there is no view yet; when a read or an operation is in flight, the plan
+// follows it.
+func (a *Actor) kick(ctx actor.Context) {
+	if a.done || !a.self.Started() {
 		return
 	}
-	if a.inspecting || a.busy {
-		a.dirty = true
+	if !a.gate.idle() {
+		a.gate.replan = true // the read or operation in flight continues
 		return
 	}
-	a.inspecting, a.dirty = true, false
-	rt, uid, gen, sys, self, timeout, seq, prev := a.d.Runtime, a.uid, a.gen, a.sys, a.self, a.d.Config.OpTimeout, a.opSeq, a.snap
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		snap, sboxOf, err := inspect(ctx, rt, uid, prev)
-		sys.Root.Send(self, &inspected{gen: gen, opSeq: seq, snap: snap, sandboxOf: sboxOf, err: err})
-	}()
+	if a.snap == nil {
+		a.look(ctx, true)
+		return
+	}
+	a.afterIdle(ctx)
+}
+
+// look reads the runtime again: through the PLEG's cache (a relist newer
+// than the last operation) or, when mustList or when there is no cache,
+// by listing it.
+func (a *Actor) look(_ actor.Context, mustList bool) {
+	if a.done || !a.self.Started() {
+		return
+	}
+	if !a.gate.idle() {
+		a.gate.later(mustList)
+		return
+	}
+	if mustList || a.snap == nil || a.d.PLEG == nil {
+		a.inspect(nil)
+		return
+	}
+	a.gate.beginRead()
+	a.asked = true
+	a.self.SendTo(a.d.PLEG, &messages.GetRuntimePod{UID: a.uid, NotBefore: a.gate.quiet, ReplyTo: a.self.PID()})
+	a.cacheTTL.Arm(a.self, a.d.Config.CacheWait)
+}
+
+// handleCached takes the PLEG's answer to GetRuntimePod.
+func (a *Actor) handleCached(m *messages.RuntimePod) {
+	if !a.asked || m.UID != a.uid || !m.Relisted.After(a.gate.quiet) {
+		return // an answer the actor no longer waits for
+	}
+	a.asked = false
+	a.cacheTTL.Stop()
+	a.gate.reading = false
+	a.inspect(m)
+}
+
+// inspect reads the pod's statuses off the mailbox, from the cache slice
+// (nil: listing the runtime).
+func (a *Actor) inspect(cached *messages.RuntimePod) {
+	seq := a.gate.beginRead()
+	rt, files, uid, prev := a.d.Runtime, a.termReader(), a.uid, a.snap
+	actorkit.Go(a.self, a.d.Config.OpTimeout, func(ctx context.Context) *inspected {
+		snap, sboxOf, err := inspect(ctx, rt, files, uid, prev, cached)
+		return &inspected{opSeq: seq, snap: snap, sandboxOf: sboxOf, err: err}
+	})
+}
+
+func (a *Actor) termReader() TerminationReader {
+	if a.d.Files == nil {
+		return nil
+	}
+	return a.d.Files
 }
 
 func (a *Actor) handleInspected(ctx actor.Context, m *inspected) {
-	if m.gen != a.gen {
-		return
-	}
-	a.inspecting = false
-	if m.opSeq != a.opSeq || a.busy {
+	if !a.gate.endRead(m.opSeq) {
 		// An operation started while the runtime was read: the view is
 		// stale. Look again once the operation is done.
-		if a.busy {
-			a.dirty = true
-		} else {
-			a.requestInspect()
-		}
+		a.gate.later(true)
+		a.afterIdle(ctx)
 		return
 	}
 	if m.err != nil {
 		a.log.Warn("inspect pod", "err", m.err)
-		a.failures++
-		a.schedule(a.d.Clock.Now().Add(a.retryDelay()))
+		a.wake.ArmAt(a.self, a.d.Clock.Now().Add(a.retry.fail()))
+		a.gate.later(true)
 		return
 	}
-	a.snap, a.sboxOf = m.snap, m.sandboxOf
-	if a.dirty {
-		a.requestInspect()
+	a.snap, a.sboxOf, a.pending = m.snap, m.sandboxOf, nil
+	if a.gate.reread {
+		a.afterIdle(ctx)
 		return
 	}
+	a.gate.replan = false
+	a.reconcile(ctx)
+}
+
+// afterIdle does what waited for the gate: a read, else a plan.
+func (a *Actor) afterIdle(ctx actor.Context) {
+	if !a.gate.idle() {
+		return
+	}
+	if a.gate.reread {
+		if !a.gate.list && a.snap.matches(a.pending) {
+			a.gate.reread = false // the change seen meanwhile was the actor's own
+		} else {
+			a.pending = nil
+			a.look(ctx, a.gate.list)
+			return
+		}
+	}
+	a.pending = nil
+	a.gate.replan = false
 	a.reconcile(ctx)
 }
 
 // reconcile publishes the status and takes the next step.
 func (a *Actor) reconcile(ctx actor.Context) {
+	if a.snap == nil || !a.probes.loaded {
+		return // the first read, or the probe checkpoint, continues
+	}
 	now := a.d.Clock.Now()
 	a.syncProbes(ctx)
 	if a.kill != nil {
-		if a.snap.empty() {
-			if !a.done {
-				a.done = true
-				a.removeCheckpoint()
-				if a.d.Volumes != nil {
-					ctx.Send(a.d.Volumes, &messages.TearDownVolumes{UID: a.uid})
-				}
-				a.log.Info("pod terminated")
-				ctx.Send(ctx.Parent(), &messages.PodTerminated{UID: a.uid})
-			}
-			return
-		}
-		if !now.Before(a.holdUntil) {
-			a.run(action{kind: actStopContainers, reason: a.kill.Reason}, true)
-		}
+		a.reconcileKill(ctx, now)
 		return
 	}
 	if a.pod == nil {
 		return // wait for the parent's SyncPod or KillPod
 	}
-	if len(a.pulling) > 0 || now.Before(a.holdUntil) {
+	if a.images.any() || a.retry.held(now) {
 		// An image is being made present (its result continues), or a
 		// failed operation waits for its retry.
 		a.publish(a.waits, now)
@@ -457,54 +508,74 @@ func (a *Actor) reconcile(ctx actor.Context) {
 	}
 	a.publish(waits, now)
 	if !p.wakeAt.IsZero() {
-		a.schedule(p.wakeAt)
+		a.wake.ArmAt(a.self, p.wakeAt)
 	}
-	if p.act.kind == actNone {
+	a.take(ctx, p.act)
+}
+
+// reconcileKill stops everything of the pod, then reports it terminated.
+func (a *Actor) reconcileKill(ctx actor.Context, now time.Time) {
+	if !a.snap.empty() {
+		if !a.retry.held(now) {
+			a.run(action{kind: actStopContainers, reason: a.kill.Reason}, true)
+		}
 		return
 	}
-	if p.act.kind == actRunSandbox && p.act.attempt == 0 && a.d.Config.ThrottleStarts && a.slot != slotHeld && a.slot != slotDone {
-		if a.slot == slotNone {
-			a.slot = slotAsked
+	if a.done {
+		return
+	}
+	a.done = true
+	if a.d.Files != nil {
+		a.d.Files.RemoveCheckpoint(a.uid)
+	}
+	if a.d.Volumes != nil {
+		ctx.Send(a.d.Volumes, &messages.TearDownVolumes{UID: a.uid})
+	}
+	a.log.Info("pod terminated")
+	ctx.Send(ctx.Parent(), &messages.PodTerminated{UID: a.uid})
+}
+
+// take starts the planned action, or what it waits for first: a start
+// slot, the pod's volumes, the container's image.
+func (a *Actor) take(ctx actor.Context, act action) {
+	switch {
+	case act.kind == actNone:
+	case act.kind == actRunSandbox && act.attempt == 0 && a.d.Config.ThrottleStarts:
+		wait, ask := a.slot.needed()
+		if ask {
 			ctx.Send(ctx.Parent(), &messages.StartSlot{UID: a.uid})
 		}
-		return // StartGranted continues
-	}
-	if p.act.kind == actStartContainer && p.act.createdID == "" {
-		if !a.volumesReady(ctx) {
+		if !wait {
+			a.run(act, false)
+		} // else StartGranted continues
+	case act.kind == actStartContainer && act.createdID == "":
+		ready, ask := a.volumes.ready(a.d.Volumes != nil, len(a.pod.Spec.Volumes))
+		if ask {
+			ctx.Send(a.d.Volumes, &messages.EnsureVolumes{Pod: a.pod.DeepCopy(), ReplyTo: a.self.PID()})
+		}
+		if !ready {
 			return // VolumesReady continues
 		}
-		a.ensureImage(ctx, p.act)
-		return
+		id := a.images.add(act)
+		ctx.Send(a.d.Images, &messages.EnsureImage{
+			RequestID: id, Image: act.container.Image, Policy: act.container.ImagePullPolicy, ReplyTo: a.self.PID(),
+		})
+	default:
+		a.run(act, false)
 	}
-	a.run(p.act, false)
 }
 
-// volumesReady asks the VolumeActor for the pod's volumes once; containers
-// are created only when they are set up.
-func (a *Actor) volumesReady(ctx actor.Context) bool {
-	if a.d.Volumes == nil || len(a.pod.Spec.Volumes) == 0 || a.volPaths != nil {
-		return true
-	}
-	if !a.volAsked {
-		a.volAsked = true
-		ctx.Send(a.d.Volumes, &messages.EnsureVolumes{Pod: a.pod.DeepCopy(), ReplyTo: a.self})
-	}
-	return false
-}
-
-func (a *Actor) handleVolumesReady(m *messages.VolumesReady) {
-	if !a.volAsked || a.kill != nil {
+func (a *Actor) handleVolumesReady(ctx actor.Context, m *messages.VolumesReady) {
+	if a.kill != nil || !a.volumes.answered(m.Paths, m.Reason != "") {
 		return
 	}
-	a.volAsked = false
 	if m.Reason != "" {
 		a.event(v1.EventTypeWarning, m.Reason, "volumes", "Unable to attach or mount volumes: %s", m.Message)
 		for _, c := range append(append([]v1.Container{}, a.pod.Spec.InitContainers...), a.pod.Spec.Containers...) {
 			a.waits[c.Name] = waitInfo{reason: ReasonContainerCreating, message: m.Reason + ": " + m.Message}
 		}
-		a.hold(a.retryDelay())
-		a.failures++
-		a.requestInspect()
+		a.hold(a.retry.fail())
+		a.kick(ctx)
 		return
 	}
 	for name, w := range a.waits {
@@ -512,25 +583,50 @@ func (a *Actor) handleVolumesReady(m *messages.VolumesReady) {
 			delete(a.waits, name)
 		}
 	}
-	a.volPaths = m.Paths
-	a.requestInspect()
+	a.kick(ctx)
+}
+
+func (a *Actor) handleImageResult(ctx actor.Context, m *messages.ImageResult) {
+	act, ok := a.images.take(m.RequestID)
+	if !ok {
+		return
+	}
+	name := act.container.Name
+	if m.Reason != "" {
+		a.waits[name] = waitInfo{reason: m.Reason, message: m.Message}
+		a.log.Info("image not ready", "container", name, "image", m.Image, "reason", m.Reason, "message", m.Message)
+		if m.Reason == messages.ReasonImagePullBackOff {
+			a.event(v1.EventTypeNormal, "BackOff", name, "Back-off pulling image %q", m.Image)
+		} else {
+			a.event(v1.EventTypeWarning, "Failed", name, "%s", m.Message)
+		}
+		a.hold(a.d.Config.BackoffBase)
+		a.kick(ctx) // publishes the waiting reason
+		return
+	}
+	delete(a.waits, name)
+	if m.Pulled {
+		// The ImageActor pulls for many pods at once and answers when done:
+		// Pulling and Pulled come together, in upstream's order.
+		a.event(v1.EventTypeNormal, "Pulling", name, "Pulling image %q", m.Image)
+		a.event(v1.EventTypeNormal, "Pulled", name, "Successfully pulled image %q", m.Image)
+	} else {
+		a.event(v1.EventTypeNormal, "Pulled", name, "Container image %q already present on machine", m.Image)
+	}
+	if a.kill != nil {
+		return
+	}
+	act.imageRef = m.ImageRef
+	if !a.gate.idle() {
+		a.gate.replan = true // the plan will ask for the image again
+		return
+	}
+	a.run(act, false)
 }
 
 // event records an event about the pod, once per key and message.
 func (a *Actor) event(eventtype, reason, key, format string, args ...any) {
-	if a.d.Events == nil || a.pod == nil {
-		return
-	}
-	msg := fmt.Sprintf(format, args...)
-	k := reason + "/" + key
-	if a.events[k] == msg {
-		return
-	}
-	if a.events == nil {
-		a.events = map[string]string{}
-	}
-	a.events[k] = msg
-	a.d.Events.Eventf(a.pod, eventtype, reason, "%s", msg)
+	a.events.record(a.pod, eventtype, reason, key, format, args...)
 }
 
 // startTime is the pod's start: the first sandbox's creation (it survives
@@ -543,33 +639,28 @@ func (a *Actor) startTime() time.Time {
 	return a.started
 }
 
-// checkDeadline applies activeDeadlineSeconds: past it the pod fails
-// (DeadlineExceeded) and its containers are stopped; before it a wake-up is
-// scheduled. It reports whether the deadline has just passed.
+// checkDeadline applies activeDeadlineSeconds; it reports whether the
+// deadline has just passed, and wakes the actor when it will.
 func (a *Actor) checkDeadline(now time.Time) bool {
-	ads := a.pod.Spec.ActiveDeadlineSeconds
-	if ads == nil || a.deadlineExceeded {
-		return false
+	var phase v1.PodPhase
+	if a.status != nil {
+		phase = a.status.Phase
 	}
-	if a.status != nil && (a.status.Phase == v1.PodSucceeded || a.status.Phase == v1.PodFailed) {
-		return false
+	passed, at := a.deadline.check(a.pod, phase, a.startTime(), now)
+	if !at.IsZero() {
+		a.wake.ArmAt(a.self, at)
 	}
-	deadline := a.startTime().Add(time.Duration(*ads) * time.Second)
-	if now.Before(deadline) {
-		a.schedule(deadline)
-		return false
+	if passed {
+		a.log.Info("pod exceeded its active deadline", "reason", ReasonDeadlineExceeded, "activeDeadlineSeconds", *a.pod.Spec.ActiveDeadlineSeconds)
 	}
-	a.deadlineExceeded = true
-	a.log.Info("pod exceeded its active deadline", "reason", ReasonDeadlineExceeded, "activeDeadlineSeconds", *ads)
-	return true
+	return passed
 }
 
 func (a *Actor) statusWith(waits map[string]waitInfo, now time.Time) v1.PodStatus {
-	start := a.startTime()
 	return computeStatus(statusInput{
 		pod: a.pod, snap: a.snap, waits: waits, runtimeName: a.d.Config.RuntimeName,
-		hostIP: a.d.Config.HostIP, startTime: start, prev: a.status, now: now,
-		probe: a.probeState, deadlineExceeded: a.deadlineExceeded,
+		hostIP: a.d.Config.HostIP, startTime: a.startTime(), prev: a.status, now: now,
+		probe: a.probeState, deadlineExceeded: a.deadline.exceeded,
 	})
 }
 
@@ -585,20 +676,19 @@ func (a *Actor) publish(waits map[string]waitInfo, now time.Time) {
 			a.d.Metrics.ObservePodStart(now.Sub(a.started))
 		}
 	}
-	if a.slot == slotHeld && (anyStarted(st) || st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed || len(waits) > 0) {
+	if a.slot.held() && (anyStarted(st) || st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed || len(waits) > 0) {
 		a.releaseSlot() // started, or waiting on something: the next pod may start
 	}
 	a.status = &st
 	out := a.pod.DeepCopy()
 	out.Status = *st.DeepCopy()
-	a.sys.Root.Send(a.d.Status, &messages.PodStatusUpdate{Pod: out})
+	a.self.SendTo(a.d.Status, &messages.PodStatusUpdate{Pod: out})
 }
 
 // releaseSlot gives a start slot back to the parent.
 func (a *Actor) releaseSlot() {
-	if a.slot == slotAsked || a.slot == slotHeld {
-		a.slot = slotDone
-		a.sys.Root.Send(a.parent, &messages.StartDone{UID: a.uid})
+	if a.slot.release() {
+		a.self.SendTo(a.parent, &messages.StartDone{UID: a.uid})
 	}
 }
 
@@ -624,124 +714,36 @@ func allRunning(st v1.PodStatus) bool {
 	return true
 }
 
-func (a *Actor) ensureImage(ctx actor.Context, act action) {
-	a.nextReq++
-	a.pulling[a.nextReq] = pendingStart{act: act}
-	ctx.Send(a.d.Images, &messages.EnsureImage{
-		RequestID: a.nextReq,
-		Image:     act.container.Image,
-		Policy:    act.container.ImagePullPolicy,
-		ReplyTo:   a.self,
-	})
-}
-
-func (a *Actor) handleImageResult(m *messages.ImageResult) {
-	ps, ok := a.pulling[m.RequestID]
-	if !ok {
-		return
-	}
-	delete(a.pulling, m.RequestID)
-	name := ps.act.container.Name
-	if m.Reason != "" {
-		a.waits[name] = waitInfo{reason: m.Reason, message: m.Message}
-		a.log.Info("image not ready", "container", name, "image", m.Image, "reason", m.Reason, "message", m.Message)
-		if m.Reason == messages.ReasonImagePullBackOff {
-			a.event(v1.EventTypeNormal, "BackOff", name, "Back-off pulling image %q", m.Image)
-		} else {
-			a.event(v1.EventTypeWarning, "Failed", name, "%s", m.Message)
-		}
-		a.hold(a.d.Config.BackoffBase)
-		a.requestInspect() // publishes the waiting reason
-		return
-	}
-	delete(a.waits, name)
-	if m.Pulled {
-		// The ImageActor pulls for many pods at once and answers when done:
-		// Pulling and Pulled come together, in upstream's order.
-		a.event(v1.EventTypeNormal, "Pulling", name, "Pulling image %q", m.Image)
-		a.event(v1.EventTypeNormal, "Pulled", name, "Successfully pulled image %q", m.Image)
-	} else {
-		a.event(v1.EventTypeNormal, "Pulled", name, "Container image %q already present on machine", m.Image)
-	}
-	act := ps.act
-	act.imageRef = m.ImageRef
-	if a.kill != nil {
-		return
-	}
-	a.run(act, false)
-}
-
 // hold defers the next operation by d and wakes the actor then.
 func (a *Actor) hold(d time.Duration) {
-	a.holdUntil = a.d.Clock.Now().Add(d)
-	a.schedule(a.holdUntil)
+	a.wake.ArmAt(a.self, a.retry.hold(a.d.Clock.Now(), d))
 }
 
-func (a *Actor) retryDelay() time.Duration {
-	d := a.d.Config.RetryDelay
-	for i := 0; i < a.failures && d < 30*time.Second; i++ {
-		d *= 2
-	}
-	return d
-}
-
-// schedule arms the wake-up timer for t unless an earlier one is armed.
-func (a *Actor) schedule(t time.Time) {
-	if !a.wakeAt.IsZero() && !t.Before(a.wakeAt) {
-		return
-	}
-	if a.wake != nil {
-		a.wake.Stop()
-	}
-	a.wakeSeq++
-	a.wakeAt = t
-	sys, self, msg := a.sys, a.self, &wakeUp{gen: a.gen, seq: a.wakeSeq}
-	d := t.Sub(a.d.Clock.Now())
-	if d < 0 {
-		d = 0
-	}
-	a.wake = a.d.Clock.AfterFunc(d, func() { sys.Root.Send(self, msg) })
-}
-
-func (a *Actor) armResync() {
-	if a.resync != nil {
-		a.resync.Stop()
-	}
-	sys, self, msg := a.sys, a.self, &messages.Tick{Gen: a.gen}
-	a.resync = a.d.Clock.AfterFunc(a.d.Config.SyncPeriod, func() { sys.Root.Send(self, msg) })
-}
-
-func (a *Actor) stopTimers() {
-	if a.wake != nil {
-		a.wake.Stop()
-	}
-	if a.resync != nil {
-		a.resync.Stop()
-	}
-}
-
-func (a *Actor) handleOpDone(m *opDone) {
-	if m.gen != a.gen {
-		return
-	}
-	a.busy = false
+func (a *Actor) handleOpDone(ctx actor.Context, m *opDone) {
+	a.gate.endOp(a.d.Clock.Now())
 	switch {
 	case m.err == nil:
-		a.failures = 0
+		a.retry.ok()
 		if m.kind == actStartContainer {
 			delete(a.waits, m.name)
-			a.event(v1.EventTypeNormal, "Created", m.name+"/"+strconv.FormatUint(a.opSeq, 10), "Created container %s", m.name)
-			a.event(v1.EventTypeNormal, "Started", m.name+"/"+strconv.FormatUint(a.opSeq, 10), "Started container %s", m.name)
+			seq := strconv.FormatUint(a.gate.ops, 10)
+			a.event(v1.EventTypeNormal, "Created", m.name+"/"+seq, "Created container %s", m.name)
+			a.event(v1.EventTypeNormal, "Started", m.name+"/"+seq, "Started container %s", m.name)
 		}
-		a.requestInspect()
+		if m.d == nil || m.d.reread {
+			a.look(ctx, true)
+			return
+		}
+		a.snap, a.sboxOf = a.snap.apply(a.sboxOf, m.d)
+		a.afterIdle(ctx)
 	case errdefs.IsAlreadyExists(m.err):
 		// Another incarnation's call holds the name: look again shortly and
 		// adopt what it made.
 		a.log.Info("runtime object exists, adopting", "op", m.kind.String(), "err", m.err)
 		a.hold(a.d.Config.RetryDelay)
-		a.requestInspect()
+		a.look(ctx, true)
 	default:
-		a.failures++
+		delay := a.retry.fail()
 		a.log.Warn("runtime operation failed", "op", m.kind.String(), "container", m.name, "err", m.err)
 		if m.kind == actStartContainer && m.name != "" {
 			reason := ReasonCreateContainerError
@@ -755,14 +757,14 @@ func (a *Actor) handleOpDone(m *opDone) {
 			if se != nil && se.hook {
 				// The container was killed: its exit and restartPolicy
 				// decide what follows, as for any other exit.
-				a.failures = 0
-				a.requestInspect()
+				a.retry.ok()
+				a.look(ctx, true)
 				return
 			}
 			a.waits[m.name] = waitInfo{reason: reason, message: m.err.Error()}
 			a.event(v1.EventTypeWarning, "Failed", m.name, "Error: %v", m.err)
 		}
-		a.hold(a.retryDelay())
-		a.requestInspect()
+		a.hold(delay)
+		a.look(ctx, true)
 	}
 }

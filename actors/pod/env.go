@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
@@ -195,16 +193,4 @@ func (in envInput) valueFrom(ctx context.Context, vf *v1.EnvVarSource) (string, 
 		return string(v), true, nil
 	}
 	return "", false, errors.New("env var source has no reference")
-}
-
-// writeHostsFile writes <PodsDir>/<uid>/etc-hosts atomically.
-func writeHostsFile(podsDir string, pod *v1.Pod, podIP string) (string, error) {
-	path := filepath.Join(podsDir, string(pod.UID), "etc-hosts")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return "", err
-	}
-	if err := writeAtomic(path, podspec.HostsFile(pod, podIP)); err != nil {
-		return "", err
-	}
-	return path, os.Chmod(path, 0o644)
 }

@@ -1,14 +1,9 @@
 package pod
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -143,103 +138,4 @@ func stopWithHook(ctx context.Context, rt Containers, hooks hookRunner, s stopSp
 		}
 	}
 	return ignoreNotFound(rt.StopContainer(ctx, s.id, grace))
-}
-
-// Termination messages, as upstream: at most 4096 bytes from the file; from
-// the log, the last 80 lines and at most 2048 bytes.
-const (
-	maxTerminationMessageBytes = 4096
-	maxTerminationLogLines     = 80
-	maxTerminationLogBytes     = 2048
-)
-
-// terminationMessage reads an exited container's termination message: the
-// host file mounted at its terminationMessagePath, or with
-// FallbackToLogsOnError and a failure, the tail of its log.
-func terminationMessage(c *runtimeapi.ContainerStatus) string {
-	path := c.GetAnnotations()[podspec.AnnotationTerminationMsgPath]
-	if path != "" {
-		for _, m := range c.GetMounts() {
-			if m.GetContainerPath() != path || m.GetHostPath() == "" {
-				continue
-			}
-			if msg := readLimited(m.GetHostPath(), maxTerminationMessageBytes); msg != "" {
-				return msg
-			}
-		}
-	}
-	if c.GetAnnotations()[podspec.AnnotationTerminationMsgPolicy] == string(v1.TerminationMessageFallbackToLogsOnError) &&
-		c.ExitCode != 0 && c.GetLogPath() != "" {
-		return logTail(c.GetLogPath(), maxTerminationLogLines, maxTerminationLogBytes)
-	}
-	return ""
-}
-
-func readLimited(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer func() { _ = f.Close() }()
-	b, _ := io.ReadAll(io.LimitReader(f, n))
-	return string(b)
-}
-
-// logTail returns the content of the last lines of a CRI log file (partial
-// lines joined), at most maxBytes from the end.
-func logTail(path string, lines, maxBytes int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer func() { _ = f.Close() }()
-	const window = 64 * 1024
-	if st, err := f.Stat(); err == nil && st.Size() > window {
-		_, _ = f.Seek(st.Size()-window, io.SeekStart)
-	}
-	var out []string
-	var partial strings.Builder
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		// <timestamp> <stream> <P|F> <content>
-		parts := bytes.SplitN(sc.Bytes(), []byte(" "), 4)
-		if len(parts) < 3 {
-			continue
-		}
-		content := ""
-		if len(parts) == 4 {
-			content = string(parts[3])
-		}
-		partial.WriteString(content)
-		if string(parts[2]) == "P" {
-			continue
-		}
-		out = append(out, partial.String()+"\n")
-		partial.Reset()
-	}
-	if len(out) > lines {
-		out = out[len(out)-lines:]
-	}
-	s := strings.Join(out, "")
-	if len(s) > maxBytes {
-		s = s[len(s)-maxBytes:]
-	}
-	return s
-}
-
-// createEmptyFile creates path (and its directory) as an empty file anyone in
-// the container can write, as upstream does for the termination log.
-func createEmptyFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o666)
-	if err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Chmod(path, 0o666)
 }

@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/actorlet/actorlet/messages"
+
+	"github.com/actorlet/actorlet/adapters/podfiles"
 )
 
 func execHook(cmd ...string) *v1.LifecycleHandler {
@@ -96,7 +98,7 @@ func TestTerminationMessage(t *testing.T) {
 			p := testPod(v1.RestartPolicyNever, "app")
 			p.Spec.Containers[0].TerminationMessagePolicy = tt.policy
 			pods := t.TempDir()
-			h := newHarnessWith(t, p, func(d *Deps) { d.Config.PodsDir = pods })
+			h := newHarnessWith(t, p, func(d *Deps) { d.Files = podfiles.New(pods, "", quiet) })
 			h.waitStatus("Running", running)
 			c := h.rt.list()[0]
 			if len(c.Mounts) != 2 || c.Mounts[0].ContainerPath != "/dev/termination-log" || c.Mounts[1].ContainerPath != "/etc/hosts" ||

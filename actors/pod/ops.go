@@ -13,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/podspec"
 )
 
@@ -27,18 +29,20 @@ type startError struct {
 func (e *startError) Error() string { return e.err.Error() }
 func (e *startError) Unwrap() error { return e.err }
 
-// run starts one runtime operation in a goroutine; its result comes back as
-// an opDone message, so the mailbox never blocks on the runtime.
+// opFunc is one runtime operation; it returns what it changed.
+type opFunc func(ctx context.Context) (*delta, error)
+
+// run starts one runtime operation off the mailbox; its result comes back
+// as an opDone message with what it changed, so the mailbox never blocks
+// on the runtime and the view follows the operation without a list.
 func (a *Actor) run(act action, killing bool) {
-	a.busy = true
-	a.opSeq++
-	rt, gen, sys, self := a.d.Runtime, a.gen, a.sys, a.self
+	rt, files := a.d.Runtime, a.termReader()
 	timeout := a.d.Config.OpTimeout
 	name := ""
 	if act.container != nil {
 		name = act.container.Name
 	}
-	var f func(ctx context.Context) error
+	var f opFunc
 	switch {
 	case killing:
 		grace := podspec.GracePeriod(a.pod, a.kill.GracePeriod)
@@ -50,7 +54,10 @@ func (a *Actor) run(act action, killing bool) {
 		stops := a.stopSpecs(snap.runningIDs())
 		a.killingEvents(stops, a.kill.Reason)
 		hooks, log := a.hooks(), a.log.Warn
-		f = func(ctx context.Context) error { return killAll(ctx, rt, snap, stops, hooks, grace, log) }
+		f = func(ctx context.Context) (*delta, error) {
+			// Everything is removed: the next read confirms nothing is left.
+			return &delta{reread: true}, killAll(ctx, rt, snap, stops, hooks, grace, log)
+		}
 	case act.kind == actRunSandbox:
 		cfg := podspec.SandboxConfig(a.pod, act.attempt, a.d.Config.PodLogsDir)
 		handler := a.d.Config.RuntimeHandler
@@ -58,9 +65,12 @@ func (a *Actor) run(act action, killing bool) {
 			handler = *a.pod.Spec.RuntimeClassName
 		}
 		a.log.Info("run sandbox", "attempt", act.attempt)
-		f = func(ctx context.Context) error {
-			_, err := rt.RunPodSandbox(ctx, cfg, handler)
-			return err
+		f = func(ctx context.Context) (*delta, error) {
+			id, err := rt.RunPodSandbox(ctx, cfg, handler)
+			if err != nil {
+				return nil, err
+			}
+			return sandboxDelta(ctx, rt, id), nil
 		}
 	case act.kind == actStopContainers:
 		grace := podspec.GracePeriod(a.pod, nil)
@@ -72,60 +82,96 @@ func (a *Actor) run(act action, killing bool) {
 		a.killingEvents(stops, act.reason)
 		hooks, log := a.hooks(), a.log.Warn
 		a.log.Info("stop containers", "reason", act.reason, "count", len(stops))
-		f = func(ctx context.Context) error { return stopContainers(ctx, rt, stops, hooks, grace, log) }
+		ids := act.ids
+		f = func(ctx context.Context) (*delta, error) {
+			if err := stopContainers(ctx, rt, stops, hooks, grace, log); err != nil {
+				return nil, err
+			}
+			return containersDelta(ctx, rt, files, ids, nil), nil
+		}
 	case act.kind == actStopSandbox:
 		ids := act.ids
-		f = func(ctx context.Context) error {
+		f = func(ctx context.Context) (*delta, error) {
 			var errs []error
 			for _, id := range ids {
 				errs = append(errs, ignoreNotFound(rt.StopPodSandbox(ctx, id)))
 			}
-			return errors.Join(errs...)
+			if err := errors.Join(errs...); err != nil {
+				return nil, err
+			}
+			// Stopping a sandbox may stop what runs in it: read it all.
+			return &delta{reread: true}, nil
 		}
 	case act.kind == actRemoveContainers:
 		ids := act.ids
-		f = func(ctx context.Context) error {
+		f = func(ctx context.Context) (*delta, error) {
 			var errs []error
 			for _, id := range ids {
 				errs = append(errs, ignoreNotFound(rt.RemoveContainer(ctx, id)))
 			}
-			return errors.Join(errs...)
+			return &delta{removed: ids}, errors.Join(errs...)
 		}
 	case act.kind == actStartContainer:
 		f = a.startFunc(act)
 	default:
-		a.busy = false
 		return
 	}
 	kind := act.kind
 	if killing {
 		kind = actStopContainers
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		err := f(ctx)
-		sys.Root.Send(self, &opDone{gen: gen, kind: kind, name: name, err: err})
-	}()
+	a.gate.beginOp()
+	actorkit.Go(a.self, timeout, func(ctx context.Context) *opDone {
+		d, err := f(ctx)
+		return &opDone{kind: kind, name: name, d: d, err: err}
+	})
 }
 
-func (a *Actor) startFunc(act action) func(ctx context.Context) error {
-	rt, metrics := a.d.Runtime, a.d.Metrics
+// sandboxDelta reads back a sandbox the operation made.
+func sandboxDelta(ctx context.Context, rt Inspector, id string) *delta {
+	st, err := rt.PodSandboxStatus(ctx, id)
+	if err != nil {
+		return &delta{reread: true}
+	}
+	return &delta{sandboxes: []*runtimeapi.PodSandboxStatus{st}}
+}
+
+// containersDelta reads back containers the operation made or stopped;
+// sandboxOf gives the sandbox of new ones.
+func containersDelta(ctx context.Context, rt Inspector, files TerminationReader, ids []string, sandboxOf map[string]string) *delta {
+	d := &delta{sandboxOf: sandboxOf}
+	for _, id := range ids {
+		st, err := containerStatus(ctx, rt, files, id)
+		switch {
+		case errdefs.IsNotFound(err):
+			d.removed = append(d.removed, id)
+		case err != nil:
+			return &delta{reread: true}
+		default:
+			d.containers = append(d.containers, st)
+		}
+	}
+	return d
+}
+
+func (a *Actor) startFunc(act action) opFunc {
+	rt, metrics, files := a.d.Runtime, a.d.Metrics, a.termReader()
 	ctype := "container"
 	if act.isInit {
 		ctype = "init_container"
 	}
+	sandboxID := act.sandbox.Id
 	if act.createdID != "" {
 		id := act.createdID
 		a.log.Info("start created container", "container", act.container.Name, "id", id)
-		return func(ctx context.Context) error {
+		return func(ctx context.Context) (*delta, error) {
 			if err := rt.StartContainer(ctx, id); err != nil {
-				return &startError{started: true, err: fmt.Errorf("start container %s: %w", id, err)}
+				return nil, &startError{started: true, err: fmt.Errorf("start container %s: %w", id, err)}
 			}
 			if metrics != nil {
 				metrics.IncStartedContainers(ctype)
 			}
-			return nil
+			return containersDelta(ctx, rt, files, []string{id}, map[string]string{id: sandboxID}), nil
 		}
 	}
 	sbCfg := podspec.SandboxConfig(a.pod, act.sandbox.GetMetadata().GetAttempt(), a.d.Config.PodLogsDir)
@@ -134,21 +180,11 @@ func (a *Actor) startFunc(act action) func(ctx context.Context) error {
 		image = act.container.Image
 	}
 	cfg := podspec.ContainerConfig(a.pod, act.container, act.attempt, image, act.isInit)
-	mounts, err := volumeMounts(act.container, a.volPaths)
+	mounts, err := volumeMounts(act.container, a.volumes.paths)
 	if err != nil {
-		return func(context.Context) error { return &startError{config: true, err: err} }
+		return func(context.Context) (*delta, error) { return nil, &startError{config: true, err: err} }
 	}
 	cfg.Mounts = append(cfg.Mounts, mounts...)
-	var files []string // host files to create before the container
-	if dir := a.d.Config.PodsDir; dir != "" {
-		host := podspec.TerminationLogPath(dir, string(a.pod.UID), act.container.Name, act.attempt)
-		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{
-			ContainerPath: podspec.TerminationMessagePath(act.container),
-			HostPath:      host,
-		})
-		files = append(files, host)
-	}
-	sandboxID := act.sandbox.Id
 	spec := act.container.DeepCopy()
 	hooks, grace, log := a.hooks(), podspec.GracePeriod(a.pod, nil), a.log
 	hooks.podIP = act.sandbox.GetNetwork().GetIp()
@@ -156,32 +192,24 @@ func (a *Actor) startFunc(act action) func(ctx context.Context) error {
 		hooks.podIP = a.d.Config.HostIP
 	}
 	a.log.Info("create container", "container", act.container.Name, "attempt", act.attempt)
-	pod, src, podsDir, hostIP := a.pod.DeepCopy(), a.d.ConfigSource, a.d.Config.PodsDir, a.d.Config.HostIP
+	pod, src, hostIP, hostFiles := a.pod.DeepCopy(), a.d.ConfigSource, a.d.Config.HostIP, HostFiles(a.d.Files)
 	alloc := a.d.Config.NodeAllocatable // never written after the start: shared read-only
-	return func(ctx context.Context) error {
+	attempt := act.attempt
+	return func(ctx context.Context) (*delta, error) {
 		envs, command, args, err := makeEnv(ctx, envInput{pod: pod, c: spec, podIP: hooks.podIP, hostIP: hostIP, src: src, allocatable: alloc})
 		if err != nil {
-			return &startError{config: true, err: err}
+			return nil, &startError{config: true, err: err}
 		}
 		cfg.Envs, cfg.Command, cfg.Args = envs, command, args
-		if podsDir != "" && !pod.Spec.HostNetwork {
-			path, err := writeHostsFile(podsDir, pod, hooks.podIP)
-			if err != nil {
-				return &startError{err: fmt.Errorf("create container %s: hosts file: %w", cfg.Metadata.Name, err)}
-			}
-			cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: "/etc/hosts", HostPath: path})
-		}
-		for _, f := range files {
-			if err := createEmptyFile(f); err != nil {
-				return &startError{err: fmt.Errorf("create container %s: termination message file: %w", cfg.Metadata.Name, err)}
-			}
+		if err := hostMounts(cfg, hostFiles, pod, spec, attempt, hooks.podIP); err != nil {
+			return nil, &startError{err: fmt.Errorf("create container %s: %w", cfg.Metadata.Name, err)}
 		}
 		id, err := rt.CreateContainer(ctx, sandboxID, cfg, sbCfg)
 		if err != nil {
-			return &startError{err: fmt.Errorf("create container %s: %w", cfg.Metadata.Name, err)}
+			return nil, &startError{err: fmt.Errorf("create container %s: %w", cfg.Metadata.Name, err)}
 		}
 		if err := rt.StartContainer(ctx, id); err != nil {
-			return &startError{started: true, err: fmt.Errorf("start container %s: %w", id, err)}
+			return nil, &startError{started: true, err: fmt.Errorf("start container %s: %w", id, err)}
 		}
 		if metrics != nil {
 			metrics.IncStartedContainers(ctype)
@@ -191,11 +219,38 @@ func (a *Actor) startFunc(act action) func(ctx context.Context) error {
 				msg := fmt.Sprintf("PostStartHook failed: %v", herr)
 				log.Warn("postStart hook failed, killing the container", "reason", ReasonFailedPostStart, "container", spec.Name, "message", msg)
 				_ = ignoreNotFound(rt.StopContainer(ctx, id, grace))
-				return &startError{started: true, hook: true, err: errors.New(msg)}
+				return nil, &startError{started: true, hook: true, err: errors.New(msg)}
 			}
 		}
+		return containersDelta(ctx, rt, files, []string{id}, map[string]string{id: sandboxID}), nil
+	}
+}
+
+// hostMounts adds the files the node keeps for a container: the
+// termination-message file and, off the host network, the managed
+// /etc/hosts.
+func hostMounts(cfg *runtimeapi.ContainerConfig, files HostFiles, pod *v1.Pod, c *v1.Container, attempt uint32, podIP string) error {
+	if files == nil {
 		return nil
 	}
+	path, err := files.TerminationLog(pod.UID, c.Name, attempt)
+	if err != nil {
+		return err
+	}
+	if path != "" {
+		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: podspec.TerminationMessagePath(c), HostPath: path})
+	}
+	if pod.Spec.HostNetwork {
+		return nil
+	}
+	path, err = files.Hosts(pod.UID, podspec.HostsFile(pod, podIP))
+	if err != nil {
+		return err
+	}
+	if path != "" {
+		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: "/etc/hosts", HostPath: path})
+	}
+	return nil
 }
 
 // killingEvents records a Killing event per container being stopped.

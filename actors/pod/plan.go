@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/podspec"
 )
 
@@ -56,20 +57,7 @@ type planResult struct {
 // restarted n times: none for the first restart, then base doubling to cap
 // (10 s to 300 s upstream).
 func backoff(n int32, base, maxDelay time.Duration) time.Duration {
-	if n <= 0 {
-		return 0
-	}
-	d := base
-	for i := int32(1); i < n; i++ {
-		d *= 2
-		if d >= maxDelay {
-			return maxDelay
-		}
-	}
-	if d > maxDelay {
-		return maxDelay
-	}
-	return d
+	return actorkit.Backoff{Base: base, Cap: maxDelay}.Delay(int(n))
 }
 
 // shouldRestart applies the pod's restartPolicy to an exited container.

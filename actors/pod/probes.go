@@ -1,21 +1,18 @@
 package pod
 
 import (
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"log/slog"
-	"os"
-	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/actorlet/actorlet/actors/probe"
+	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
 	"github.com/actorlet/actorlet/podspec"
 )
@@ -57,14 +54,84 @@ type killReq struct {
 	grace   int64
 }
 
+// probeSet is the pod's probing: the running ProbeActors, what their
+// results said (by container ID, checkpointed) and the containers a failed
+// probe condemned.
+type probeSet struct {
+	children map[string]*probeChild // running ProbeActors by name
+	stopping map[string]bool        // stopped, Terminated not yet seen (by PID id)
+	results  map[string]*ctrResult  // by container ID
+	kills    map[string]killReq     // by container ID
+	loaded   bool                   // the checkpoint was read
+}
+
+func newProbeSet() probeSet {
+	return probeSet{children: map[string]*probeChild{}, stopping: map[string]bool{}, results: map[string]*ctrResult{}, kills: map[string]killReq{}}
+}
+
+// stopped records a stopped ProbeActor; true when it was one of the pod's.
+func (p *probeSet) stopped(who *actor.PID) bool {
+	if who == nil || !p.stopping[who.Id] {
+		return false
+	}
+	delete(p.stopping, who.Id)
+	return true
+}
+
+// prune forgets containers that no longer run; true when something was
+// forgotten.
+func (p *probeSet) prune(snap *snapshot) bool {
+	running := map[string]bool{}
+	for _, cs := range snap.containers {
+		for _, c := range cs {
+			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				running[c.Id] = true
+			}
+		}
+	}
+	changed := false
+	for id := range p.results {
+		if !running[id] {
+			delete(p.results, id)
+			changed = true
+		}
+	}
+	return changed
+}
+
+// encodeCheckpoint and decodeCheckpoint are the checkpoint's file format.
+func encodeCheckpoint(uid types.UID, results map[string]*ctrResult) ([]byte, error) {
+	return json.Marshal(checkpoint{PodUID: string(uid), Containers: results})
+}
+
+func decodeCheckpoint(uid types.UID, b []byte) (map[string]*ctrResult, error) {
+	out := map[string]*ctrResult{}
+	if len(b) == 0 {
+		return out, nil
+	}
+	var cp checkpoint
+	if err := json.Unmarshal(b, &cp); err != nil {
+		return out, fmt.Errorf("probe checkpoint: %w", err)
+	}
+	if cp.PodUID != string(uid) {
+		return out, fmt.Errorf("probe checkpoint of pod %q, not %q", cp.PodUID, uid)
+	}
+	for id, r := range cp.Containers {
+		if r != nil {
+			out[id] = r
+		}
+	}
+	return out, nil
+}
+
 // probeState says whether a running container has started (its startup
 // probe succeeded, or it has none) and is ready (started, and its readiness
 // probe succeeded or it has none).
 func (a *Actor) probeState(c *v1.Container, id string) (started, ready bool) {
-	r := a.results[id]
+	r := a.probes.results[id]
 	started = c.StartupProbe == nil || (r != nil && r.Started != nil && *r.Started)
 	ready = started && (c.ReadinessProbe == nil || (r != nil && r.Ready != nil && *r.Ready))
-	if _, dying := a.kills[id]; dying || a.kill != nil {
+	if _, dying := a.probes.kills[id]; dying || a.kill != nil {
 		ready = false
 	}
 	return started, ready
@@ -76,7 +143,9 @@ func (a *Actor) probeState(c *v1.Container, id string) (started, ready bool) {
 func (a *Actor) syncProbes(ctx actor.Context) {
 	want := map[string]probe.Target{}
 	if a.kill == nil && a.pod != nil && a.snap != nil {
-		a.pruneResults()
+		if a.probes.prune(a.snap) {
+			a.saveCheckpoint()
+		}
 		if sb := a.snap.latestSandbox(); sb != nil && sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
 			podIP := sb.GetNetwork().GetIp()
 			if a.pod.Spec.HostNetwork || podIP == "" {
@@ -87,7 +156,7 @@ func (a *Actor) syncProbes(ctx actor.Context) {
 				if cur == nil || cur.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 					continue
 				}
-				if _, dying := a.kills[cur.Id]; dying {
+				if _, dying := a.probes.kills[cur.Id]; dying {
 					continue
 				}
 				started, _ := a.probeState(c, cur.Id)
@@ -109,16 +178,16 @@ func (a *Actor) syncProbes(ctx actor.Context) {
 			}
 		}
 	}
-	for name, ch := range a.probes {
+	for name, ch := range a.probes.children {
 		if w, ok := want[name]; ok && w.ContainerID == ch.containerID {
 			continue
 		}
 		ctx.Stop(ch.pid)
-		a.probeStopping[ch.pid.Id] = true
-		delete(a.probes, name)
+		a.probes.stopping[ch.pid.Id] = true
+		delete(a.probes.children, name)
 	}
 	for name, t := range want {
-		if _, ok := a.probes[name]; ok || a.probeStopping[ctx.Self().Id+"/"+name] {
+		if _, ok := a.probes.children[name]; ok || a.probes.stopping[ctx.Self().Id+"/"+name] {
 			continue // running, or its predecessor has not stopped yet
 		}
 		deps := probe.Deps{Handlers: a.d.Probes.Handlers, Clock: a.d.Clock, Metrics: a.d.Probes.Metrics, Log: a.d.Log}
@@ -127,7 +196,7 @@ func (a *Actor) syncProbes(ctx actor.Context) {
 			a.log.Warn("spawn probe", "probe", name, "err", err)
 			continue
 		}
-		a.probes[name] = &probeChild{pid: pid, containerID: t.ContainerID}
+		a.probes.children[name] = &probeChild{pid: pid, containerID: t.ContainerID}
 	}
 }
 
@@ -146,10 +215,10 @@ func (a *Actor) handleProbeResult(ctx actor.Context, m *messages.ProbeResult) {
 	if c == nil {
 		return
 	}
-	r := a.results[m.ContainerID]
+	r := a.probes.results[m.ContainerID]
 	if r == nil {
 		r = &ctrResult{}
-		a.results[m.ContainerID] = r
+		a.probes.results[m.ContainerID] = r
 	}
 	ok := m.Success
 	switch {
@@ -170,7 +239,7 @@ func (a *Actor) handleProbeResult(ctx actor.Context, m *messages.ProbeResult) {
 	case m.Kind == messages.ProbeLiveness && ok:
 		return
 	default: // liveness or startup failed
-		if _, ok := a.kills[m.ContainerID]; ok {
+		if _, ok := a.probes.kills[m.ContainerID]; ok {
 			return
 		}
 		what := "liveness"
@@ -186,13 +255,13 @@ func (a *Actor) handleProbeResult(ctx actor.Context, m *messages.ProbeResult) {
 		a.event(v1.EventTypeWarning, ReasonUnhealthy, m.ContainerID+"/"+what, "%s probe failed: %s", upperFirst(what), m.Message)
 		msg := fmt.Sprintf("Container %s failed %s probe, will be restarted", m.Container, what)
 		a.log.Info("killing container", "reason", ReasonKilling, "container", m.Container, "message", msg)
-		a.kills[m.ContainerID] = killReq{name: m.Container, message: msg, grace: grace}
+		a.probes.kills[m.ContainerID] = killReq{name: m.Container, message: msg, grace: grace}
 		a.syncProbes(ctx)
 	}
 	a.saveCheckpoint()
 	a.syncProbes(ctx)
 	a.status = nil
-	a.requestInspect()
+	a.kick(ctx)
 }
 
 func upperFirst(s string) string {
@@ -219,183 +288,60 @@ func containerSpec(pod *v1.Pod, name string) *v1.Container {
 // pendingKill returns the stop of a container a probe condemned, if it still
 // runs.
 func (a *Actor) pendingKill() (action, bool) {
-	for id, k := range a.kills {
+	for id, k := range a.probes.kills {
 		cur := a.snap.latest(k.name)
 		if cur == nil || cur.Id != id || cur.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
-			delete(a.kills, id)
+			delete(a.probes.kills, id)
 			continue
 		}
-		delete(a.kills, id)
+		delete(a.probes.kills, id)
 		return action{kind: actStopContainers, ids: []string{id}, reason: k.message, grace: k.grace}, true
 	}
 	return action{}, false
 }
 
-// pruneResults forgets containers the runtime no longer holds.
-func (a *Actor) pruneResults() {
-	changed := false
-	for id := range a.results {
-		found := false
-		for _, cs := range a.snap.containers {
-			for _, c := range cs {
-				if c.Id == id && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-					found = true
-				}
-			}
-		}
-		if !found {
-			delete(a.results, id)
-			changed = true
-		}
-	}
-	if changed {
-		a.saveCheckpoint()
-	}
-}
-
-func (a *Actor) checkpointPath() string {
-	if a.d.Config.ProbeCheckpointDir == "" {
-		return ""
-	}
-	return filepath.Join(a.d.Config.ProbeCheckpointDir, string(a.uid)+".json")
-}
-
-// loadCheckpoint reads the last probe results of the pod, if any.
-func (a *Actor) loadCheckpoint() map[string]*ctrResult {
-	out := map[string]*ctrResult{}
-	path := a.checkpointPath()
-	if path == "" {
-		return out
-	}
-	b, err := checkpoints.read(path)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			a.log.Warn("read probe checkpoint", "path", path, "err", err)
-		}
-		return out
-	}
-	var cp checkpoint
-	if err := json.Unmarshal(b, &cp); err != nil || cp.PodUID != string(a.uid) {
-		a.log.Warn("ignoring bad probe checkpoint", "path", path, "err", err)
-		return out
-	}
-	for id, r := range cp.Containers {
-		if r != nil {
-			out[id] = r
-		}
-	}
-	return out
-}
-
-// saveCheckpoint writes the results atomically (a temporary file renamed
-// over the old one). It is small and local: written from the mailbox.
-func (a *Actor) saveCheckpoint() {
-	path := a.checkpointPath()
-	if path == "" {
+// loadCheckpoint reads the pod's last probe results off the mailbox; the
+// first plan waits for them, so a restarted PodActor keeps a ready
+// container ready.
+func (a *Actor) loadCheckpoint() {
+	if a.d.Files == nil {
+		a.probes.loaded = true
 		return
 	}
-	b, err := json.Marshal(checkpoint{PodUID: string(a.uid), Containers: a.results})
+	files, uid := a.d.Files, a.uid
+	actorkit.Go(a.self, a.d.Config.OpTimeout, func(context.Context) *checkpointLoaded {
+		b, err := files.LoadCheckpoint(uid)
+		if err != nil {
+			return &checkpointLoaded{results: map[string]*ctrResult{}, err: err}
+		}
+		res, err := decodeCheckpoint(uid, b)
+		return &checkpointLoaded{results: res, err: err}
+	})
+}
+
+func (a *Actor) handleCheckpointLoaded(ctx actor.Context, m *checkpointLoaded) {
+	if m.err != nil {
+		a.log.Warn("ignoring probe checkpoint", "err", m.err)
+	}
+	for id, r := range m.results {
+		if _, ok := a.probes.results[id]; !ok {
+			a.probes.results[id] = r
+		}
+	}
+	a.probes.loaded = true
+	a.kick(ctx)
+}
+
+// saveCheckpoint hands the results to the Files adapter, which writes them
+// off the mailbox (the newest wins).
+func (a *Actor) saveCheckpoint() {
+	if a.d.Files == nil {
+		return
+	}
+	b, err := encodeCheckpoint(a.uid, a.probes.results)
 	if err != nil {
 		a.log.Warn("encode probe checkpoint", "err", err)
 		return
 	}
-	checkpoints.put(path, b, a.log) // written off the mailbox, newest wins
-}
-
-func (a *Actor) removeCheckpoint() {
-	if path := a.checkpointPath(); path != "" {
-		checkpoints.put(path, nil, a.log)
-	}
-}
-
-// checkpointWriter writes probe checkpoints off the actors' mailboxes: a
-// file per pod, the newest content wins, and writes of one path never run
-// out of order (not even across incarnations of a PodActor).
-type checkpointWriter struct {
-	mu      sync.Mutex
-	pending map[string][]byte // path -> newest content not yet taken (nil: remove)
-	writing map[string][]byte // path -> content being written now
-	busy    map[string]bool   // a goroutine is writing this path
-}
-
-var checkpoints = &checkpointWriter{pending: map[string][]byte{}, writing: map[string][]byte{}, busy: map[string]bool{}}
-
-func (w *checkpointWriter) put(path string, b []byte, log *slog.Logger) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.pending[path] = b
-	if w.busy[path] {
-		return // the running writer picks the newest content up
-	}
-	w.busy[path] = true
-	go w.drain(path, log)
-}
-
-// read returns a path's newest content: one still waiting to be written,
-// else the file's.
-func (w *checkpointWriter) read(path string) ([]byte, error) {
-	w.mu.Lock()
-	b, ok := w.pending[path]
-	if !ok {
-		b, ok = w.writing[path]
-	}
-	w.mu.Unlock()
-	if ok {
-		if b == nil {
-			return nil, fs.ErrNotExist
-		}
-		return b, nil
-	}
-	return os.ReadFile(path)
-}
-
-func (w *checkpointWriter) drain(path string, log *slog.Logger) {
-	for {
-		w.mu.Lock()
-		delete(w.writing, path)
-		b, ok := w.pending[path]
-		if !ok {
-			delete(w.busy, path)
-			w.mu.Unlock()
-			return
-		}
-		delete(w.pending, path)
-		w.writing[path] = b
-		w.mu.Unlock()
-		var err error
-		if b == nil {
-			err = os.Remove(path)
-			if errors.Is(err, fs.ErrNotExist) {
-				err = nil
-			}
-		} else {
-			err = writeAtomic(path, b)
-		}
-		if err != nil {
-			log.Warn("probe checkpoint", "path", path, "err", err)
-		}
-	}
-}
-
-// writeAtomic writes b to path through a temporary file in the same
-// directory and a rename.
-func writeAtomic(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(b)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		_ = os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		_ = os.Remove(f.Name())
-		return err
-	}
-	return nil
+	a.d.Files.SaveCheckpoint(a.uid, b)
 }

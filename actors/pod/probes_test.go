@@ -11,6 +11,8 @@ import (
 
 	"github.com/actorlet/actorlet/actors/probe"
 	"github.com/actorlet/actorlet/messages"
+
+	"github.com/actorlet/actorlet/adapters/podfiles"
 )
 
 func execProbe(period, failure int32) *v1.Probe {
@@ -156,7 +158,7 @@ func TestReadinessSurvivesPodActorRestart(t *testing.T) {
 	p := testPod(v1.RestartPolicyAlways, "app")
 	p.Spec.Containers[0].ReadinessProbe = execProbe(10, 3)
 	dir := t.TempDir()
-	h := newHarnessWith(t, p, func(d *Deps) { d.Config.ProbeCheckpointDir = dir })
+	h := newHarnessWith(t, p, func(d *Deps) { d.Files = podfiles.New("", dir, quiet) })
 	h.waitStatus("ready", readyPod)
 	// The checkpoint is written off the mailbox, soon after the result.
 	h.waitFor("the checkpoint on disk", func() bool {
@@ -191,7 +193,7 @@ func TestNotReadyIsNotReportedReadyAfterRestart(t *testing.T) {
 	p.Spec.Containers[0].ReadinessProbe = execProbe(10, 1)
 	dir := t.TempDir()
 	h := newHarnessWith(t, p, func(d *Deps) {
-		d.Config.ProbeCheckpointDir = dir
+		d.Files = podfiles.New("", dir, quiet)
 		d.Runtime.(*fakeRuntime).execCodes["app"] = 1
 	})
 	h.waitStatus("not ready", notReadyPod)

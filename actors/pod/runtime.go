@@ -10,6 +10,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/internal/actorkit"
+	"github.com/actorlet/actorlet/messages"
 	"github.com/actorlet/actorlet/podspec"
 )
 
@@ -107,30 +109,39 @@ func (s *snapshot) nextAttempt(name string) uint32 {
 
 // inspected is the result of an inspection, sent back to the actor.
 type inspected struct {
-	gen       uint64
+	actorkit.Tag
 	opSeq     uint64
 	snap      *snapshot
 	sandboxOf map[string]string // container ID -> sandbox ID
 	err       error
 }
 
-// inspect lists the pod's sandboxes and containers by UID label and reads
-// each one's full status.
+// inspect reads the pod's sandboxes and containers and each one's full
+// status. The lists come from the runtime cache (cached, the pod's slice of
+// a PLEG relist) or, when cached is nil, from listing the runtime by the
+// pod UID label.
 //
 // prev is the last snapshot (may be nil): a sandbox or container whose state
 // the list shows unchanged keeps its status from it, so a steady pod costs
-// two list calls, not one status call per object (statuses only change
-// with the state: a running container's status stays the same until it
-// exits, an exited one never changes).
-func inspect(ctx context.Context, rt Inspector, uid types.UID, prev *snapshot) (*snapshot, map[string]string, error) {
-	sel := podspec.PodSelector(uid)
-	sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
-	if err != nil {
-		return nil, nil, fmt.Errorf("list sandboxes of pod %s: %w", uid, err)
-	}
-	ctrs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
-	if err != nil {
-		return nil, nil, fmt.Errorf("list containers of pod %s: %w", uid, err)
+// no status call per object (statuses only change with the state: a running
+// container's status stays the same until it exits, an exited one never
+// changes).
+func inspect(ctx context.Context, rt Inspector, files TerminationReader, uid types.UID, prev *snapshot, cached *messages.RuntimePod) (*snapshot, map[string]string, error) {
+	var sbs []*runtimeapi.PodSandbox
+	var ctrs []*runtimeapi.Container
+	if cached != nil {
+		sbs, ctrs = cached.Sandboxes, cached.Containers
+	} else {
+		sel := podspec.PodSelector(uid)
+		var err error
+		sbs, err = rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
+		if err != nil {
+			return nil, nil, fmt.Errorf("list sandboxes of pod %s: %w", uid, err)
+		}
+		ctrs, err = rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
+		if err != nil {
+			return nil, nil, fmt.Errorf("list containers of pod %s: %w", uid, err)
+		}
 	}
 	known := prev.byID()
 	snap := &snapshot{containers: map[string][]*runtimeapi.ContainerStatus{}}
@@ -155,28 +166,48 @@ func inspect(ctx context.Context, rt Inspector, uid types.UID, prev *snapshot) (
 			sandboxOf[c.Id] = c.PodSandboxId
 			continue
 		}
-		st, err := rt.ContainerStatus(ctx, c.Id)
+		st, err := containerStatus(ctx, rt, files, c.Id)
 		if errdefs.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("container status %s: %w", c.Id, err)
+			return nil, nil, err
 		}
-		if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
-			if msg := terminationMessage(st); msg != "" {
-				if st.Message != "" {
-					st.Message += ": "
-				}
-				st.Message += msg
-			}
-		}
-		name := st.GetMetadata().GetName()
-		if name == "" {
-			name = podspec.ContainerNameOf(st.GetLabels())
-		}
+		name := nameOf(st)
 		snap.containers[name] = append(snap.containers[name], st)
 		sandboxOf[c.Id] = c.PodSandboxId
 	}
+	snap.sort()
+	return snap, sandboxOf, nil
+}
+
+// containerStatus reads one container's status, with its termination
+// message once it exited.
+func containerStatus(ctx context.Context, rt Inspector, files TerminationReader, id string) (*runtimeapi.ContainerStatus, error) {
+	st, err := rt.ContainerStatus(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("container status %s: %w", id, err)
+	}
+	if st.State == runtimeapi.ContainerState_CONTAINER_EXITED && files != nil {
+		if msg := files.TerminationMessage(st); msg != "" {
+			if st.Message != "" {
+				st.Message += ": "
+			}
+			st.Message += msg
+		}
+	}
+	return st, nil
+}
+
+func nameOf(st *runtimeapi.ContainerStatus) string {
+	if name := st.GetMetadata().GetName(); name != "" {
+		return name
+	}
+	return podspec.ContainerNameOf(st.GetLabels())
+}
+
+// sort orders sandboxes and each name's containers newest attempt first.
+func (snap *snapshot) sort() {
 	sort.SliceStable(snap.sandboxes, func(i, j int) bool {
 		a, b := snap.sandboxes[i], snap.sandboxes[j]
 		if a.GetMetadata().GetAttempt() != b.GetMetadata().GetAttempt() {
@@ -192,7 +223,92 @@ func inspect(ctx context.Context, rt Inspector, uid types.UID, prev *snapshot) (
 			return cs[i].CreatedAt > cs[j].CreatedAt
 		})
 	}
-	return snap, sandboxOf, nil
+}
+
+// delta is what one of the PodActor's own operations changed, read back by
+// the operation itself (the status of what it made or stopped), so that
+// the actor's view follows its own operations without listing the runtime.
+type delta struct {
+	sandboxes  []*runtimeapi.PodSandboxStatus // new or changed
+	containers []*runtimeapi.ContainerStatus  // new or changed
+	sandboxOf  map[string]string              // of the new containers
+	removed    []string                       // container or sandbox IDs gone
+	// reread: the operation cannot tell what it changed (it failed half
+	// way, or it removed the whole pod): read the runtime.
+	reread bool
+}
+
+// apply returns the snapshot and sandbox index with d applied; s and
+// sandboxOf are left as they are (an inspection may hold them).
+func (s *snapshot) apply(sandboxOf map[string]string, d *delta) (*snapshot, map[string]string) {
+	gone := map[string]bool{}
+	for _, id := range d.removed {
+		gone[id] = true
+	}
+	for _, sb := range d.sandboxes {
+		gone[sb.Id] = true // replaced below
+	}
+	for _, c := range d.containers {
+		gone[c.Id] = true
+	}
+	out := &snapshot{containers: map[string][]*runtimeapi.ContainerStatus{}}
+	idx := make(map[string]string, len(sandboxOf)+len(d.sandboxOf))
+	if s != nil {
+		for _, sb := range s.sandboxes {
+			if !gone[sb.Id] {
+				out.sandboxes = append(out.sandboxes, sb)
+			}
+		}
+		for name, cs := range s.containers {
+			for _, c := range cs {
+				if !gone[c.Id] {
+					out.containers[name] = append(out.containers[name], c)
+				}
+			}
+		}
+	}
+	for id, sb := range sandboxOf {
+		idx[id] = sb
+	}
+	for id, sb := range d.sandboxOf {
+		idx[id] = sb
+	}
+	for _, id := range d.removed {
+		delete(idx, id)
+	}
+	out.sandboxes = append(out.sandboxes, d.sandboxes...)
+	for _, c := range d.containers {
+		out.containers[nameOf(c)] = append(out.containers[nameOf(c)], c)
+	}
+	out.sort()
+	return out, idx
+}
+
+// matches reports whether a slice of the runtime cache shows exactly the
+// objects of the snapshot, each in the state the snapshot has: then it
+// says nothing the actor does not know.
+func (s *snapshot) matches(p *messages.RuntimePod) bool {
+	if s == nil || p == nil {
+		return false
+	}
+	idx := s.byID()
+	if len(idx.sandboxes) != len(p.Sandboxes) || len(idx.containers) != len(p.Containers) {
+		return false
+	}
+	for _, sb := range p.Sandboxes {
+		if have, ok := idx.sandboxes[sb.Id]; !ok || have.State != sb.State {
+			return false
+		}
+	}
+	for _, c := range p.Containers {
+		if c.State == runtimeapi.ContainerState_CONTAINER_UNKNOWN {
+			return false
+		}
+		if have, ok := idx.containers[c.Id]; !ok || have.State != c.State {
+			return false
+		}
+	}
+	return true
 }
 
 // statusIndex is a snapshot's statuses by ID.

@@ -2,7 +2,7 @@
 // of one running container, a child of its PodActor named
 // "probe-<container>-<kind>".
 //
-// Timing is a Tick armed on the injected clock: the first probe runs at the
+// Timing is a timer armed on the injected clock: the first probe runs at the
 // container's start plus initialDelaySeconds, then every periodSeconds on a
 // fixed schedule (a slow probe skips ticks, it never shifts the schedule).
 // One probe attempt runs off the mailbox and comes back as a message; the
@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
 	"github.com/actorlet/actorlet/podspec"
 )
@@ -124,15 +124,12 @@ type Actor struct {
 	d   Deps
 	log *slog.Logger
 
-	sys    *actor.ActorSystem
-	self   *actor.PID
+	self   actorkit.Self
 	parent *actor.PID
-	gen    uint64
 
-	timer    clock.Timer
-	nextAt   time.Time
+	tick     actorkit.Timer
+	nextAt   time.Time // the tick's place on the fixed schedule
 	inFlight bool
-	seq      uint64
 
 	last      *bool // last result reported to the parent; nil: none since start
 	lastRun   bool  // result of the current run of equal results
@@ -142,11 +139,11 @@ type Actor struct {
 
 // done is the outcome of one probe attempt.
 type done struct {
-	gen, seq uint64
-	ok       bool
-	msg      string
-	err      error
-	took     time.Duration
+	actorkit.Tag
+	ok   bool
+	msg  string
+	err  error
+	took time.Duration
 }
 
 // Receive implements actor.Actor.
@@ -155,43 +152,35 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.handleStarted(ctx)
 	case *actor.Restarting, *actor.Stopping:
-		a.stopTimer()
-	case *messages.Tick:
-		a.handleTick(m)
+		a.tick.Stop()
+	case *actorkit.Fired:
+		if a.tick.Fired(a.self, m) {
+			a.handleTick()
+		}
 	case *done:
 		a.handleDone(ctx, m)
 	}
 }
 
 func (a *Actor) handleStarted(ctx actor.Context) {
-	a.sys, a.self, a.parent = ctx.ActorSystem(), ctx.Self(), ctx.Parent()
-	a.gen = rand.Uint64()
+	a.self, a.parent = actorkit.Start(ctx, a.d.Clock), ctx.Parent()
+	a.tick = actorkit.NewTimer("tick")
 	now := a.d.Clock.Now()
 	first := a.t.StartedAt.Add(time.Duration(a.t.Probe.InitialDelaySeconds) * time.Second)
-	if first.Before(now) {
-		first = now
+	if first.After(now) {
+		a.arm(first)
+		return
 	}
-	a.arm(first)
+	// Due now: take the first step at once (a fake clock fires timers only
+	// when stepped).
+	a.nextAt = now
+	a.handleTick()
 }
 
 // arm schedules the next tick at t.
 func (a *Actor) arm(t time.Time) {
-	a.stopTimer()
 	a.nextAt = t
-	sys, self, msg := a.sys, a.self, &messages.Tick{Gen: a.gen}
-	d := t.Sub(a.d.Clock.Now())
-	if d <= 0 {
-		sys.Root.Send(self, msg) // due now (a fake clock fires timers only when stepped)
-		return
-	}
-	a.timer = a.d.Clock.AfterFunc(d, func() { sys.Root.Send(self, msg) })
-}
-
-func (a *Actor) stopTimer() {
-	if a.timer != nil {
-		a.timer.Stop()
-		a.timer = nil
-	}
+	a.tick.Arm(a.self, t.Sub(a.d.Clock.Now()))
 }
 
 func (a *Actor) period() time.Duration {
@@ -212,8 +201,8 @@ func (a *Actor) timeout() time.Duration {
 
 // handleTick is one step: start a probe unless one is in flight, and arm the
 // next tick on the fixed schedule.
-func (a *Actor) handleTick(m *messages.Tick) {
-	if m.Gen != a.gen || a.onHold {
+func (a *Actor) handleTick() {
+	if a.onHold {
 		return
 	}
 	now := a.d.Clock.Now()
@@ -226,21 +215,17 @@ func (a *Actor) handleTick(m *messages.Tick) {
 		return // the previous attempt is still running: skip this tick
 	}
 	a.inFlight = true
-	a.seq++
-	run := a.runner()
-	gen, seq, sys, self, clk := a.gen, a.seq, a.sys, a.self, a.d.Clock
-	timeout := a.timeout()
-	go func() {
+	run, clk := a.runner(), a.d.Clock
+	actorkit.Go(a.self, a.timeout()+time.Second, func(ctx context.Context) *done {
 		start := clk.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Second)
 		ok, msg, err := run(ctx)
-		cancel()
-		sys.Root.Send(self, &done{gen: gen, seq: seq, ok: ok, msg: msg, err: err, took: clk.Since(start)})
-	}()
+		return &done{ok: ok, msg: msg, err: err, took: clk.Since(start)}
+	})
 }
 
+// handleDone takes the result of the attempt in flight (at most one is).
 func (a *Actor) handleDone(ctx actor.Context, m *done) {
-	if m.gen != a.gen || m.seq != a.seq {
+	if !a.self.Mine(m) {
 		return
 	}
 	a.inFlight = false
@@ -291,11 +276,11 @@ func (a *Actor) handleDone(ctx actor.Context, m *done) {
 		// The container is killed: nothing to probe until it is replaced
 		// (a new container gets a new ProbeActor).
 		a.onHold = true
-		a.stopTimer()
+		a.tick.Stop()
 	}
 	if ok && a.t.Kind == messages.ProbeStartup {
 		a.onHold = true // started: the startup probe is done
-		a.stopTimer()
+		a.tick.Stop()
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"log/slog"
 	"sort"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -38,13 +38,9 @@ type Lister interface {
 // the first value for a pod UID it has already sent.
 const seenAnnotation = "kubernetes.io/config.seen"
 
-// generations are unique across every incarnation of every poller, so a
-// result or tick from before a restart is never taken for a current one.
-var generations atomic.Uint64
-
 // listed is a Lister's result, sent back to the poller.
 type listed struct {
-	gen  uint64
+	actorkit.Tag
 	pods []*v1.Pod
 	errs []error
 }
@@ -68,9 +64,10 @@ type poller struct {
 	log    *slog.Logger
 	source string
 
-	gen    uint64
+	self   actorkit.Self
+	calls  context.Context // cancelled when the poller stops: ends a listing in flight
 	cancel context.CancelFunc
-	timer  clock.Timer
+	timer  actorkit.Timer
 	sent   bool
 	last   []*v1.Pod // sorted by UID, as sent
 }
@@ -112,8 +109,10 @@ func (p *poller) Receive(ctx actor.Context) {
 		p.handleStop()
 	case *actor.Stopping:
 		p.handleStop()
-	case *messages.Tick:
-		p.handleTick(ctx, m)
+	case *actorkit.Fired:
+		if p.timer.Fired(p.self, m) {
+			p.startList()
+		}
 	case *listed:
 		p.handleListed(ctx, m)
 	case *messages.Resync:
@@ -134,50 +133,49 @@ func (p *poller) handleResync(ctx actor.Context) {
 }
 
 func (p *poller) handleStarted(ctx actor.Context) {
-	p.gen = generations.Add(1)
-	p.startList(ctx)
+	p.self = actorkit.Start(ctx, p.clk)
+	p.timer = actorkit.NewTimer("list")
+	p.calls, p.cancel = context.WithCancel(context.Background())
+	p.startList()
 }
 
 func (p *poller) handleStop() {
-	p.gen = generations.Add(1) // anything still in flight is now stale
-	if p.timer != nil {
-		p.timer.Stop()
-		p.timer = nil
-	}
+	p.self = actorkit.Self{} // anything still in flight is now stale
+	p.timer.Stop()
 	if p.cancel != nil {
 		p.cancel()
 		p.cancel = nil
 	}
 }
 
-func (p *poller) handleTick(ctx actor.Context, m *messages.Tick) {
-	if m.Gen != p.gen {
-		return
-	}
-	p.timer = nil
-	p.startList(ctx)
-}
-
-// startList runs the Lister in a goroutine; its result comes back as listed.
-func (p *poller) startList(ctx actor.Context) {
-	sys, self, gen, lister := ctx.ActorSystem(), ctx.Self(), p.gen, p.lister
+// startList runs the Lister off the mailbox; its result comes back as
+// listed.
+func (p *poller) startList() {
+	lister, calls := p.lister, p.calls
 	// A listing may take up to the period plus a margin; a hung URL must not
 	// stop the polling for good.
-	lctx, cancel := context.WithTimeout(context.Background(), p.every+30*time.Second)
-	p.cancel = cancel
-	go func() {
+	actorkit.Go(p.self, p.every+30*time.Second, func(ctx context.Context) *listed {
+		ctx, cancel := within(calls, ctx)
 		defer cancel()
-		pods, errs := lister.List(lctx)
-		sys.Root.Send(self, &listed{gen: gen, pods: pods, errs: errs})
-	}()
+		pods, errs := lister.List(ctx)
+		return &listed{pods: pods, errs: errs}
+	})
+}
+
+// within returns a context of parent (cancelled when the actor stops) with
+// the deadline of ctx (the one actorkit.Go gave the call).
+func within(parent, ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(parent, dl)
+	}
+	return context.WithCancel(parent)
 }
 
 func (p *poller) handleListed(ctx actor.Context, m *listed) {
-	if m.gen != p.gen {
+	if !p.self.Mine(m) {
 		return
 	}
-	p.cancel = nil
-	defer p.arm(ctx)
+	defer p.timer.Arm(p.self, p.every) // the next listing
 
 	for _, err := range m.errs {
 		p.log.Warn("pod manifest skipped", "err", err)
@@ -227,15 +225,4 @@ func (p *poller) normalise(pods []*v1.Pod) []*v1.Pod {
 	}
 	sort.SliceStable(next, func(i, j int) bool { return next[i].UID < next[j].UID })
 	return next
-}
-
-// arm schedules the next listing.
-func (p *poller) arm(ctx actor.Context) {
-	sys, self, gen := ctx.ActorSystem(), ctx.Self(), p.gen
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	p.timer = p.clk.AfterFunc(p.every, func() {
-		sys.Root.Send(self, &messages.Tick{Gen: gen})
-	})
 }

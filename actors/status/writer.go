@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -76,9 +76,7 @@ type writer struct {
 	clk clock.WithDelayedExecution
 	log *slog.Logger
 
-	sys     *actor.ActorSystem
-	self    *actor.PID
-	gen     uint64
+	self    actorkit.Self
 	nodeUID types.UID
 	node    string
 
@@ -86,8 +84,7 @@ type writer struct {
 	mirrors  map[string]*v1.Pod    // namespace/name -> mirror pod seen in the API
 	inflight int
 	queue    []types.UID
-	timer    clock.Timer
-	timerAt  time.Time
+	retry    actorkit.Timer // the earliest retryAt of any pod
 }
 
 // apiPod is one pod's write state.
@@ -108,41 +105,35 @@ type apiPod struct {
 	stale     bool // someone asked to delete the mirror pod: delete it for good, then make it again
 }
 
-type (
-	writeDone struct {
-		gen uint64
-		uid types.UID
-		pod *v1.Pod // the API's answer
-		op  string
-		err error
-	}
-	retryTick struct{ gen uint64 }
-)
+// writeDone is the result of one write.
+type writeDone struct {
+	actorkit.Tag
+	uid types.UID
+	pod *v1.Pod // the API's answer
+	op  string
+	err error
+}
 
 func (w *writer) start(ctx actor.Context) {
-	w.sys, w.self = ctx.ActorSystem(), ctx.Self()
-	w.gen = rand.Uint64()
+	w.self = actorkit.Start(ctx, w.clk)
 	w.pods = map[types.UID]*apiPod{}
 	w.mirrors = map[string]*v1.Pod{}
-	w.inflight, w.queue, w.timer, w.timerAt = 0, nil, nil, time.Time{}
+	w.inflight, w.queue, w.retry = 0, nil, actorkit.NewTimer("retry")
 }
 
 func (w *writer) stop() {
-	if w.timer != nil {
-		w.timer.Stop()
-	}
+	w.retry.Stop()
 }
 
 // receive handles the writer's messages; false when the message is not its.
 func (w *writer) receive(m any) bool {
 	switch m := m.(type) {
 	case *writeDone:
-		if m.gen == w.gen {
+		if w.self.Mine(m) {
 			w.handleDone(m)
 		}
-	case *retryTick:
-		if m.gen == w.gen {
-			w.timer, w.timerAt = nil, time.Time{}
+	case *actorkit.Fired:
+		if w.retry.Fired(w.self, m) {
 			w.flushDue()
 		}
 	case *messages.NodeRegistered:
@@ -291,7 +282,7 @@ func (w *writer) next(st *apiPod) string {
 func (w *writer) do(st *apiPod, op string) {
 	st.inflight = true
 	w.inflight++
-	api, gen, uid := w.api, w.gen, st.uid
+	api, uid := w.api, st.uid
 	ns, name, apiUID := st.ns, st.name, st.apiUID
 	var f func(ctx context.Context) (*v1.Pod, error)
 	switch op {
@@ -312,13 +303,10 @@ func (w *writer) do(st *apiPod, op string) {
 		mirror := w.mirrorOf(st.spec)
 		f = func(ctx context.Context) (*v1.Pod, error) { return api.CreatePod(ctx, mirror) }
 	}
-	sys, self, timeout := w.sys, w.self, w.cfg.Timeout
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
+	actorkit.Go(w.self, w.cfg.Timeout, func(ctx context.Context) *writeDone {
 		p, err := f(ctx)
-		sys.Root.Send(self, &writeDone{gen: gen, uid: uid, pod: p, op: op, err: err})
-	}()
+		return &writeDone{uid: uid, pod: p, op: op, err: err}
+	})
 }
 
 // mirrorOf is the API copy of a static pod: same metadata and spec, the
@@ -394,10 +382,7 @@ func (w *writer) handleDone(m *writeDone) {
 		return
 	default:
 		st.failures++
-		d := w.cfg.RetryBase << min(st.failures-1, 10)
-		if d > w.cfg.RetryMax {
-			d = w.cfg.RetryMax
-		}
+		d := actorkit.Backoff{Base: w.cfg.RetryBase, Cap: w.cfg.RetryMax}.Delay(st.failures)
 		st.retryAt = w.clk.Now().Add(d)
 		w.log.Warn("pod status write failed, keeping the newest status", "pod", st.ns+"/"+st.name, "op", m.op, "retry_in", d, "err", m.err)
 	}
@@ -429,14 +414,7 @@ func (w *writer) dequeue() {
 	}
 }
 
+// wakeAt arms the retry timer for t, unless it fires earlier already.
 func (w *writer) wakeAt(t time.Time) {
-	if !w.timerAt.IsZero() && !t.Before(w.timerAt) {
-		return
-	}
-	if w.timer != nil {
-		w.timer.Stop()
-	}
-	sys, self, msg := w.sys, w.self, &retryTick{gen: w.gen}
-	w.timerAt = t
-	w.timer = w.clk.AfterFunc(t.Sub(w.clk.Now()), func() { sys.Root.Send(self, msg) })
+	w.retry.ArmAt(w.self, t)
 }

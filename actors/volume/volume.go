@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -81,9 +81,7 @@ type Actor struct {
 	clk   clock.WithDelayedExecution
 	log   *slog.Logger
 
-	sys  *actor.ActorSystem
-	self *actor.PID
-	gen  uint64
+	self actorkit.Self
 	pods map[types.UID]*podVolumes
 }
 
@@ -94,23 +92,24 @@ type podVolumes struct {
 	ready    bool
 	busy     bool
 	waiters  []*actor.PID
-	timer    clock.Timer
+	refresh  actorkit.Timer // named by the pod UID
 	lastErr  string
 	failures int
 }
 
 type (
 	setUp struct {
-		gen       uint64
+		actorkit.Tag
 		uid       types.UID
 		paths     map[string]string
 		tokens    map[string]token
 		refreshIn time.Duration
 		err       error
 	}
-	refresh struct {
-		gen uint64
+	tornDown struct {
+		actorkit.Tag
 		uid types.UID
+		err error
 	}
 )
 
@@ -118,29 +117,32 @@ type (
 func (a *Actor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.sys, a.self = ctx.ActorSystem(), ctx.Self()
-		a.gen = rand.Uint64()
+		a.self = actorkit.Start(ctx, a.clk)
 		// A restarted VolumeActor knows no pod: PodActors ask again, and
 		// setting up is idempotent.
 		a.pods = map[types.UID]*podVolumes{}
 	case *actor.Restarting, *actor.Stopping:
 		for _, pv := range a.pods {
-			if pv.timer != nil {
-				pv.timer.Stop()
-			}
+			pv.refresh.Stop()
 		}
 	case *messages.EnsureVolumes:
 		a.handleEnsure(ctx, m)
 	case *setUp:
-		if m.gen == a.gen {
+		if a.self.Mine(m) {
 			a.handleSetUp(ctx, m)
 		}
-	case *refresh:
-		if pv, ok := a.pods[m.uid]; ok && m.gen == a.gen {
+	case *actorkit.Fired:
+		if pv, ok := a.pods[types.UID(m.Name)]; ok && pv.refresh.Fired(a.self, m) {
 			a.start(pv)
 		}
 	case *messages.TearDownVolumes:
 		a.handleTearDown(m)
+	case *tornDown:
+		// Logged even when it comes from before a restart: nothing of the
+		// actor's state depends on it.
+		if m.err != nil {
+			a.log.Warn("volume teardown", "uid", m.uid, "err", m.err)
+		}
 	}
 }
 
@@ -150,7 +152,7 @@ func (a *Actor) handleEnsure(ctx actor.Context, m *messages.EnsureVolumes) {
 	}
 	pv, ok := a.pods[m.Pod.UID]
 	if !ok {
-		pv = &podVolumes{}
+		pv = &podVolumes{refresh: actorkit.NewTimer(string(m.Pod.UID))}
 		a.pods[m.Pod.UID] = pv
 	}
 	pv.pod = m.Pod
@@ -170,24 +172,22 @@ func copyPaths(p map[string]string) map[string]string {
 	return out
 }
 
-// start sets up (or refreshes) a pod's volumes in a goroutine.
+// start sets up (or refreshes) a pod's volumes off the mailbox.
 func (a *Actor) start(pv *podVolumes) {
 	if pv.busy {
 		return
 	}
 	pv.busy = true
-	pod, gen, sys, self := pv.pod.DeepCopy(), a.gen, a.sys, a.self
+	pod := pv.pod.DeepCopy()
 	files, api, cfg, now := a.files, a.api, a.cfg, a.clk.Now()
 	tokens := make(map[string]token, len(pv.tokens))
 	for k, v := range pv.tokens {
 		tokens[k] = v
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
-		defer cancel()
+	actorkit.Go(a.self, cfg.Timeout, func(ctx context.Context) *setUp {
 		paths, refreshIn, err := setUpPod(ctx, files, api, cfg, pod, now, tokens)
-		sys.Root.Send(self, &setUp{gen: gen, uid: pod.UID, paths: paths, tokens: tokens, refreshIn: refreshIn, err: err})
-	}()
+		return &setUp{uid: pod.UID, paths: paths, tokens: tokens, refreshIn: refreshIn, err: err}
+	})
 }
 
 func (a *Actor) handleSetUp(ctx actor.Context, m *setUp) {
@@ -223,26 +223,20 @@ func (a *Actor) handleSetUp(ctx actor.Context, m *setUp) {
 		pv.waiters = nil
 	}
 	if next > 0 {
-		if pv.timer != nil {
-			pv.timer.Stop()
-		}
-		sys, self, msg := a.sys, a.self, &refresh{gen: a.gen, uid: m.uid}
-		pv.timer = a.clk.AfterFunc(next, func() { sys.Root.Send(self, msg) })
+		pv.refresh.Arm(a.self, next)
 	}
 }
 
 func (a *Actor) handleTearDown(m *messages.TearDownVolumes) {
-	if pv, ok := a.pods[m.UID]; ok && pv.timer != nil {
-		pv.timer.Stop()
+	if pv, ok := a.pods[m.UID]; ok {
+		pv.refresh.Stop()
 	}
 	delete(a.pods, m.UID)
 	dir := filepath.Join(a.cfg.PodsDir, string(m.UID), "volumes")
-	files, log := a.files, a.log
-	go func() {
-		if err := files.RemoveAll(dir); err != nil {
-			log.Warn("volume teardown", "uid", m.UID, "err", err)
-		}
-	}()
+	files, uid := a.files, m.UID
+	actorkit.Go(a.self, 0, func(context.Context) *tornDown {
+		return &tornDown{uid: uid, err: files.RemoveAll(dir)}
+	})
 }
 
 // setUpPod writes every volume of the pod and returns their host paths and

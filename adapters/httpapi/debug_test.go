@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,89 +13,44 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/actorlet/actorlet/supervisors"
 )
 
 const testPodUID = "6f1c2a9e-0b7d-4c55-9d0e-3a1f2b4c5d6e"
 
-// podActor does nothing; "boom" makes it panic (for restarts and failures).
-type podActor struct{}
-
-func (podActor) Receive(c actor.Context) {
-	if c.Message() == "boom" {
-		panic("boom on purpose")
-	}
+// fakeActors is a fixed actor tree: root -> node -> pod-<uid> (restarted
+// once after a panic) and root -> pleg, as the supervisors' registry
+// reports it. cmd/actorlet tests the page on a live registry.
+type fakeActors struct {
+	snapshot []ActorInfo
+	kinds    []KindStats
 }
 
-// nodeActor spawns one pod actor under itself, as the NodeActor does.
-type nodeActor struct{ props *actor.Props }
+var _ ActorSource = (*fakeActors)(nil)
 
-func (n *nodeActor) Receive(c actor.Context) {
-	if _, ok := c.Message().(*actor.Started); ok {
-		_, _ = c.SpawnNamed(n.props, "pod-"+testPodUID)
-	}
-}
+func (f *fakeActors) Snapshot() []ActorInfo  { return append([]ActorInfo(nil), f.snapshot...) }
+func (f *fakeActors) KindStats() []KindStats { return append([]KindStats(nil), f.kinds...) }
 
-// liveTree spawns root -> node -> pod-<uid> (plus pleg) with the real
-// supervision middlewares and strategy, crashes the pod once, and returns
-// the registry.
-func liveTree(t *testing.T) *supervisors.Registry {
-	t.Helper()
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	}))
-	t.Cleanup(sys.Shutdown)
-	log := slog.New(slog.DiscardHandler)
-	reg := supervisors.NewRegistry(nil)
-	strategy := supervisors.NewStrategy(supervisors.StrategyConfig{}, nil, log, nil)
-	mws := supervisors.Middlewares(reg, log, nil)
-	props := func(p actor.Producer) *actor.Props {
-		return actor.PropsFromProducer(p, actor.WithReceiverMiddleware(mws...), actor.WithSupervisor(strategy))
-	}
-	podProps := props(func() actor.Actor { return podActor{} })
-	root, err := supervisors.SpawnRoot(sys, strategy, mws, []supervisors.Child{
-		{Name: "node", Props: props(func() actor.Actor { return &nodeActor{props: podProps} })},
-		{Name: "pleg", Props: props(func() actor.Actor { return podActor{} })},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = supervisors.Stop(sys, root) })
+func testTree() *fakeActors {
 	podID := "root/node/pod-" + testPodUID
-	waitUntil(t, "pod actor registered", func() bool { return findActor(reg.Snapshot(), podID) != nil })
-	sys.Root.Send(actor.NewPID(sys.Address(), podID), "boom")
-	waitUntil(t, "pod actor restarted", func() bool {
-		a := findActor(reg.Snapshot(), podID)
-		return a != nil && a.Restarts == 1
-	})
-	return reg
-}
-
-func findActor(s []supervisors.ActorInfo, pid string) *supervisors.ActorInfo {
-	for i := range s {
-		if s[i].PID == pid {
-			return &s[i]
-		}
-	}
-	return nil
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	return &fakeActors{
+		snapshot: []ActorInfo{ // sorted by PID, as the registry sorts them
+			{PID: "root", Kind: "root", Messages: 2},
+			{PID: "root/node", Kind: "node", Parent: "root", Messages: 5, HandlingNanos: 10000, MeanHandlingMicros: 2},
+			{PID: podID, Kind: "pod", Parent: "root/node", Restarts: 1, Messages: 3,
+				LastFailure: "boom on purpose", LastFailureAt: time.Now().Add(-5 * time.Second)},
+			{PID: "root/pleg", Kind: "pleg", Parent: "root", Mailbox: -1},
+		},
+		kinds: []KindStats{
+			{Kind: "node", Live: 1, Handled: 5, HandlingSeconds: 1e-5},
+			{Kind: "pleg", Live: 1},
+			{Kind: "pod", Live: 1, Handled: 4, HandlingSeconds: 2e-5, MailboxLength: 3, MailboxMax: 3},
+			{Kind: "root", Live: 1, Handled: 2},
+		},
 	}
 }
 
 func TestDebugActorsJSON(t *testing.T) {
-	h := NewDebug(liveTree(t))
+	h := NewDebug(testTree())
 	code, body, hdr := do(t, h, http.MethodGet, "/debug/actors?format=json", "")
 	if code != http.StatusOK || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
 		t.Fatalf("GET ?format=json: %d %s\n%s", code, hdr.Get("Content-Type"), body)
@@ -114,11 +68,11 @@ func TestDebugActorsJSON(t *testing.T) {
 			node = c
 		}
 	}
-	if node == nil || node.Kind != supervisors.KindNode || len(node.Children) != 1 {
+	if node == nil || node.Kind != "node" || len(node.Children) != 1 {
 		t.Fatalf("root's children: %s", body)
 	}
 	pod := node.Children[0]
-	if pod.Name != "pod-"+testPodUID || pod.Kind != supervisors.KindPod || pod.Restarts != 1 ||
+	if pod.Name != "pod-"+testPodUID || pod.Kind != "pod" || pod.Restarts != 1 ||
 		!strings.Contains(pod.LastFailure, "boom on purpose") || pod.Messages == 0 || pod.Mailbox != 0 {
 		t.Fatalf("pod actor: %+v", pod)
 	}
@@ -126,13 +80,49 @@ func TestDebugActorsJSON(t *testing.T) {
 	for _, k := range p.Kinds {
 		kinds[k.Kind] = k
 	}
-	if kinds["pod"].Live != 1 || kinds["pod"].Handled == 0 || kinds["root"].Live != 1 {
+	if kinds["pod"].Live != 1 || kinds["pod"].Handled != 4 || kinds["pod"].MeanHandlingMicros != 5 ||
+		kinds["pod"].MailboxMax != 3 || kinds["root"].Live != 1 || kinds["pleg"].MeanHandlingMicros != 0 {
 		t.Fatalf("kinds: %+v", p.Kinds)
 	}
 }
 
+func TestBuildTree(t *testing.T) {
+	tests := []struct {
+		name string
+		snap []ActorInfo
+		want string // roots and children, as names
+	}{
+		{name: "empty", want: ""},
+		{name: "root with children", snap: []ActorInfo{
+			{PID: "root"}, {PID: "root/a", Parent: "root"}, {PID: "root/a/x", Parent: "root/a"}, {PID: "root/b", Parent: "root"},
+		}, want: "root(a(x) b)"},
+		{name: "parent gone: its child is a root", snap: []ActorInfo{
+			{PID: "root"}, {PID: "root/a/x", Parent: "root/a"},
+		}, want: "root x"},
+	}
+	var draw func(ns []*ActorNode) string
+	draw = func(ns []*ActorNode) string {
+		var parts []string
+		for _, n := range ns {
+			s := n.Name
+			if len(n.Children) > 0 {
+				s += "(" + draw(n.Children) + ")"
+			}
+			parts = append(parts, s)
+		}
+		return strings.Join(parts, " ")
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := draw(buildTree(tc.snap)); got != tc.want {
+				t.Fatalf("buildTree: %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestDebugRoutes(t *testing.T) {
-	h := NewDebug(liveTree(t))
+	h := NewDebug(testTree())
 	tests := []struct {
 		name, path string
 		code       int
@@ -161,7 +151,7 @@ func TestDebugRoutes(t *testing.T) {
 // page's own refresh.
 func TestDebugActorsInChromium(t *testing.T) {
 	browser := chromium(t)
-	srv := httptest.NewServer(NewDebug(liveTree(t)))
+	srv := httptest.NewServer(NewDebug(testTree()))
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	args := []string{

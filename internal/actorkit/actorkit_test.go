@@ -25,7 +25,8 @@ func TestBackoffDelay(t *testing.T) {
 		{name: "doubles", b: actorkit.Backoff{Base: 10 * time.Second, Cap: 300 * time.Second}, n: 3, want: 40 * time.Second},
 		{name: "capped", b: actorkit.Backoff{Base: 10 * time.Second, Cap: 300 * time.Second}, n: 6, want: 300 * time.Second},
 		{name: "far past the cap", b: actorkit.Backoff{Base: 10 * time.Second, Cap: 300 * time.Second}, n: 1000, want: 300 * time.Second},
-		{name: "cap below base is the base", b: actorkit.Backoff{Base: time.Second, Cap: time.Millisecond}, n: 4, want: time.Second},
+		{name: "cap below base caps the base", b: actorkit.Backoff{Base: time.Second, Cap: time.Millisecond}, n: 1, want: time.Millisecond},
+		{name: "no cap doubles on", b: actorkit.Backoff{Base: time.Second}, n: 11, want: 1024 * time.Second},
 		{name: "no base, no delay", b: actorkit.Backoff{}, n: 4, want: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

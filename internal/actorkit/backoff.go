@@ -14,14 +14,17 @@ type Backoff struct {
 }
 
 // Delay is the n-th delay (n >= 1): Base, 2*Base, 4*Base, ... capped at
-// Cap. n <= 0 gives 0.
+// Cap (a Cap below Base caps Base too; no Cap: no cap). n <= 0 gives 0.
 func (b Backoff) Delay(n int) time.Duration {
 	if n <= 0 || b.Base <= 0 {
 		return 0
 	}
 	capd := b.Cap
+	if capd <= 0 {
+		capd = time.Duration(1 << 61) // ~73 years; doubling it still fits
+	}
 	if capd < b.Base {
-		capd = b.Base
+		return capd
 	}
 	wb := wait.Backoff{Duration: b.Base, Factor: 2, Cap: capd, Steps: n}
 	var d time.Duration

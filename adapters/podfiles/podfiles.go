@@ -1,0 +1,298 @@
+// Package podfiles is the PodActor's files on the host: the managed
+// /etc/hosts and the termination-log files under <root-dir>/pods/<uid>/,
+// the termination messages read back from them (or from the container's
+// log), and the probe checkpoints under <root-dir>/probes/. Every call does
+// file I/O; the PodActor makes them off its mailbox.
+package podfiles
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/actorlet/actorlet/podspec"
+)
+
+// Files implements the PodActor's file interfaces for one node. Make it
+// once (New) and share it: its checkpoint writer keeps the writes of one
+// pod's checkpoint in order across incarnations of the PodActor.
+type Files struct {
+	podsDir, probesDir string
+	log                *slog.Logger
+	cp                 *writer
+}
+
+// New returns the files under podsDir (upstream <root-dir>/pods) and
+// probesDir (checkpoints). An empty podsDir: no hosts file and no
+// termination log (Hosts and TerminationLog return ""); an empty probesDir:
+// no checkpoints (Load finds none, Save and Remove do nothing).
+func New(podsDir, probesDir string, log *slog.Logger) *Files {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Files{podsDir: podsDir, probesDir: probesDir, log: log,
+		cp: &writer{pending: map[string][]byte{}, writing: map[string][]byte{}, busy: map[string]bool{}}}
+}
+
+// Hosts writes the pod's managed /etc/hosts (<pods>/<uid>/etc-hosts,
+// atomically) and returns its path; "" when no pods directory is set.
+func (f *Files) Hosts(uid types.UID, content []byte) (string, error) {
+	if f.podsDir == "" {
+		return "", nil
+	}
+	path := filepath.Join(f.podsDir, string(uid), "etc-hosts")
+	if err := writeAtomic(path, content); err != nil {
+		return "", fmt.Errorf("hosts file: %w", err)
+	}
+	return path, os.Chmod(path, 0o644)
+}
+
+// TerminationLog creates the empty host file mounted at a container's
+// terminationMessagePath (writable by anyone in the container, as
+// upstream) and returns its path; "" when no pods directory is set.
+func (f *Files) TerminationLog(uid types.UID, container string, attempt uint32) (string, error) {
+	if f.podsDir == "" {
+		return "", nil
+	}
+	path := podspec.TerminationLogPath(f.podsDir, string(uid), container, attempt)
+	if err := createEmptyFile(path); err != nil {
+		return "", fmt.Errorf("termination message file: %w", err)
+	}
+	return path, nil
+}
+
+// Termination messages, as upstream: at most 4096 bytes from the file; from
+// the log, the last 80 lines and at most 2048 bytes.
+const (
+	maxTerminationMessageBytes = 4096
+	maxTerminationLogLines     = 80
+	maxTerminationLogBytes     = 2048
+)
+
+// TerminationMessage reads an exited container's termination message: the
+// host file mounted at its terminationMessagePath, or with
+// FallbackToLogsOnError and a failure, the tail of its log.
+func (f *Files) TerminationMessage(c *runtimeapi.ContainerStatus) string {
+	path := c.GetAnnotations()[podspec.AnnotationTerminationMsgPath]
+	if path != "" {
+		for _, m := range c.GetMounts() {
+			if m.GetContainerPath() != path || m.GetHostPath() == "" {
+				continue
+			}
+			if msg := readLimited(m.GetHostPath(), maxTerminationMessageBytes); msg != "" {
+				return msg
+			}
+		}
+	}
+	if c.GetAnnotations()[podspec.AnnotationTerminationMsgPolicy] == string(v1.TerminationMessageFallbackToLogsOnError) &&
+		c.ExitCode != 0 && c.GetLogPath() != "" {
+		return logTail(c.GetLogPath(), maxTerminationLogLines, maxTerminationLogBytes)
+	}
+	return ""
+}
+
+func (f *Files) checkpointPath(uid types.UID) string {
+	if f.probesDir == "" {
+		return ""
+	}
+	return filepath.Join(f.probesDir, string(uid)+".json")
+}
+
+// LoadCheckpoint returns the pod's checkpoint: the newest content saved,
+// even if not yet on disk. A missing checkpoint is (nil, nil).
+func (f *Files) LoadCheckpoint(uid types.UID) ([]byte, error) {
+	path := f.checkpointPath(uid)
+	if path == "" {
+		return nil, nil
+	}
+	b, err := f.cp.read(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// SaveCheckpoint queues the pod's checkpoint for writing (atomically, off
+// the caller; the newest content wins) and returns at once.
+func (f *Files) SaveCheckpoint(uid types.UID, b []byte) {
+	if path := f.checkpointPath(uid); path != "" && b != nil {
+		f.cp.put(path, b, f.log)
+	}
+}
+
+// RemoveCheckpoint queues the removal of the pod's checkpoint.
+func (f *Files) RemoveCheckpoint(uid types.UID) {
+	if path := f.checkpointPath(uid); path != "" {
+		f.cp.put(path, nil, f.log)
+	}
+}
+
+// writer writes checkpoints off the callers: a file per pod, the newest
+// content wins, and writes of one path never run out of order.
+type writer struct {
+	mu      sync.Mutex
+	pending map[string][]byte // path -> newest content not yet taken (nil: remove)
+	writing map[string][]byte // path -> content being written now
+	busy    map[string]bool   // a goroutine is writing this path
+}
+
+func (w *writer) put(path string, b []byte, log *slog.Logger) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending[path] = b
+	if w.busy[path] {
+		return // the running writer picks the newest content up
+	}
+	w.busy[path] = true
+	go w.drain(path, log)
+}
+
+// read returns a path's newest content: one still waiting to be written,
+// else the file's.
+func (w *writer) read(path string) ([]byte, error) {
+	w.mu.Lock()
+	b, ok := w.pending[path]
+	if !ok {
+		b, ok = w.writing[path]
+	}
+	w.mu.Unlock()
+	if ok {
+		if b == nil {
+			return nil, fs.ErrNotExist
+		}
+		return b, nil
+	}
+	return os.ReadFile(path)
+}
+
+func (w *writer) drain(path string, log *slog.Logger) {
+	for {
+		w.mu.Lock()
+		delete(w.writing, path)
+		b, ok := w.pending[path]
+		if !ok {
+			delete(w.busy, path)
+			w.mu.Unlock()
+			return
+		}
+		delete(w.pending, path)
+		w.writing[path] = b
+		w.mu.Unlock()
+		var err error
+		if b == nil {
+			err = os.Remove(path)
+			if errors.Is(err, fs.ErrNotExist) {
+				err = nil
+			}
+		} else {
+			err = writeAtomic(path, b)
+		}
+		if err != nil {
+			log.Warn("probe checkpoint", "path", path, "err", err)
+		}
+	}
+}
+
+// writeAtomic writes b to path through a temporary file in the same
+// directory and a rename.
+func writeAtomic(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(b)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		_ = os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		_ = os.Remove(f.Name())
+		return err
+	}
+	return nil
+}
+
+func readLimited(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = f.Close() }()
+	b, _ := io.ReadAll(io.LimitReader(f, n))
+	return string(b)
+}
+
+// logTail returns the content of the last lines of a CRI log file (partial
+// lines joined), at most maxBytes from the end.
+func logTail(path string, lines, maxBytes int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = f.Close() }()
+	const window = 64 * 1024
+	if st, err := f.Stat(); err == nil && st.Size() > window {
+		_, _ = f.Seek(st.Size()-window, io.SeekStart)
+	}
+	var out []string
+	var partial strings.Builder
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		// <timestamp> <stream> <P|F> <content>
+		parts := bytes.SplitN(sc.Bytes(), []byte(" "), 4)
+		if len(parts) < 3 {
+			continue
+		}
+		content := ""
+		if len(parts) == 4 {
+			content = string(parts[3])
+		}
+		partial.WriteString(content)
+		if string(parts[2]) == "P" {
+			continue
+		}
+		out = append(out, partial.String()+"\n")
+		partial.Reset()
+	}
+	if len(out) > lines {
+		out = out[len(out)-lines:]
+	}
+	s := strings.Join(out, "")
+	if len(s) > maxBytes {
+		s = s[len(s)-maxBytes:]
+	}
+	return s
+}
+
+// createEmptyFile creates path (and its directory) as an empty file anyone in
+// the container can write, as upstream does for the termination log.
+func createEmptyFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o666)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o666)
+}

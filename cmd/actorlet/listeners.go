@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/actorlet/actorlet/adapters/httpapi"
+	"github.com/actorlet/actorlet/adapters/manifest"
+	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/supervisors"
+)
+
+// newNodeAPI builds the node API on the running tree: pods, push, health,
+// metrics, container logs, exec/attach/port-forward, and with
+// --enable-debugging-handlers the debug pages (/debug/actors, pprof).
+func newNodeAPI(w *wiring, t *tree) (*httpapi.Server, error) {
+	var debug http.Handler
+	if w.o.EnableDebuggingHandlers {
+		debug = httpapi.NewDebug(registryActors{t.reg})
+	}
+	status := t.pid("status")
+	return httpapi.New(httpapi.Config{
+		Debug:  debug,
+		System: t.sys, Status: status, Push: t.pid("source-push"), PLEG: t.pid("pleg"),
+		Decode:  pushDecoder(w.name),
+		Metrics: w.m.Handler(),
+		ContainerLogs: httpapi.NewContainerLogs(w.o.PodLogsDir,
+			httpapi.StatusResolver(t.sys, status, 0), w.log.With("component", "container-logs")),
+		Streaming: httpapi.NewStreaming(httpapi.StatusResolver(t.sys, status, 0), w.rt.client,
+			w.log.With("component", "streaming")),
+		Logger: w.log,
+		Clock:  w.clk,
+	})
+}
+
+// listener is one HTTP server of the agent.
+type listener struct {
+	what    string // for the log
+	addr    string // host:port
+	handler http.Handler
+	tls     *tls.Config // nil: plain HTTP
+}
+
+// nodeAPIHandlers are the node API's handlers, one per port.
+type nodeAPIHandlers interface {
+	Main() http.Handler
+	ReadOnly() http.Handler
+	Healthz() http.Handler
+}
+
+// listeners are the servers the flags ask for: the node API on --port
+// (TLS, authentication and authorization), the read-only API on
+// --read-only-port and /healthz on --healthz-port; a port of 0 is off.
+func listeners(o *options, h nodeAPIHandlers, secure nodeAPI) []listener {
+	all := []struct {
+		port int32
+		l    listener
+	}{
+		{o.Port, listener{what: "node API", addr: o.Address, handler: secure.auth.Wrap(h.Main()), tls: secure.tls}},
+		{o.ReadOnlyPort, listener{what: "read-only node API", addr: o.Address, handler: h.ReadOnly()}},
+		{o.HealthzPort, listener{what: "healthz", addr: o.HealthzBindAddress, handler: h.Healthz()}},
+	}
+	var out []listener
+	for _, x := range all {
+		if x.port == 0 {
+			continue
+		}
+		x.l.addr = net.JoinHostPort(x.l.addr, strconv.Itoa(int(x.port)))
+		out = append(out, x.l)
+	}
+	return out
+}
+
+// serve serves each listener until ctx is done. errc reports a server that
+// failed; wait returns once every server has stopped.
+func serve(ctx context.Context, srv *httpapi.Server, ls []listener, log *slog.Logger) (wait func(), errc <-chan error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ls))
+	for _, l := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			log.Info("serving", "api", l.what, "address", l.addr, "tls", l.tls != nil)
+			var err error
+			if l.tls != nil {
+				err = srv.ListenAndServeTLS(ctx, l.addr, l.handler, l.tls)
+			} else {
+				err = srv.ListenAndServe(ctx, l.addr, l.handler)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errs <- fmt.Errorf("%s on %s: %w", l.what, l.addr, err)
+			}
+		}()
+	}
+	return wg.Wait, errs
+}
+
+// pushDecoder decodes, validates and defaults one manifest POSTed to the
+// node API, as the file source does for a manifest file.
+func pushDecoder(nodeName string) func([]byte) (*v1.Pod, error) {
+	return func(b []byte) (*v1.Pod, error) {
+		pods, err := manifest.Decode(b)
+		if err != nil {
+			return nil, err
+		}
+		if len(pods) != 1 {
+			return nil, fmt.Errorf("want exactly one pod, got %d", len(pods))
+		}
+		p := pods[0]
+		manifest.ApplyDefaults(p, messages.SourcePush, nodeName, "push")
+		if err := manifest.Validate(p); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+}
+
+// registryActors serves the debug page from the supervisors' registry
+// (adapters do not import supervisors: the page declares what it reads).
+type registryActors struct{ reg *supervisors.Registry }
+
+var _ httpapi.ActorSource = registryActors{}
+
+func (r registryActors) Snapshot() []httpapi.ActorInfo {
+	snap := r.reg.Snapshot()
+	out := make([]httpapi.ActorInfo, len(snap))
+	for i, a := range snap {
+		out[i] = httpapi.ActorInfo(a)
+	}
+	return out
+}
+
+func (r registryActors) KindStats() []httpapi.KindStats {
+	ks := r.reg.KindStats()
+	out := make([]httpapi.KindStats, len(ks))
+	for i, k := range ks {
+		out[i] = httpapi.KindStats{Kind: k.Kind, Live: k.Live, MailboxLength: k.MailboxLength, MailboxMax: k.MailboxMax,
+			Handled: k.Handled, HandlingSeconds: k.HandlingSeconds}
+	}
+	return out
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/actorlet/actorlet/adapters/cri"
+	"github.com/actorlet/actorlet/adapters/metrics"
+)
+
+// runtimeConn is the container runtime actorlet talks to.
+type runtimeConn struct {
+	client *cri.Client
+	// endpoint is --container-runtime-endpoint, or the embedded sim
+	// runtime's socket for sim://.
+	endpoint string
+	// name is the runtime's name ("containerd"), version the Node's
+	// containerRuntimeVersion ("containerd://2.1.0").
+	name, version string
+}
+
+// startRuntime starts the embedded sim runtime for sim://, dials the
+// runtime and waits until it answers.
+func startRuntime(ctx context.Context, o *options, m *metrics.Registry, log *slog.Logger) (*runtimeConn, error) {
+	endpoint := o.ContainerRuntimeEndpoint
+	if kind, rest, _ := parseEndpoint(endpoint); kind == "sim" {
+		var err error
+		endpoint, err = startEmbeddedSim(ctx, o.RootDir, strings.TrimPrefix(rest, "?"), log)
+		if err != nil {
+			return nil, fmt.Errorf("embedded sim runtime: %w", err)
+		}
+	}
+	rt, err := cri.Dial(ctx, endpoint, o.RuntimeRequestTimeout, cri.WithObserver(m.ObserveRuntimeOp))
+	if err != nil {
+		return nil, fmt.Errorf("runtime %s: %w", endpoint, err)
+	}
+	name, version, err := waitForRuntime(ctx, rt, log)
+	if err != nil {
+		_ = rt.Close()
+		return nil, err
+	}
+	return &runtimeConn{client: rt, endpoint: endpoint, name: name, version: version}, nil
+}
+
+// waitForRuntime asks the runtime for its version until it answers (as the
+// upstream kubelet waits for its runtime) and returns the runtime's name.
+func waitForRuntime(ctx context.Context, rt *cri.Client, log *slog.Logger) (name, version string, err error) {
+	delay := 100 * time.Millisecond
+	for {
+		v, err := rt.Version(ctx)
+		if err == nil {
+			log.Info("runtime ready", "name", v.RuntimeName, "version", v.RuntimeVersion, "api", v.RuntimeApiVersion)
+			return v.RuntimeName, v.RuntimeName + "://" + v.RuntimeVersion, nil
+		}
+		log.Warn("waiting for the container runtime", "err", err)
+		select {
+		case <-ctx.Done():
+			return "", "", fmt.Errorf("container runtime not ready: %w", err)
+		case <-time.After(delay):
+		}
+		if delay < 5*time.Second {
+			delay *= 2
+		}
+	}
+}
