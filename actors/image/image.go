@@ -258,9 +258,7 @@ func (a *Actor) pullOrBackOff(ctx actor.Context, image string, waiters []*messag
 	a.ops[image] = &op{kind: opPull, waiters: waiters}
 	svc, calls := a.svc, a.callsCtx
 	// PullTimeout 0: no bound, as upstream.
-	actorkit.Go(a.self, a.cfg.PullTimeout, func(ctx context.Context) *pullDone {
-		ctx, cancel := within(calls, ctx)
-		defer cancel()
+	actorkit.GoIn(a.self, calls, a.cfg.PullTimeout, func(ctx context.Context) *pullDone {
 		ref, err := svc.PullImage(ctx, image, nil)
 		return &pullDone{image: image, ref: ref, err: err}
 	})
@@ -269,21 +267,10 @@ func (a *Actor) pullOrBackOff(ctx actor.Context, image string, waiters []*messag
 func (a *Actor) startStatus(image string, waiters []*messages.EnsureImage) {
 	a.ops[image] = &op{kind: opStatus, waiters: waiters}
 	svc, calls := a.svc, a.callsCtx
-	actorkit.Go(a.self, a.cfg.StatusTimeout, func(ctx context.Context) *statusDone {
-		ctx, cancel := within(calls, ctx)
-		defer cancel()
+	actorkit.GoIn(a.self, calls, a.cfg.StatusTimeout, func(ctx context.Context) *statusDone {
 		img, err := svc.ImageStatus(ctx, image)
 		return &statusDone{image: image, img: img, err: err}
 	})
-}
-
-// within returns a context of calls (cancelled when the actor stops) with
-// the deadline of ctx (the one actorkit.Go gave the call), if any.
-func within(calls, ctx context.Context) (context.Context, context.CancelFunc) {
-	if dl, ok := ctx.Deadline(); ok {
-		return context.WithDeadline(calls, dl)
-	}
-	return context.WithCancel(calls)
 }
 
 // inBackOff reports whether the image's last failed pull is less than its

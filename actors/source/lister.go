@@ -154,21 +154,10 @@ func (p *poller) startList() {
 	lister, calls := p.lister, p.calls
 	// A listing may take up to the period plus a margin; a hung URL must not
 	// stop the polling for good.
-	actorkit.Go(p.self, p.every+30*time.Second, func(ctx context.Context) *listed {
-		ctx, cancel := within(calls, ctx)
-		defer cancel()
+	actorkit.GoIn(p.self, calls, p.every+30*time.Second, func(ctx context.Context) *listed {
 		pods, errs := lister.List(ctx)
 		return &listed{pods: pods, errs: errs}
 	})
-}
-
-// within returns a context of parent (cancelled when the actor stops) with
-// the deadline of ctx (the one actorkit.Go gave the call).
-func within(parent, ctx context.Context) (context.Context, context.CancelFunc) {
-	if dl, ok := ctx.Deadline(); ok {
-		return context.WithDeadline(parent, dl)
-	}
-	return context.WithCancel(parent)
 }
 
 func (p *poller) handleListed(ctx actor.Context, m *listed) {

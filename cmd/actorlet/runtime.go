@@ -9,6 +9,7 @@ import (
 
 	"github.com/actorlet/actorlet/adapters/cri"
 	"github.com/actorlet/actorlet/adapters/metrics"
+	"github.com/actorlet/actorlet/internal/actorkit"
 )
 
 // runtimeConn is the container runtime actorlet talks to.
@@ -48,8 +49,8 @@ func startRuntime(ctx context.Context, o *options, m *metrics.Registry, log *slo
 // waitForRuntime asks the runtime for its version until it answers (as the
 // upstream kubelet waits for its runtime) and returns the runtime's name.
 func waitForRuntime(ctx context.Context, rt *cri.Client, log *slog.Logger) (name, version string, err error) {
-	delay := 100 * time.Millisecond
-	for {
+	backoff := actorkit.Backoff{Base: 100 * time.Millisecond, Cap: 5 * time.Second}
+	for n := 1; ; n++ {
 		v, err := rt.Version(ctx)
 		if err == nil {
 			log.Info("runtime ready", "name", v.RuntimeName, "version", v.RuntimeVersion, "api", v.RuntimeApiVersion)
@@ -59,10 +60,7 @@ func waitForRuntime(ctx context.Context, rt *cri.Client, log *slog.Logger) (name
 		select {
 		case <-ctx.Done():
 			return "", "", fmt.Errorf("container runtime not ready: %w", err)
-		case <-time.After(delay):
-		}
-		if delay < 5*time.Second {
-			delay *= 2
+		case <-time.After(backoff.Delay(n)):
 		}
 	}
 }

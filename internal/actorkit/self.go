@@ -78,11 +78,20 @@ func (s Self) Mine(m interface{ TagGen() uint64 }) bool {
 // current generation. The mailbox never waits on f; a kill or an update
 // gets through while it runs.
 func Go[T Tagged](s Self, timeout time.Duration, f func(ctx context.Context) T) {
+	GoIn(s, context.Background(), timeout, f)
+}
+
+// GoIn is Go with a context derived from parent, e.g. one the actor cancels
+// when it stops, so that its calls in flight end with it.
+func GoIn[T Tagged](s Self, parent context.Context, timeout time.Duration, f func(ctx context.Context) T) {
 	gen := s.gen
 	go func() {
-		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		var ctx context.Context
+		var cancel context.CancelFunc
 		if timeout > 0 {
-			ctx, cancel = context.WithTimeout(ctx, timeout)
+			ctx, cancel = context.WithTimeout(parent, timeout)
+		} else {
+			ctx, cancel = context.WithCancel(parent)
 		}
 		defer cancel()
 		r := f(ctx)
