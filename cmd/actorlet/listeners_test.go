@@ -9,11 +9,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorlet/actorlet/adapters/httpapi"
+	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/supervisors"
 )
 
@@ -130,9 +130,9 @@ func TestDebugPageOnLiveRegistry(t *testing.T) {
 		}
 		return -1
 	}
-	waitFor(t, "pod actor registered", func() bool { return restarts() == 0 })
+	actortest.Eventually(t, "pod actor registered", func() bool { return restarts() == 0 })
 	sys.Root.Send(actor.NewPID(sys.Address(), podID), "boom")
-	waitFor(t, "pod actor restarted", func() bool { return restarts() == 1 })
+	actortest.Eventually(t, "pod actor restarted", func() bool { return restarts() == 1 })
 
 	rec := httptest.NewRecorder()
 	httpapi.NewDebug(src).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/actors?format=json", nil))
@@ -154,16 +154,5 @@ func TestDebugPageOnLiveRegistry(t *testing.T) {
 	}
 	if kinds["pod"].Live != 1 || kinds["pod"].Handled == 0 || kinds["node"].Live != 1 {
 		t.Fatalf("kinds: %+v", page.Kinds)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

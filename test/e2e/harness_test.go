@@ -37,12 +37,23 @@ func actorletBin(t *testing.T) string {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	return freePorts(t, 1)[0]
+}
+
+// freePorts returns n distinct free ports: all are held open until every
+// one is chosen, so the kernel cannot hand the same port out twice.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = l.Close() }()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 // agent is a running actorlet process.
@@ -81,7 +92,8 @@ func startAgent(t *testing.T, o agentOpts) *agent {
 		a.rootDir = t.TempDir()
 	}
 	a.logsDir = filepath.Join(a.rootDir, "pod-logs")
-	a.port, a.roPort, a.hzPort = freePort(t), freePort(t), freePort(t)
+	ports := freePorts(t, 3)
+	a.port, a.roPort, a.hzPort = ports[0], ports[1], ports[2]
 	ep := o.endpoint
 	if ep == "" {
 		ep = "sim://"
