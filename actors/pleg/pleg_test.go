@@ -1,7 +1,6 @@
 package pleg
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/actorlet/actorlet/internal/actortest"
+	"github.com/actorlet/actorlet/internal/fakecri"
 	"github.com/actorlet/actorlet/messages"
 	"github.com/actorlet/actorlet/podspec"
 )
@@ -28,72 +28,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // --- fakes ---
 
-// fakeLister serves a scripted runtime view. Setters replace whole objects,
-// never mutate ones already handed out, so the PLEG may keep reading them.
-type fakeLister struct {
-	mu          sync.Mutex
-	sandboxes   []*runtimeapi.PodSandbox
-	containers  []*runtimeapi.Container
-	sandboxErr  error
-	containErr  error
-	calls       int
-	inFlight    int
-	maxInFlight int
-	gate        chan struct{} // when set, ListPodSandbox waits for it to close
-}
-
-var _ Lister = (*fakeLister)(nil)
-
-func (f *fakeLister) set(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.sandboxes, f.containers = sandboxes, containers
-}
-
-func (f *fakeLister) failWith(sandboxErr, containErr error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.sandboxErr, f.containErr = sandboxErr, containErr
-}
-
-func (f *fakeLister) callCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.calls
-}
-
-func (f *fakeLister) ListPodSandbox(ctx context.Context, _ *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
-	f.mu.Lock()
-	f.calls++
-	f.inFlight++
-	if f.inFlight > f.maxInFlight {
-		f.maxInFlight = f.inFlight
-	}
-	gate := f.gate
-	f.mu.Unlock()
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-		}
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.inFlight--
-	if f.sandboxErr != nil {
-		return nil, f.sandboxErr
-	}
-	return append([]*runtimeapi.PodSandbox(nil), f.sandboxes...), nil
-}
-
-func (f *fakeLister) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.containErr != nil {
-		return nil, f.containErr
-	}
-	return append([]*runtimeapi.Container(nil), f.containers...), nil
-}
+var _ Lister = (*fakecri.Runtime)(nil)
 
 type fakeMetrics struct {
 	mu          sync.Mutex
@@ -355,6 +290,7 @@ type nodeStub struct {
 	events  []messages.PodLifecycleEvent
 	batches int
 	runtime [][]types.UID
+	replies []*messages.RuntimePod
 }
 
 type flush struct{ done chan struct{} }
@@ -370,6 +306,10 @@ func (n *nodeStub) receive(c actor.Context) {
 		n.mu.Lock()
 		n.runtime = append(n.runtime, append([]types.UID(nil), m.UIDs...))
 		n.mu.Unlock()
+	case *messages.RuntimePod:
+		n.mu.Lock()
+		n.replies = append(n.replies, m)
+		n.mu.Unlock()
 	case flush:
 		close(m.done)
 	}
@@ -384,6 +324,29 @@ func (n *nodeStub) takeEvents() []string {
 	return out
 }
 
+// takeRaw returns the events, slices included, received since the last
+// call.
+func (n *nodeStub) takeRaw() []messages.PodLifecycleEvent {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := n.events
+	n.events = nil
+	return out
+}
+
+// takeReplies returns the GetRuntimePod answers received since the last
+// call, by pod UID.
+func (n *nodeStub) takeReplies() map[types.UID][]*messages.RuntimePod {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := map[types.UID][]*messages.RuntimePod{}
+	for _, r := range n.replies {
+		out[r.UID] = append(out[r.UID], r)
+	}
+	n.replies = nil
+	return out
+}
+
 func (n *nodeStub) runtimePods() [][]types.UID {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -394,14 +357,14 @@ type harness struct {
 	t    *testing.T
 	sys  *actor.ActorSystem
 	clk  *clocktesting.FakeClock
-	rt   *fakeLister
+	rt   *fakecri.Runtime
 	m    *fakeMetrics
 	node *nodeStub
 	nPID *actor.PID
 	pleg *actor.PID
 }
 
-func newHarness(t *testing.T, rt *fakeLister) *harness {
+func newHarness(t *testing.T, rt *fakecri.Runtime) *harness {
 	t.Helper()
 	h := &harness{
 		t:    t,
@@ -412,7 +375,10 @@ func newHarness(t *testing.T, rt *fakeLister) *harness {
 		node: &nodeStub{},
 	}
 	h.nPID = h.sys.Root.Spawn(actor.PropsFromFunc(h.node.receive))
-	h.pleg = h.sys.Root.Spawn(actor.PropsFromProducer(New(h.nPID, rt, h.clk, Config{Period: period, Threshold: time.Minute}, h.m, quiet)))
+	h.pleg = h.sys.Root.Spawn(actor.PropsFromProducer(
+		New(h.nPID, rt, h.clk, Config{Period: period, Threshold: time.Minute}, h.m, quiet),
+		actor.WithReceiverMiddleware(actortest.Barrier()),
+	))
 	t.Cleanup(func() {
 		h.sys.Root.Stop(h.pleg)
 		h.sys.Root.Stop(h.nPID)
@@ -425,6 +391,13 @@ func newHarness(t *testing.T, rt *fakeLister) *harness {
 func (h *harness) settle() {
 	h.t.Helper()
 	actortest.Eventually(h.t, "the next relist to be armed", h.clk.HasWaiters)
+	h.flush()
+}
+
+// flush returns once everything sent to the node stub before the call has
+// reached it.
+func (h *harness) flush() {
+	h.t.Helper()
 	done := make(chan struct{})
 	h.sys.Root.Send(h.nPID, flush{done: done})
 	select {
@@ -434,14 +407,34 @@ func (h *harness) settle() {
 	}
 }
 
-// next steps the clock by one period and waits for the relist it triggers.
-func (h *harness) next() {
+// next steps the clock by one period and waits for the relist it triggers;
+// it returns the relist's start.
+func (h *harness) next() time.Time {
+	h.t.Helper()
+	started := h.start()
+	h.settle()
+	return started
+}
+
+// start steps the clock by one period and waits for the relist it triggers
+// to call the runtime; it returns the relist's start.
+func (h *harness) start() time.Time {
 	h.t.Helper()
 	actortest.Eventually(h.t, "a relist to be armed", h.clk.HasWaiters)
-	n := h.rt.callCount()
+	n := h.rt.Count("ListPodSandbox")
 	h.clk.Step(period)
-	actortest.Eventually(h.t, "the relist to start", func() bool { return h.rt.callCount() > n })
-	h.settle()
+	started := h.clk.Now()
+	actortest.Eventually(h.t, "the relist to start", func() bool { return h.rt.Count("ListPodSandbox") > n })
+	return started
+}
+
+// ask sends GetRuntimePod (answers go to the node stub) and returns once
+// the PLEG has handled it and whatever it answered has reached the stub.
+func (h *harness) ask(uid types.UID, notBefore time.Time) {
+	h.t.Helper()
+	h.sys.Root.Send(h.pleg, &messages.GetRuntimePod{UID: uid, NotBefore: notBefore, ReplyTo: h.nPID})
+	actortest.Sync(h.t, h.sys, h.pleg)
+	h.flush()
 }
 
 func (h *harness) health() *messages.Health {
@@ -478,8 +471,8 @@ func sameUIDs(a, b []types.UID) bool {
 }
 
 func TestPLEGReportsRuntimeChangesToTheNode(t *testing.T) {
-	rt := &fakeLister{}
-	rt.set(
+	rt := fakecri.New(nil)
+	rt.Replace(
 		[]*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandbox("s2", "u2", ready), sandbox("s-foreign", "", ready)},
 		[]*runtimeapi.Container{container("c1", "u1", running), container("c2", "u2", running), container("c-foreign", "", running)},
 	)
@@ -550,7 +543,7 @@ func TestPLEGReportsRuntimeChangesToTheNode(t *testing.T) {
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
 			h.t = t
-			rt.set(s.sandboxes, s.containers)
+			rt.Replace(s.sandboxes, s.containers)
 			h.next()
 			if got := h.node.takeEvents(); !equal(got, s.events) {
 				t.Errorf("events = %v, want %v", got, s.events)
@@ -568,7 +561,7 @@ func TestPLEGReportsRuntimeChangesToTheNode(t *testing.T) {
 }
 
 func TestPLEGSendsEmptyRuntimePodsOnFirstRelist(t *testing.T) {
-	h := newHarness(t, &fakeLister{})
+	h := newHarness(t, fakecri.New(nil))
 	h.settle()
 	got := h.node.runtimePods()
 	if len(got) != 1 || len(got[0]) != 0 {
@@ -584,46 +577,41 @@ func TestPLEGSendsEmptyRuntimePodsOnFirstRelist(t *testing.T) {
 }
 
 func TestPLEGRelistsEveryPeriodAndNeverOverlaps(t *testing.T) {
-	rt := &fakeLister{gate: make(chan struct{})}
-	rt.set(nil, []*runtimeapi.Container{container("c1", "u1", running)})
+	rt := fakecri.New(nil)
+	release := rt.Block("ListPodSandbox")
+	rt.Replace(nil, []*runtimeapi.Container{container("c1", "u1", running)})
 	h := newHarness(t, rt)
 
 	// The first relist hangs in the runtime. Time passes: no second relist
 	// starts, and the actor still answers.
-	actortest.Eventually(t, "the first relist to start", func() bool { return rt.callCount() == 1 })
+	actortest.Eventually(t, "the first relist to start", func() bool { return rt.Count("ListPodSandbox") == 1 })
 	for range 5 {
 		h.clk.Step(period)
 	}
 	if hl := h.health(); !hl.LastRelist.IsZero() {
 		t.Errorf("LastRelist = %v before any relist finished", hl.LastRelist)
 	}
-	if got := rt.callCount(); got != 1 {
+	if got := rt.Count("ListPodSandbox"); got != 1 {
 		t.Fatalf("relists started while one is in flight = %d, want 1", got)
 	}
 	if h.clk.HasWaiters() {
 		t.Fatal("a relist is armed while one is in flight")
 	}
-	rt.mu.Lock()
-	close(rt.gate)
-	rt.gate = nil
-	rt.mu.Unlock()
+	release()
 	h.settle()
 
 	// From now on: one relist per period, not before.
 	for i := range 3 {
-		before := rt.callCount()
+		before := rt.Count("ListPodSandbox")
 		h.clk.Step(period - time.Millisecond)
 		if !h.clk.HasWaiters() {
 			t.Fatalf("round %d: relist fired before the period elapsed", i)
 		}
 		h.clk.Step(time.Millisecond)
-		actortest.Eventually(t, "the periodic relist", func() bool { return rt.callCount() == before+1 })
+		actortest.Eventually(t, "the periodic relist", func() bool { return rt.Count("ListPodSandbox") == before+1 })
 		h.settle()
 	}
-	rt.mu.Lock()
-	maxInFlight := rt.maxInFlight
-	rt.mu.Unlock()
-	if maxInFlight != 1 {
+	if maxInFlight := rt.MaxInFlight("ListPodSandbox"); maxInFlight != 1 {
 		t.Errorf("relists in flight at once = %d, want 1", maxInFlight)
 	}
 }
@@ -640,8 +628,8 @@ func TestPLEGHealth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rt := &fakeLister{}
-			rt.set([]*runtimeapi.PodSandbox{sandbox("s1", "u1", ready)}, []*runtimeapi.Container{container("c1", "u1", running)})
+			rt := fakecri.New(nil)
+			rt.Replace([]*runtimeapi.PodSandbox{sandbox("s1", "u1", ready)}, []*runtimeapi.Container{container("c1", "u1", running)})
 			h := newHarness(t, rt)
 			h.settle()
 			hl := h.health()
@@ -650,7 +638,8 @@ func TestPLEGHealth(t *testing.T) {
 			}
 			h.node.takeEvents()
 
-			rt.failWith(tt.sandboxErr, tt.containErr)
+			rt.InjectAlways("ListPodSandbox", tt.sandboxErr)
+			rt.InjectAlways("ListContainers", tt.containErr)
 			h.next()
 			hl = h.health()
 			if hl.RuntimeErr != boom.Error() {
@@ -670,8 +659,9 @@ func TestPLEGHealth(t *testing.T) {
 			}
 
 			// The runtime is back, with a change made meanwhile.
-			rt.failWith(nil, nil)
-			rt.set([]*runtimeapi.PodSandbox{sandbox("s1", "u1", ready)}, []*runtimeapi.Container{container("c1", "u1", exited)})
+			rt.InjectAlways("ListPodSandbox", nil)
+			rt.InjectAlways("ListContainers", nil)
+			rt.Replace([]*runtimeapi.PodSandbox{sandbox("s1", "u1", ready)}, []*runtimeapi.Container{container("c1", "u1", exited)})
 			h.next()
 			hl = h.health()
 			if hl.RuntimeErr != "" {
@@ -688,8 +678,8 @@ func TestPLEGHealth(t *testing.T) {
 }
 
 func TestPLEGMetrics(t *testing.T) {
-	rt := &fakeLister{}
-	rt.set(
+	rt := fakecri.New(nil)
+	rt.Replace(
 		[]*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandbox("s2", "u2", ready)},
 		[]*runtimeapi.Container{container("c1", "u1", running), container("c2", "u2", running), container("c3", "u2", created)},
 	)
@@ -733,9 +723,9 @@ func TestPLEGMetrics(t *testing.T) {
 			h.t = t
 			if i > 0 {
 				if s.fail {
-					rt.failWith(errors.New("down"), nil)
+					rt.InjectAlways("ListPodSandbox", errors.New("down"))
 				} else {
-					rt.set(s.sandboxes, s.containers)
+					rt.Replace(s.sandboxes, s.containers)
 				}
 				h.next()
 			}
@@ -751,6 +741,422 @@ func TestPLEGMetrics(t *testing.T) {
 			if relists != s.relists {
 				t.Errorf("relists observed = %d, want %d", relists, s.relists)
 			}
+		})
+	}
+}
+
+// --- the runtime cache ---
+
+// sandboxByMetadata is a sandbox that names its pod only in its metadata.
+func sandboxByMetadata(id, uid string, state runtimeapi.PodSandboxState) *runtimeapi.PodSandbox {
+	return &runtimeapi.PodSandbox{Id: id, State: state, Metadata: &runtimeapi.PodSandboxMetadata{Uid: uid}}
+}
+
+// objects renders a pod's slice as the IDs of its sandboxes and
+// containers.
+func objects(sandboxes []string, containers ...string) string {
+	s := append([]string(nil), sandboxes...)
+	c := append([]string(nil), containers...)
+	sort.Strings(s)
+	sort.Strings(c)
+	return fmt.Sprintf("sandboxes %v containers %v", s, c)
+}
+
+func content(p *messages.RuntimePod) string {
+	var s, c []string
+	for _, sb := range p.Sandboxes {
+		s = append(s, sb.Id)
+	}
+	for _, ct := range p.Containers {
+		c = append(c, ct.Id)
+	}
+	return objects(s, c...)
+}
+
+var none = objects(nil)
+
+func TestGroup(t *testing.T) {
+	started := t0.Add(time.Minute)
+	withMetadata := sandbox("s1", "u1", ready)
+	withMetadata.Metadata = &runtimeapi.PodSandboxMetadata{Uid: "u2"}
+	unlabelled := container("c2", "", running)
+	unlabelled.PodSandboxId = "s1"
+	tests := []struct {
+		name string
+		next view
+		want map[types.UID]string
+	}{
+		{
+			name: "an empty relist has no pod",
+			want: map[types.UID]string{},
+		},
+		{
+			name: "each pod gets its own sandboxes and containers",
+			next: view{
+				sandboxes:  []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandbox("s2", "u2", ready), sandbox("s0", "u1", notDone)},
+				containers: []*runtimeapi.Container{container("c1", "u1", running), container("c2", "u2", running), container("c0", "u1", exited)},
+			},
+			want: map[types.UID]string{
+				"u1": objects([]string{"s0", "s1"}, "c0", "c1"),
+				"u2": objects([]string{"s2"}, "c2"),
+			},
+		},
+		{
+			name: "objects without the pod uid label are in no slice",
+			next: view{
+				sandboxes:  []*runtimeapi.PodSandbox{sandbox("s-x", "", ready)},
+				containers: []*runtimeapi.Container{container("c-x", "", running), container("c1", "u1", running)},
+			},
+			want: map[types.UID]string{"u1": objects(nil, "c1")},
+		},
+		{
+			name: "a sandbox with the uid only in its metadata is grouped by it",
+			next: view{
+				sandboxes:  []*runtimeapi.PodSandbox{sandboxByMetadata("s9", "u9", ready)},
+				containers: []*runtimeapi.Container{container("c9", "u9", running)},
+			},
+			want: map[types.UID]string{"u9": objects([]string{"s9"}, "c9")},
+		},
+		{
+			name: "a sandbox's label wins over its metadata",
+			next: view{sandboxes: []*runtimeapi.PodSandbox{withMetadata}},
+			want: map[types.UID]string{"u1": objects([]string{"s1"})},
+		},
+		{
+			name: "a container without the label is in no slice, not even its sandbox's",
+			next: view{
+				sandboxes:  []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready)},
+				containers: []*runtimeapi.Container{unlabelled},
+			},
+			want: map[types.UID]string{"u1": objects([]string{"s1"})},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pods := group(&relisted{started: started, sandboxes: tt.next.sandboxes, containers: tt.next.containers})
+			got := map[types.UID]string{}
+			for uid, p := range pods {
+				got[uid] = content(p)
+				if p.UID != uid {
+					t.Errorf("slice under %s has UID %s", uid, p.UID)
+				}
+				if !p.Relisted.Equal(started) {
+					t.Errorf("slice %s: Relisted = %v, want %v", uid, p.Relisted, started)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("slices = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPLEGEventsCarryThePodsSlice(t *testing.T) {
+	rt := fakecri.New(nil)
+	rt.Replace(
+		[]*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandbox("s2", "u2", ready), sandbox("s-x", "", ready), sandboxByMetadata("s9", "u9", ready)},
+		[]*runtimeapi.Container{container("c1", "u1", running), container("c2", "u1", running), container("c3", "u2", running), container("c-x", "", running)},
+	)
+	h := newHarness(t, rt)
+
+	steps := []struct {
+		name       string
+		sandboxes  []*runtimeapi.PodSandbox
+		containers []*runtimeapi.Container
+		slow       bool // the runtime holds the relist while time passes
+		events     []string
+		slices     map[types.UID]string // the Pod of every event, by pod
+	}{
+		{
+			name: "first relist: each pod's events carry its own slice",
+			events: []string{
+				ev("u1", messages.ContainerStarted, "c1"), ev("u1", messages.ContainerStarted, "c2"), ev("u1", messages.SandboxChanged, "s1"),
+				ev("u2", messages.ContainerStarted, "c3"), ev("u2", messages.SandboxChanged, "s2"),
+				ev("u9", messages.SandboxChanged, "s9"),
+			},
+			slices: map[types.UID]string{
+				"u1": objects([]string{"s1"}, "c1", "c2"),
+				"u2": objects([]string{"s2"}, "c3"),
+				"u9": objects([]string{"s9"}),
+			},
+		},
+		{
+			name:       "u1's container exits: the event carries u1's whole slice",
+			sandboxes:  []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandbox("s2", "u2", ready), sandboxByMetadata("s9", "u9", ready)},
+			containers: []*runtimeapi.Container{container("c1", "u1", running), container("c2", "u1", exited), container("c3", "u2", running)},
+			events:     []string{ev("u1", messages.ContainerDied, "c2")},
+			slices:     map[types.UID]string{"u1": objects([]string{"s1"}, "c1", "c2")},
+		},
+		{
+			name:       "u2 leaves the runtime: its events carry an empty slice",
+			sandboxes:  []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandboxByMetadata("s9", "u9", ready)},
+			containers: []*runtimeapi.Container{container("c1", "u1", running), container("c2", "u1", exited)},
+			events:     []string{ev("u2", messages.ContainerRemoved, "c3"), ev("u2", messages.SandboxChanged, "s2")},
+			slices:     map[types.UID]string{"u2": none},
+		},
+		{
+			name:       "a slow relist: Relisted is its start, not its end",
+			sandboxes:  []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandboxByMetadata("s9", "u9", notDone)},
+			containers: []*runtimeapi.Container{container("c1", "u1", running), container("c2", "u1", exited)},
+			slow:       true,
+			events:     []string{ev("u9", messages.SandboxChanged, "s9")},
+			slices:     map[types.UID]string{"u9": objects([]string{"s9"})},
+		},
+	}
+	for i, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			h.t = t
+			started := t0
+			switch {
+			case i == 0:
+				h.settle()
+			case s.slow:
+				rt.Replace(s.sandboxes, s.containers)
+				release := rt.Block("ListPodSandbox")
+				started = h.start()
+				h.clk.Step(period / 3)
+				release()
+				h.settle()
+			default:
+				rt.Replace(s.sandboxes, s.containers)
+				started = h.next()
+			}
+			events := h.node.takeRaw()
+			if got := render(events); !equal(got, s.events) {
+				t.Fatalf("events = %v, want %v", got, s.events)
+			}
+			shared := map[types.UID]*messages.RuntimePod{}
+			for _, e := range events {
+				p := e.Pod
+				if p == nil {
+					t.Errorf("%s %s %s: no Pod", e.UID, e.Type, e.ID)
+					continue
+				}
+				if p.UID != e.UID {
+					t.Errorf("%s %s %s: Pod.UID = %s", e.UID, e.Type, e.ID, p.UID)
+				}
+				if got := content(p); got != s.slices[e.UID] {
+					t.Errorf("%s %s %s: Pod = %s, want %s", e.UID, e.Type, e.ID, got, s.slices[e.UID])
+				}
+				if !p.Relisted.Equal(started) {
+					t.Errorf("%s %s %s: Relisted = %v, want the relist's start %v", e.UID, e.Type, e.ID, p.Relisted, started)
+				}
+				if first, ok := shared[e.UID]; ok && first != p && content(p) != none {
+					t.Errorf("%s %s %s: a second slice for the pod in one relist", e.UID, e.Type, e.ID)
+				}
+				shared[e.UID] = p
+			}
+		})
+	}
+}
+
+// view1 and view2 are the runtime at two relists: u2 leaves, u1 gets a
+// container; foreign objects throughout.
+var (
+	view1 = view{
+		sandboxes:  []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandbox("s2", "u2", ready), sandbox("s-x", "", ready)},
+		containers: []*runtimeapi.Container{container("c1", "u1", running), container("c2", "u2", running), container("c-x", "", running)},
+	}
+	view2 = view{
+		sandboxes:  []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandbox("s-x", "", ready)},
+		containers: []*runtimeapi.Container{container("c1", "u1", running), container("c3", "u1", created), container("c-x", "", running)},
+	}
+)
+
+// checkReply checks that the only answer for uid is one slice with want
+// from the relist started at started.
+func checkReply(t *testing.T, replies map[types.UID][]*messages.RuntimePod, uid types.UID, want string, started time.Time) {
+	t.Helper()
+	got := replies[uid]
+	if len(got) != 1 {
+		t.Fatalf("answers for %s = %d, want 1", uid, len(got))
+	}
+	if c := content(got[0]); c != want {
+		t.Errorf("answer for %s = %s, want %s", uid, c, want)
+	}
+	if !got[0].Relisted.Equal(started) {
+		t.Errorf("answer for %s: Relisted = %v, want %v", uid, got[0].Relisted, started)
+	}
+}
+
+func checkNoReply(t *testing.T, replies map[types.UID][]*messages.RuntimePod) {
+	t.Helper()
+	for uid, r := range replies {
+		t.Errorf("answered %s %d times, want no answer yet", uid, len(r))
+	}
+}
+
+func TestGetRuntimePodAnswersAtOnceFromTheNewestRelist(t *testing.T) {
+	newest := t0.Add(period)
+	tests := []struct {
+		name      string
+		uid       types.UID
+		notBefore time.Time
+		want      string
+	}{
+		{name: "zero NotBefore", uid: "u1", want: objects([]string{"s1"}, "c1", "c3")},
+		{name: "NotBefore just before the newest relist's start", uid: "u1", notBefore: newest.Add(-time.Nanosecond), want: objects([]string{"s1"}, "c1", "c3")},
+		{name: "NotBefore before an older relist: still the newest content", uid: "u1", notBefore: t0.Add(-time.Nanosecond), want: objects([]string{"s1"}, "c1", "c3")},
+		{name: "a pod that left the runtime: an empty slice", uid: "u2", notBefore: t0, want: none},
+		{name: "a pod never in the runtime: an empty slice", uid: "u9", want: none},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt := fakecri.New(nil)
+			rt.Replace(view1.sandboxes, view1.containers)
+			h := newHarness(t, rt)
+			h.settle()
+			rt.Replace(view2.sandboxes, view2.containers)
+			if started := h.next(); !started.Equal(newest) {
+				t.Fatalf("second relist started at %v, want %v", started, newest)
+			}
+			h.ask(tt.uid, tt.notBefore)
+			checkReply(t, h.node.takeReplies(), tt.uid, tt.want, newest)
+		})
+	}
+}
+
+// numbered is the runtime at relist k: u1's sandbox and container ck.
+func numbered(k int) view {
+	return view{
+		sandboxes:  []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandbox("s-x", "", ready)},
+		containers: []*runtimeapi.Container{container(fmt.Sprintf("c%d", k), "u1", running)},
+	}
+}
+
+func TestGetRuntimePodWaitsForANewerRelist(t *testing.T) {
+	tests := []struct {
+		name       string
+		after      time.Duration // NotBefore - the newest relist's start
+		answeredBy int           // the relist that answers: 1 is the next one
+	}{
+		{name: "NotBefore at the newest relist's start", after: 0, answeredBy: 1},
+		{name: "NotBefore between relists", after: period / 2, answeredBy: 1},
+		{name: "NotBefore at the next relist's start", after: period, answeredBy: 2},
+		{name: "NotBefore past the next relist's start", after: period + period/2, answeredBy: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt := fakecri.New(nil)
+			v := numbered(0)
+			rt.Replace(v.sandboxes, v.containers)
+			h := newHarness(t, rt)
+			h.settle()
+			h.ask("u1", t0.Add(tt.after))
+			h.ask("u9", t0.Add(tt.after))
+			checkNoReply(t, h.node.takeReplies())
+
+			for k := 1; k <= tt.answeredBy; k++ {
+				v := numbered(k)
+				rt.Replace(v.sandboxes, v.containers)
+				started := h.next()
+				replies := h.node.takeReplies()
+				if k < tt.answeredBy {
+					checkNoReply(t, replies)
+					continue
+				}
+				checkReply(t, replies, "u1", objects([]string{"s1"}, fmt.Sprintf("c%d", k)), started)
+				checkReply(t, replies, "u9", none, started)
+			}
+
+			// Answered once: later relists send nothing more.
+			h.next()
+			checkNoReply(t, h.node.takeReplies())
+		})
+	}
+}
+
+func TestGetRuntimePodAskedDuringARelist(t *testing.T) {
+	tests := []struct {
+		name  string
+		first bool // the relist in flight is the PLEG's first
+	}{
+		{name: "during the first relist", first: true},
+		{name: "during a later relist"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt := fakecri.New(nil)
+			var release func()
+			var h *harness
+			started := t0
+			if tt.first {
+				rt.Replace(view1.sandboxes, view1.containers)
+				release = rt.Block("ListPodSandbox")
+				h = newHarness(t, rt)
+				actortest.Eventually(t, "the first relist to start", func() bool { return rt.Count("ListPodSandbox") == 1 })
+			} else {
+				h = newHarness(t, rt)
+				h.settle()
+				rt.Replace(view1.sandboxes, view1.containers)
+				release = rt.Block("ListPodSandbox")
+				started = h.start()
+			}
+			defer release()
+
+			// u1's last operation ended before the relist in flight
+			// started, u2's after: the relist answers u1 only.
+			h.clk.Step(period / 10)
+			h.ask("u1", started.Add(-time.Nanosecond))
+			h.ask("u2", h.clk.Now())
+			checkNoReply(t, h.node.takeReplies())
+
+			release()
+			h.settle()
+			replies := h.node.takeReplies()
+			checkReply(t, replies, "u1", objects([]string{"s1"}, "c1"), started)
+			if r := replies["u2"]; len(r) != 0 {
+				t.Errorf("u2 answered by a relist that started before its NotBefore: %v", content(r[0]))
+			}
+
+			rt.Replace(view2.sandboxes, view2.containers)
+			next := h.next()
+			replies = h.node.takeReplies()
+			checkReply(t, replies, "u2", none, next)
+			if r := replies["u1"]; len(r) != 0 {
+				t.Errorf("u1 answered %d more times", len(r))
+			}
+		})
+	}
+}
+
+func TestGetRuntimePodFailedRelistAnswersNoWaiter(t *testing.T) {
+	boom := errors.New("rpc error: runtime down")
+	tests := []struct {
+		name   string
+		method string
+		first  bool // the first relist fails too
+	}{
+		{name: "ListPodSandbox fails", method: "ListPodSandbox"},
+		{name: "ListContainers fails", method: "ListContainers"},
+		{name: "ListPodSandbox fails from the first relist", method: "ListPodSandbox", first: true},
+		{name: "ListContainers fails from the first relist", method: "ListContainers", first: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt := fakecri.New(nil)
+			rt.Replace(view1.sandboxes, view1.containers)
+			if tt.first {
+				rt.InjectAlways(tt.method, boom)
+			}
+			h := newHarness(t, rt)
+			h.settle()
+			h.ask("u1", t0)
+			checkNoReply(t, h.node.takeReplies())
+
+			rt.InjectAlways(tt.method, boom)
+			rt.Replace(view2.sandboxes, view2.containers)
+			for range 2 {
+				h.next()
+				checkNoReply(t, h.node.takeReplies())
+			}
+			if hl := h.health(); hl.RuntimeErr == "" {
+				t.Fatal("the relists did not fail")
+			}
+
+			rt.InjectAlways(tt.method, nil)
+			started := h.next()
+			checkReply(t, h.node.takeReplies(), "u1", objects([]string{"s1"}, "c1", "c3"), started)
 		})
 	}
 }
