@@ -434,11 +434,14 @@ func (a *Actor) handleInspected(ctx actor.Context, m *inspected) {
 		a.gate.later(true)
 		return
 	}
-	a.snap, a.sboxOf, a.pending = m.snap, m.sandboxOf, nil
+	a.snap, a.sboxOf = m.snap, m.sandboxOf
 	if a.gate.reread {
+		// Seen during the read: afterIdle reads again unless the newest
+		// slice seen (pending) shows no more than this view.
 		a.afterIdle(ctx)
 		return
 	}
+	a.pending = nil
 	a.gate.replan = false
 	a.reconcile(ctx)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,8 +16,10 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/actorlet/actorlet/actors/probe"
 	"github.com/actorlet/actorlet/errdefs"
 	"github.com/actorlet/actorlet/internal/actortest"
+	"github.com/actorlet/actorlet/internal/fakecri"
 	"github.com/actorlet/actorlet/messages"
 	"github.com/actorlet/actorlet/podspec"
 	"github.com/actorlet/actorlet/supervisors"
@@ -28,9 +31,10 @@ type harness struct {
 	t      *testing.T
 	sys    *actor.ActorSystem
 	clk    *clocktesting.FakeClock
-	rt     *fakeRuntime
+	rt     *fakecri.Runtime
 	pod    *v1.Pod
 	parent *actor.PID
+	once   sync.Once // stop
 
 	mu         sync.Mutex
 	statuses   []v1.PodStatus
@@ -41,6 +45,13 @@ type harness struct {
 }
 
 var quiet = slog.New(slog.DiscardHandler)
+
+// The one fake runtime is what a PodActor needs, and runs exec probes and
+// hooks (New takes the Runtime as the probe.Execer).
+var (
+	_ Runtime      = (*fakecri.Runtime)(nil)
+	_ probe.Execer = (*fakecri.Runtime)(nil)
+)
 
 type spawnPod struct{}
 type getChild struct{}
@@ -71,7 +82,7 @@ func newHarnessSys(t *testing.T, pod *v1.Pod, adjust func(*actor.ActorSystem, *D
 func newHarnessPulls(t *testing.T, pod *v1.Pod, pullFail string, adjust func(*actor.ActorSystem, *Deps)) *harness {
 	t.Helper()
 	h := &harness{t: t, sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })), clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), pod: pod, pullFail: pullFail}
-	h.rt = newFakeRuntime(h.clk)
+	h.rt = fakecri.New(h.clk)
 	status := h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if m, ok := c.Message().(*messages.PodStatusUpdate); ok {
 			h.mu.Lock()
@@ -101,7 +112,7 @@ func newHarnessPulls(t *testing.T, pod *v1.Pod, pullFail string, adjust func(*ac
 	parentProps := actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case spawnPod:
-			props := actor.PropsFromProducer(New(pod.UID, deps), actor.WithReceiverMiddleware(supervisors.Chaos()))
+			props := actor.PropsFromProducer(New(pod.UID, deps), actor.WithReceiverMiddleware(supervisors.Chaos(), actortest.Barrier()))
 			child = c.Spawn(props)
 			c.Send(child, &messages.SyncPod{Pod: pod.DeepCopy()})
 		case getChild:
@@ -121,8 +132,14 @@ func newHarnessPulls(t *testing.T, pod *v1.Pod, pullFail string, adjust func(*ac
 	}, actor.WithSupervisor(actor.NewRestartingStrategy()))
 	h.parent = h.sys.Root.Spawn(parentProps)
 	h.sys.Root.Send(h.parent, spawnPod{})
-	t.Cleanup(func() { h.sys.Root.Stop(h.parent) })
+	t.Cleanup(h.stop)
 	return h
+}
+
+// stop stops the parent and the PodActor under it, and returns once they
+// are gone (more than once is fine).
+func (h *harness) stop() {
+	h.once.Do(func() { _ = h.sys.Root.StopFuture(h.parent).Wait() })
 }
 
 func (h *harness) send(m any) { h.sys.Root.Send(h.parent, m) }
@@ -156,6 +173,50 @@ func (h *harness) waitStatus(what string, cond func(*v1.PodStatus) bool) *v1.Pod
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
 	actortest.Eventually(h.t, what, cond)
+}
+
+// execLog is the ExecSync calls that reached a running container, each as
+// "<container name> <command>", in order.
+func (h *harness) execLog() []string {
+	var out []string
+	for _, e := range h.rt.Execs() {
+		out = append(out, e.Name+" "+strings.Join(e.Cmd, " "))
+	}
+	return out
+}
+
+// execCount is how many ExecSync calls reached the container of name.
+func (h *harness) execCount(name string) int {
+	n := 0
+	for _, e := range h.rt.Execs() {
+		if e.Name == name {
+			n++
+		}
+	}
+	return n
+}
+
+// sync returns once the PodActor has handled every message sent to it so
+// far (timer callbacks the fake clock already ran included).
+func (h *harness) sync() {
+	h.t.Helper()
+	actortest.Sync(h.t, h.sys, h.childPID())
+}
+
+// settle returns once the PodActor is idle: it asks it to publish its
+// status again (Resync) and waits for that status, which follows any read
+// or operation in flight.
+func (h *harness) settle() {
+	h.t.Helper()
+	h.mu.Lock()
+	n := len(h.statuses)
+	h.mu.Unlock()
+	h.sys.Root.Send(h.childPID(), &messages.Resync{})
+	h.waitFor("the status published again", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.statuses) > n
+	})
 }
 
 func testPod(policy v1.RestartPolicy, containers ...string) *v1.Pod {
@@ -195,10 +256,10 @@ func TestPodReachesRunning(t *testing.T) {
 			t.Errorf("condition %s is %s (%s)", c.Type, c.Status, c.Message)
 		}
 	}
-	if got := h.rt.count("CreateContainer"); got != 2 {
+	if got := h.rt.Count("CreateContainer"); got != 2 {
 		t.Errorf("CreateContainer calls = %d, want 2", got)
 	}
-	for _, c := range h.rt.list() {
+	for _, c := range h.rt.Containers() {
 		if c.Labels[podspec.LabelPodUID] != "uid-1" || c.Labels[podspec.LabelContainerName] == "" || c.Annotations[podspec.AnnotationContainerHash] == "" {
 			t.Errorf("container %s lacks upstream labels: %v %v", c.Id, c.Labels, c.Annotations)
 		}
@@ -212,7 +273,7 @@ func TestCrashLoopBackOffGrowsAndCaps(t *testing.T) {
 	// The first crash restarts at once (as upstream), then 10 s, 20 s, 40 s, 40 s.
 	for i, wantDelay := range []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second, 40 * time.Second} {
 		restarts := int32(i + 1)
-		if !h.rt.exitContainer("app", 3) {
+		if !h.rt.ExitNamed("app", 3) {
 			t.Fatalf("crash %d: no running container", i)
 		}
 		h.poke()
@@ -277,7 +338,7 @@ func TestRestartPolicies(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, testPod(tt.policy, "app"))
 			h.waitStatus("Running", running)
-			h.rt.exitContainer("app", tt.exitCode)
+			h.rt.ExitNamed("app", tt.exitCode)
 			h.poke()
 			if tt.restarts {
 				h.waitStatus("restarted", func(s *v1.PodStatus) bool {
@@ -290,8 +351,8 @@ func TestRestartPolicies(t *testing.T) {
 				t.Fatalf("terminated state %+v", st.ContainerStatuses[0].State)
 			}
 			// A finished pod's sandbox is stopped; no container is restarted.
-			h.waitFor("sandbox stopped", func() bool { return h.rt.count("StopPodSandbox") == 1 })
-			if got := h.rt.count("CreateContainer"); got != 1 {
+			h.waitFor("sandbox stopped", func() bool { return h.rt.Count("StopPodSandbox") == 1 })
+			if got := h.rt.Count("CreateContainer"); got != 1 {
 				t.Fatalf("CreateContainer calls = %d, want 1", got)
 			}
 		})
@@ -307,23 +368,23 @@ func TestInitContainersRunInOrder(t *testing.T) {
 			s.InitContainerStatuses[1].State.Waiting != nil &&
 			s.ContainerStatuses[0].State.Waiting != nil && s.ContainerStatuses[0].State.Waiting.Reason == ReasonPodInitializing
 	})
-	h.rt.exitContainer("init-a", 0)
+	h.rt.ExitNamed("init-a", 0)
 	h.poke()
 	h.waitStatus("init-b running", func(s *v1.PodStatus) bool { return s.InitContainerStatuses[1].State.Running != nil })
 	// init-b fails once: with restartPolicy Always it is run again.
-	h.rt.exitContainer("init-b", 1)
+	h.rt.ExitNamed("init-b", 1)
 	h.poke()
 	h.waitStatus("init-b rerun", func(s *v1.PodStatus) bool {
 		return s.InitContainerStatuses[1].State.Running != nil && s.InitContainerStatuses[1].RestartCount == 1
 	})
-	h.rt.exitContainer("init-b", 0)
+	h.rt.ExitNamed("init-b", 0)
 	h.poke()
 	st := h.waitStatus("Running", running)
 	if st.InitContainerStatuses[0].State.Terminated == nil || st.InitContainerStatuses[1].State.Terminated == nil {
 		t.Fatalf("init statuses %+v", st.InitContainerStatuses)
 	}
 	var order []string
-	for _, c := range h.rt.list() {
+	for _, c := range h.rt.Containers() {
 		order = append(order, c.Metadata.Name)
 	}
 	if len(order) != 4 {
@@ -336,10 +397,10 @@ func TestInitContainerFailureWithNeverFailsPod(t *testing.T) {
 	p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "busybox:1"}}
 	h := newHarness(t, p)
 	h.waitStatus("init running", func(s *v1.PodStatus) bool { return s.InitContainerStatuses[0].State.Running != nil })
-	h.rt.exitContainer("init", 1)
+	h.rt.ExitNamed("init", 1)
 	h.poke()
 	h.waitStatus("Failed", func(s *v1.PodStatus) bool { return s.Phase == v1.PodFailed })
-	if h.rt.count("CreateContainer") != 1 {
+	if h.rt.Count("CreateContainer") != 1 {
 		t.Fatalf("app container must never be created")
 	}
 }
@@ -353,18 +414,18 @@ func TestKillPodRemovesEverything(t *testing.T) {
 		defer h.mu.Unlock()
 		return h.terminated
 	})
-	if n := len(h.rt.list()); n != 0 || h.rt.sandboxCount() != 0 {
-		t.Fatalf("left behind: %d containers, %d sandboxes", n, h.rt.sandboxCount())
+	if n := len(h.rt.Containers()); n != 0 || len(h.rt.Sandboxes()) != 0 {
+		t.Fatalf("left behind: %d containers, %d sandboxes", n, len(h.rt.Sandboxes()))
 	}
 }
 
 func TestRestartedActorAdoptsContainers(t *testing.T) {
 	h := newHarness(t, testPod(v1.RestartPolicyAlways, "app"))
 	h.waitStatus("Running", running)
-	h.rt.exitContainer("app", 1)
+	h.rt.ExitNamed("app", 1)
 	h.poke()
 	h.waitStatus("restart 1", func(s *v1.PodStatus) bool { return running(s) && s.ContainerStatuses[0].RestartCount == 1 })
-	before := h.rt.count("CreateContainer")
+	before := h.rt.Count("CreateContainer")
 
 	h.send(&messages.ChaosPanic{Reason: "test"})
 	h.waitFor("NeedPod after restart", func() bool {
@@ -381,7 +442,7 @@ func TestRestartedActorAdoptsContainers(t *testing.T) {
 	if st.ContainerStatuses[0].RestartCount != 1 {
 		t.Fatalf("restart count %d, want 1: an actor restart is not a container restart", st.ContainerStatuses[0].RestartCount)
 	}
-	if got := h.rt.count("CreateContainer"); got != before {
+	if got := h.rt.Count("CreateContainer"); got != before {
 		t.Fatalf("CreateContainer calls %d -> %d: the restarted actor created instead of adopting", before, got)
 	}
 }
@@ -391,13 +452,17 @@ func TestAlreadyExistsIsAdopted(t *testing.T) {
 	// look again and adopt, never create a second one. The failure is armed
 	// before the PodActor starts.
 	h := newHarnessWith(t, testPod(v1.RestartPolicyAlways, "app"), func(d *Deps) {
-		d.Runtime.(*fakeRuntime).failNext("RunPodSandbox", errdefs.Wrap(errdefs.ErrAlreadyExists, errors.New("name is reserved")))
+		d.Runtime.(*fakecri.Runtime).Inject("RunPodSandbox", errdefs.Wrap(errdefs.ErrAlreadyExists, errors.New("name is reserved")))
 	})
-	h.waitFor("first RunPodSandbox", func() bool { return h.rt.count("RunPodSandbox") == 1 })
+	// The look that adopts follows the failure, and the hold is armed with
+	// it: step past the hold only then.
+	h.waitFor("the look after the failed RunPodSandbox", func() bool {
+		return h.rt.Count("RunPodSandbox") == 1 && h.rt.Count("ListPodSandbox") == 2
+	})
 	h.clk.Step(2 * time.Second)
 	h.waitStatus("Running", running)
-	if h.rt.sandboxCount() != 1 {
-		t.Fatalf("sandboxes %d", h.rt.sandboxCount())
+	if len(h.rt.Sandboxes()) != 1 {
+		t.Fatalf("sandboxes %d", len(h.rt.Sandboxes()))
 	}
 }
 
@@ -423,9 +488,9 @@ func TestContainerSpecChangeRestartsContainer(t *testing.T) {
 	h.waitStatus("new image running", func(s *v1.PodStatus) bool {
 		return running(s) && s.ContainerStatuses[0].Image == "busybox:2"
 	})
-	h.waitFor("recreated", func() bool { return h.rt.count("CreateContainer") == 2 })
+	h.waitFor("recreated", func() bool { return h.rt.Count("CreateContainer") == 2 })
 	var runningCount int
-	for _, c := range h.rt.list() {
+	for _, c := range h.rt.Containers() {
 		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			runningCount++
 			if c.Image.UserSpecifiedImage != "busybox:2" {

@@ -103,7 +103,7 @@ func TestMissingReferenceIsCreateContainerConfigError(t *testing.T) {
 	if !strings.Contains(st.ContainerStatuses[0].State.Waiting.Message, `"missing"`) {
 		t.Errorf("message %q", st.ContainerStatuses[0].State.Waiting.Message)
 	}
-	if h.rt.count("CreateContainer") != 0 {
+	if h.rt.Count("CreateContainer") != 0 {
 		t.Fatal("created a container whose config is incomplete")
 	}
 }

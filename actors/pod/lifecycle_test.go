@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/actorlet/actorlet/internal/fakecri"
 	"github.com/actorlet/actorlet/messages"
 
 	"github.com/actorlet/actorlet/adapters/podfiles"
@@ -21,14 +22,14 @@ func execHook(cmd ...string) *v1.LifecycleHandler {
 func TestPostStartHookFailureKillsContainer(t *testing.T) {
 	p := testPod(v1.RestartPolicyAlways, "app")
 	p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: execHook("sh", "-c", "exit 3")}
-	h := newHarnessWith(t, p, func(d *Deps) { d.Runtime.(*fakeRuntime).execCodes["app"] = 3 })
+	h := newHarnessWith(t, p, func(d *Deps) { d.Runtime.(*fakecri.Runtime).SetExec("app", 3) })
 	st := h.waitStatus("restarted after the hook failure", func(s *v1.PodStatus) bool {
 		return s.ContainerStatuses[0].RestartCount >= 1
 	})
 	if term := st.ContainerStatuses[0].LastTerminationState.Terminated; term == nil || term.ExitCode != 137 {
 		t.Fatalf("lastState %+v, want killed (137)", st.ContainerStatuses[0].LastTerminationState)
 	}
-	if h.rt.count("StopContainer") == 0 {
+	if h.rt.Count("StopContainer") == 0 {
 		t.Fatal("the container of a failed postStart hook was not stopped")
 	}
 }
@@ -38,8 +39,8 @@ func TestPostStartHookSuccess(t *testing.T) {
 	p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: execHook("touch", "/tmp/started")}
 	h := newHarness(t, p)
 	h.waitStatus("Running", running)
-	h.waitFor("hook exec", func() bool { return h.rt.execCount("app") == 1 })
-	if h.rt.count("StopContainer") != 0 {
+	h.waitFor("hook exec", func() bool { return h.execCount("app") == 1 })
+	if h.rt.Count("StopContainer") != 0 {
 		t.Fatal("stopped after a successful hook")
 	}
 }
@@ -57,10 +58,8 @@ func TestPreStopHookRunsBeforeStop(t *testing.T) {
 		defer h.mu.Unlock()
 		return h.terminated
 	})
-	h.rt.mu.Lock()
-	defer h.rt.mu.Unlock()
 	exec, stop := -1, -1
-	for i, c := range h.rt.calls {
+	for i, c := range h.rt.Calls() {
 		if c == "ExecSync" && exec < 0 {
 			exec = i
 		}
@@ -71,11 +70,11 @@ func TestPreStopHookRunsBeforeStop(t *testing.T) {
 	if exec < 0 || stop < 0 || exec > stop {
 		t.Fatalf("preStop exec at %d, StopContainer at %d: want the hook first", exec, stop)
 	}
-	if len(h.rt.execLog) != 1 || h.rt.execLog[0] != "app sh -c echo bye" {
-		t.Fatalf("execs %q", h.rt.execLog)
+	if log := h.execLog(); len(log) != 1 || log[0] != "app sh -c echo bye" {
+		t.Fatalf("execs %q", log)
 	}
-	if h.rt.stopGrace[0] < 28 || h.rt.stopGrace[0] > 30 {
-		t.Fatalf("stop grace %d: want what is left of 30 s", h.rt.stopGrace[0])
+	if stops := h.rt.Stops(); len(stops) == 0 || stops[0].Timeout < 28 || stops[0].Timeout > 30 {
+		t.Fatalf("stops %+v: want the first with what is left of 30 s", stops)
 	}
 }
 
@@ -100,7 +99,7 @@ func TestTerminationMessage(t *testing.T) {
 			pods := t.TempDir()
 			h := newHarnessWith(t, p, func(d *Deps) { d.Files = podfiles.New(pods, "", quiet) })
 			h.waitStatus("Running", running)
-			c := h.rt.list()[0]
+			c := h.rt.Containers()[0]
 			if len(c.Mounts) != 2 || c.Mounts[0].ContainerPath != "/dev/termination-log" || c.Mounts[1].ContainerPath != "/etc/hosts" ||
 				!strings.HasPrefix(c.Mounts[0].HostPath, filepath.Join(pods, "uid-1", "containers", "app")) {
 				t.Fatalf("mounts %+v", c.Mounts)
@@ -124,7 +123,7 @@ func TestTerminationMessage(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			h.rt.exitContainer("app", tt.code)
+			h.rt.ExitNamed("app", tt.code)
 			h.poke()
 			st := h.waitStatus("terminated", func(s *v1.PodStatus) bool { return s.ContainerStatuses[0].State.Terminated != nil })
 			if got := st.ContainerStatuses[0].State.Terminated.Message; got != tt.wantMsg {
@@ -154,8 +153,8 @@ func TestActiveDeadlineFailsPod(t *testing.T) {
 	if ran := st.ContainerStatuses[0].State.Terminated.FinishedAt.Sub(st.StartTime.Time); ran < 30*time.Second {
 		t.Fatalf("killed %s after the start, before the %ds deadline", ran, ads)
 	}
-	h.waitFor("sandbox stopped", func() bool { return h.rt.count("StopPodSandbox") == 1 })
-	if h.rt.count("CreateContainer") != 1 {
+	h.waitFor("sandbox stopped", func() bool { return h.rt.Count("StopPodSandbox") == 1 })
+	if h.rt.Count("CreateContainer") != 1 {
 		t.Fatal("container restarted after the deadline")
 	}
 }

@@ -21,7 +21,7 @@ func TestSidecarsStartFirstKeepRunningAndStopLast(t *testing.T) {
 		return s.InitContainerStatuses[0].State.Running != nil && s.InitContainerStatuses[1].State.Running != nil &&
 			s.Phase == v1.PodPending
 	})
-	h.rt.exitContainer("migrate", 0)
+	h.rt.ExitNamed("migrate", 0)
 	h.poke()
 	st := h.waitStatus("Running with the sidecar", running)
 	if st.InitContainerStatuses[0].State.Running == nil {
@@ -34,7 +34,7 @@ func TestSidecarsStartFirstKeepRunningAndStopLast(t *testing.T) {
 	}
 	// The sidecar crashes: it comes back (restartPolicy Always), the app
 	// keeps running.
-	h.rt.exitContainer("proxy", 1)
+	h.rt.ExitNamed("proxy", 1)
 	h.poke()
 	h.waitStatus("sidecar restarted", func(s *v1.PodStatus) bool {
 		return s.InitContainerStatuses[0].State.Running != nil && s.InitContainerStatuses[0].RestartCount == 1 && running(s)
@@ -46,9 +46,12 @@ func TestSidecarsStartFirstKeepRunningAndStopLast(t *testing.T) {
 		defer h.mu.Unlock()
 		return h.terminated
 	})
-	h.rt.mu.Lock()
-	order := append([]string(nil), h.rt.stopped...)
-	h.rt.mu.Unlock()
+	var order []string
+	for _, s := range h.rt.Stops() {
+		if s.Stopped {
+			order = append(order, s.Name)
+		}
+	}
 	last := map[string]int{}
 	for i, n := range order {
 		last[n] = i

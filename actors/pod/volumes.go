@@ -27,6 +27,9 @@ func (v *volumeState) answered(paths map[string]string, failed bool) bool {
 	}
 	v.asked = false
 	if !failed {
+		if paths == nil {
+			paths = map[string]string{} // ready with no paths; nil means not ready
+		}
 		v.paths = paths
 	}
 	return true

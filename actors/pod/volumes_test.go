@@ -64,7 +64,7 @@ func TestVolumesAreMountedAndFailuresShown(t *testing.T) {
 		return w != nil && w.Reason == ReasonContainerCreating && contains(w.Message, "FailedMount")
 	})
 	_ = st
-	if h.rt.count("CreateContainer") != 0 {
+	if h.rt.Count("CreateContainer") != 0 {
 		t.Fatal("container created before its volumes")
 	}
 	if !rec.has("FailedMount") {
@@ -75,7 +75,7 @@ func TestVolumesAreMountedAndFailuresShown(t *testing.T) {
 	mu.Unlock()
 	h.clk.Step(time.Second) // the retry after a failed setup
 	h.waitStatus("Running", running)
-	mounts := h.rt.list()[0].Mounts
+	mounts := h.rt.Containers()[0].Mounts
 	want := map[string]string{"/data": "/var/lib/x/data", "/cfg": "/var/lib/x/data/cfg"}
 	found := 0
 	for _, m := range mounts {
@@ -93,5 +93,84 @@ func TestVolumesAreMountedAndFailuresShown(t *testing.T) {
 		if !rec.has(reason) {
 			t.Errorf("no %s event: %v", reason, rec.events)
 		}
+	}
+}
+
+func TestVolumeState(t *testing.T) {
+	paths := map[string]string{"data": "/var/lib/x/data"}
+	type step struct {
+		op        string // ready, answer, fail
+		wired     bool   // ready: a VolumeActor is wired
+		volumes   int    // ready: the pod's volumes
+		paths     map[string]string
+		wantReady bool
+		wantAsk   bool
+		wantTaken bool // answer, fail: the answer was waited for
+	}
+	ask := step{op: "ready", wired: true, volumes: 1}
+	tests := []struct {
+		name      string
+		steps     []step
+		wantPaths map[string]string
+	}{
+		{name: "no VolumeActor: ready, nothing asked", steps: []step{{op: "ready", volumes: 2, wantReady: true}}},
+		{name: "no volumes: ready, nothing asked", steps: []step{{op: "ready", wired: true, wantReady: true}}},
+		{name: "volumes: not ready, ask", steps: []step{{op: "ready", wired: true, volumes: 1, wantAsk: true}}},
+		{
+			name:  "asked once while the answer is pending",
+			steps: []step{{op: "ready", wired: true, volumes: 1, wantAsk: true}, ask, ask},
+		},
+		{
+			name: "answered: ready with the paths, asked no more",
+			steps: []step{{op: "ready", wired: true, volumes: 1, wantAsk: true},
+				{op: "answer", paths: paths, wantTaken: true}, {op: "ready", wired: true, volumes: 1, wantReady: true}},
+			wantPaths: paths,
+		},
+		{
+			name: "answered with a failure: paths stay nil, asked again",
+			steps: []step{{op: "ready", wired: true, volumes: 1, wantAsk: true},
+				{op: "fail", paths: paths, wantTaken: true}, {op: "ready", wired: true, volumes: 1, wantAsk: true}, ask},
+		},
+		{
+			name:  "an answer nobody waits for is dropped",
+			steps: []step{{op: "answer", paths: paths}, {op: "ready", wired: true, volumes: 1, wantAsk: true}},
+		},
+		{
+			name: "a second answer to one ask is dropped",
+			steps: []step{{op: "ready", wired: true, volumes: 1, wantAsk: true},
+				{op: "fail", wantTaken: true}, {op: "answer", paths: paths}},
+		},
+		{
+			name: "a success with no paths is ready too",
+			steps: []step{{op: "ready", wired: true, volumes: 1, wantAsk: true},
+				{op: "answer", wantTaken: true}, {op: "ready", wired: true, volumes: 1, wantReady: true}},
+			wantPaths: map[string]string{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var v volumeState
+			for i, s := range tt.steps {
+				switch s.op {
+				case "ready":
+					ready, ask := v.ready(s.wired, s.volumes)
+					if ready != s.wantReady || ask != s.wantAsk {
+						t.Fatalf("step %d: ready = %v ask %v, want %v %v", i, ready, ask, s.wantReady, s.wantAsk)
+					}
+				case "answer", "fail":
+					if got := v.answered(s.paths, s.op == "fail"); got != s.wantTaken {
+						t.Fatalf("step %d: answered = %v, want %v", i, got, s.wantTaken)
+					}
+				}
+			}
+			if (v.paths == nil) != (tt.wantPaths == nil) || len(v.paths) != len(tt.wantPaths) {
+				t.Fatalf("paths %v, want %v", v.paths, tt.wantPaths)
+			}
+			for k, p := range tt.wantPaths {
+				if v.paths[k] != p {
+					t.Errorf("paths %v, want %v", v.paths, tt.wantPaths)
+				}
+			}
+		})
 	}
 }

@@ -6,9 +6,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// Backoff is exponential back-off: Base doubling up to Cap. It is the one
-// back-off of actorlet (container restarts, runtime retries, image pulls,
-// supervisor restarts), computed with apimachinery's wait.Backoff.
+// Backoff is exponential back-off: Base doubling up to Cap, computed with
+// apimachinery's wait.Backoff. It paces container restarts (CrashLoopBackOff),
+// a PodActor's retries after failed runtime calls, the status writer's
+// retries, supervisor restarts and the wait for the runtime at start-up.
+// Image pulls, whose back-off is kept per image, use client-go's
+// flowcontrol.Backoff directly.
 type Backoff struct {
 	Base, Cap time.Duration
 }
