@@ -16,10 +16,12 @@
 // tell what it changed, or when the cache does not answer in time.
 //
 // The files: actor.go (the state machine: messages, reads, reconcile),
-// ops.go (runtime operations off the mailbox), plan.go (the next step, a
-// pure function), status.go (the pod status, a pure function), runtime.go
-// (the snapshot and how it is read and updated), probes.go (ProbeActors and
-// their checkpoint), and one small value type per concern: gate.go,
+// ops.go (runtime operations off the mailbox), hooks.go (lifecycle hooks
+// and stops), env.go (a container's environment), plan.go (the next step,
+// a pure function), status.go (the pod status, a pure function),
+// runtime.go (the snapshot and how it is read and updated), probes.go
+// (ProbeActors and their checkpoint), files.go (the host files it needs,
+// behind interfaces), and one small value type per concern: gate.go,
 // retry.go, slot.go, images.go, volumes.go, events.go, deadline.go.
 package pod
 
@@ -296,6 +298,9 @@ func (a *Actor) handleFired(ctx actor.Context, m *actorkit.Fired) {
 		a.kick(ctx)
 	case a.resync.Fired(a.self, m):
 		a.resync.Arm(a.self, a.d.Config.SyncPeriod)
+		// A volume answer pending for a whole period is lost (the
+		// VolumeActor restarted): ask again.
+		a.volumes.asked = false
 		a.look(ctx, false)
 	case a.cacheTTL.Fired(a.self, m):
 		if a.asked {

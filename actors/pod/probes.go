@@ -256,7 +256,6 @@ func (a *Actor) handleProbeResult(ctx actor.Context, m *messages.ProbeResult) {
 		msg := fmt.Sprintf("Container %s failed %s probe, will be restarted", m.Container, what)
 		a.log.Info("killing container", "reason", ReasonKilling, "container", m.Container, "message", msg)
 		a.probes.kills[m.ContainerID] = killReq{name: m.Container, message: msg, grace: grace}
-		a.syncProbes(ctx)
 	}
 	a.saveCheckpoint()
 	a.syncProbes(ctx)

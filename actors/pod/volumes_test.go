@@ -174,3 +174,39 @@ func TestVolumeState(t *testing.T) {
 		})
 	}
 }
+
+// A VolumeActor that loses a request (it restarted with the request in its
+// mailbox) does not leave the pod waiting for good: the periodic look asks
+// again.
+func TestLostVolumeRequestIsAskedAgain(t *testing.T) {
+	p := testPod(v1.RestartPolicyAlways, "app")
+	p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	var mu sync.Mutex
+	asks := 0
+	h := newHarnessSys(t, p, func(sys *actor.ActorSystem, d *Deps) {
+		d.Volumes = sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+			if m, ok := c.Message().(*messages.EnsureVolumes); ok {
+				mu.Lock()
+				defer mu.Unlock()
+				asks++
+				if asks == 1 {
+					return // lost
+				}
+				c.Send(m.ReplyTo, &messages.VolumesReady{UID: m.Pod.UID, Paths: map[string]string{"data": "/var/lib/x/data"}})
+			}
+		}))
+	})
+	h.waitFor("the first request", func() bool { mu.Lock(); defer mu.Unlock(); return asks == 1 })
+	h.sync()
+	if h.rt.Count("CreateContainer") != 0 {
+		t.Fatal("container created before its volumes")
+	}
+	h.clk.Step(time.Minute) // the periodic look
+	h.waitStatus("Running", running)
+	mu.Lock()
+	defer mu.Unlock()
+	if asks != 2 {
+		t.Fatalf("EnsureVolumes sent %d times, want 2", asks)
+	}
+}
