@@ -97,7 +97,13 @@ type Actor struct {
 	// The runtime cache: the newest relist by pod, and the requests
 	// waiting for a newer one.
 	pods    map[types.UID]*messages.RuntimePod
-	waiting []*messages.GetRuntimePod
+	waiting map[waitKey]*messages.GetRuntimePod
+}
+
+// waitKey names one asker's request for one pod.
+type waitKey struct {
+	uid     types.UID
+	replyTo string
 }
 
 type relisted struct {
@@ -172,7 +178,12 @@ func (a *Actor) handleGetRuntimePod(ctx actor.Context, m *messages.GetRuntimePod
 		ctx.Send(m.ReplyTo, a.slice(m.UID))
 		return
 	}
-	a.waiting = append(a.waiting, m)
+	// One request per asker and pod: a newer one replaces it, so asks
+	// repeated while the runtime fails its relists do not pile up.
+	if a.waiting == nil {
+		a.waiting = map[waitKey]*messages.GetRuntimePod{}
+	}
+	a.waiting[waitKey{m.UID, m.ReplyTo.String()}] = m
 }
 
 // slice is a pod's part of the newest relist (empty lists when the pod has
@@ -186,16 +197,12 @@ func (a *Actor) slice(uid types.UID) *messages.RuntimePod {
 
 // answerWaiting answers the requests the newest relist satisfies.
 func (a *Actor) answerWaiting(ctx actor.Context) {
-	keep := a.waiting[:0]
-	for _, w := range a.waiting {
+	for k, w := range a.waiting {
 		if a.lastStart.After(w.NotBefore) {
 			ctx.Send(w.ReplyTo, a.slice(w.UID))
-			continue
+			delete(a.waiting, k)
 		}
-		keep = append(keep, w)
 	}
-	clear(a.waiting[len(keep):])
-	a.waiting = keep
 }
 
 func (a *Actor) handleRelisted(ctx actor.Context, m *relisted) {

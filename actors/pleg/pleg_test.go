@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -122,16 +123,7 @@ func render(events []messages.PodLifecycleEvent) []string {
 func equal(got, want []string) bool {
 	b := append([]string(nil), want...)
 	sort.Strings(b)
-	a := got
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(got, b)
 }
 
 type view struct {
@@ -458,18 +450,6 @@ func uids(s ...string) []types.UID {
 	return out
 }
 
-func sameUIDs(a, b []types.UID) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestPLEGReportsRuntimeChangesToTheNode(t *testing.T) {
 	rt := fakecri.New(nil)
 	rt.Replace(
@@ -486,7 +466,7 @@ func TestPLEGReportsRuntimeChangesToTheNode(t *testing.T) {
 	}; !equal(got, want) {
 		t.Fatalf("first relist events = %v, want %v", got, want)
 	}
-	if got := h.node.runtimePods(); len(got) != 1 || !sameUIDs(got[0], uids("u1", "u2")) {
+	if got := h.node.runtimePods(); len(got) != 1 || !slices.Equal(got[0], uids("u1", "u2")) {
 		t.Fatalf("first relist RuntimePods = %v, want [[u1 u2]]", got)
 	}
 
@@ -551,7 +531,7 @@ func TestPLEGReportsRuntimeChangesToTheNode(t *testing.T) {
 			got := h.node.runtimePods()
 			ok := len(got) == len(s.runtime)
 			for i := 0; ok && i < len(got); i++ {
-				ok = sameUIDs(got[i], s.runtime[i])
+				ok = slices.Equal(got[i], s.runtime[i])
 			}
 			if !ok {
 				t.Errorf("RuntimePods = %v, want %v", got, s.runtime)
@@ -1159,4 +1139,23 @@ func TestGetRuntimePodFailedRelistAnswersNoWaiter(t *testing.T) {
 			checkReply(t, h.node.takeReplies(), "u1", objects([]string{"s1"}, "c1", "c3"), started)
 		})
 	}
+}
+
+// Asks repeated while no newer relist comes (the runtime fails its
+// relists, the PodActor's look times out and it asks again) replace each
+// other: one answer, and nothing piles up.
+func TestGetRuntimePodRepeatedAsksAreAnsweredOnce(t *testing.T) {
+	rt := fakecri.New(nil)
+	v := numbered(0)
+	rt.Replace(v.sandboxes, v.containers)
+	h := newHarness(t, rt)
+	h.settle()
+	for range 5 {
+		h.ask("u1", t0)
+	}
+	checkNoReply(t, h.node.takeReplies())
+	v = numbered(1)
+	rt.Replace(v.sandboxes, v.containers)
+	started := h.next()
+	checkReply(t, h.node.takeReplies(), "u1", objects([]string{"s1"}, "c1"), started)
 }
