@@ -478,7 +478,11 @@ func (a *Actor) killOrphans(ctx actor.Context) {
 		return
 	}
 	for _, uid := range a.runtime {
-		if _, ok := a.pods[uid]; ok {
+		if _, ok := a.pods[uid]; ok || a.wanted(uid) {
+			// Running, or still wanted by a source: an API pod whose
+			// deletion finished here stays in its source until the API
+			// server deletes it, and a relist that started before its
+			// PodActor removed everything still lists it.
 			continue
 		}
 		pid, err := ctx.SpawnNamed(a.podProps(uid), "pod-"+string(uid))
@@ -491,6 +495,16 @@ func (a *Actor) killOrphans(ctx actor.Context) {
 		a.pods[uid] = e
 		ctx.Send(pid, e.killing)
 	}
+}
+
+// wanted reports whether a source holds the pod.
+func (a *Actor) wanted(uid types.UID) bool {
+	for _, set := range a.sources {
+		if _, ok := set[uid]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *Actor) handleNeedPod(ctx actor.Context, m *messages.NeedPod) {

@@ -188,6 +188,9 @@ func (w *writer) forget(m *messages.PodForget) {
 	switch {
 	case m.DeleteFromAPI:
 		st.finalize = true
+	case st.finalize:
+		// A later plain forget (a second PodActor found nothing left)
+		// never cancels the final delete still to be written.
 	case st.static:
 		st.forgotten = true
 	default:
