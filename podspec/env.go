@@ -90,7 +90,7 @@ func FieldRef(pod *v1.Pod, path, podIP, hostIP string) (string, error) {
 		values map[string]string
 	}{{"metadata.labels", pod.Labels}, {"metadata.annotations", pod.Annotations}} {
 		if path == m.prefix {
-			return formatMap(m.values), nil
+			return FormatMap(m.values), nil
 		}
 		if strings.HasPrefix(path, m.prefix+"['") && strings.HasSuffix(path, "']") {
 			return m.values[path[len(m.prefix)+2:len(path)-2]], nil
@@ -99,9 +99,9 @@ func FieldRef(pod *v1.Pod, path, podIP, hostIP string) (string, error) {
 	return "", fmt.Errorf("unsupported fieldPath %q", path)
 }
 
-// formatMap renders labels or annotations as the downward API does: sorted
-// key="value" lines.
-func formatMap(m map[string]string) string {
+// FormatMap renders labels or annotations as the downward API does (env
+// vars and downwardAPI volumes alike): sorted key="value" lines.
+func FormatMap(m map[string]string) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"k8s.io/utils/clock"
 
 	"github.com/actorlet/actorlet/internal/actortest"
 )
@@ -34,6 +35,21 @@ func testLogger(t *testing.T) (*slog.Logger, *syncBuffer) {
 	t.Helper()
 	buf := &syncBuffer{}
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
+}
+
+// observed is a fresh actor system, a registry on clk (nil: the real clock)
+// and the middlewares that feed it, logging to a test logger.
+func observed(t *testing.T, clk clock.PassiveClock) (*actor.ActorSystem, *Registry, []actor.ReceiverMiddleware) {
+	t.Helper()
+	sys := newSystem(t)
+	log, _ := testLogger(t)
+	reg := NewRegistry(clk)
+	return sys, reg, Middlewares(reg, log, nil)
+}
+
+// counterProps is a counter behind mws.
+func counterProps(mws []actor.ReceiverMiddleware) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &counter{} }, actor.WithReceiverMiddleware(mws...))
 }
 
 func newSystem(t *testing.T) *actor.ActorSystem {

@@ -131,23 +131,28 @@ func TestStrategyWindowSlides(t *testing.T) {
 	}
 }
 
-// TestBackoffOnFakeClock runs a real tree: a child that fails repeatedly is
-// restarted at once the first time, then only after the fake clock has been
-// stepped by the (doubling, capped) backoff.
-func TestBackoffOnFakeClock(t *testing.T) {
-	sys := newSystem(t)
-	log, _ := testLogger(t)
+// backoffTree runs a real tree: a root with one counter child, pleg (its PID
+// is returned), under a strategy whose backoff (1 s, doubling, capped at 4 s)
+// and registry run on the returned fake clock.
+func backoffTree(t *testing.T) (*actor.ActorSystem, *clocktesting.FakeClock, *Registry, *actor.PID) {
+	t.Helper()
 	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	reg := NewRegistry(fc)
+	sys, reg, mws := observed(t, fc)
+	log, _ := testLogger(t)
 	strategy := NewStrategy(StrategyConfig{MaxRestarts: 100, Window: time.Hour, BackoffBase: time.Second, BackoffCap: 4 * time.Second}, fc, log, nil)
-	mws := Middlewares(reg, log, nil)
-	child := actor.PropsFromProducer(func() actor.Actor { return &counter{} }, actor.WithReceiverMiddleware(mws...))
-	root, err := SpawnRoot(sys, strategy, mws, []Child{{Name: "pleg", Props: child}})
+	root, err := SpawnRoot(sys, strategy, mws, []Child{{Name: "pleg", Props: counterProps(mws)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = Stop(sys, root) })
-	pid := pidOf(sys, "root/pleg")
+	return sys, fc, reg, pidOf(sys, "root/pleg")
+}
+
+// TestBackoffOnFakeClock runs a real tree: a child that fails repeatedly is
+// restarted at once the first time, then only after the fake clock has been
+// stepped by the (doubling, capped) backoff.
+func TestBackoffOnFakeClock(t *testing.T) {
+	sys, fc, reg, pid := backoffTree(t)
 
 	crash := func() { sys.Root.Send(pid, &chaosMsg) }
 	// First failure: immediate restart.
@@ -177,19 +182,7 @@ func TestBackoffOnFakeClock(t *testing.T) {
 // crashes would queue in its suspended mailbox and play back, each with a
 // longer backoff, long after chaos stopped.
 func TestChaosSkipsActorsBackingOff(t *testing.T) {
-	sys := newSystem(t)
-	log, _ := testLogger(t)
-	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	reg := NewRegistry(fc)
-	strategy := NewStrategy(StrategyConfig{MaxRestarts: 100, Window: time.Hour, BackoffBase: time.Second, BackoffCap: 4 * time.Second}, fc, log, nil)
-	mws := Middlewares(reg, log, nil)
-	child := actor.PropsFromProducer(func() actor.Actor { return &counter{} }, actor.WithReceiverMiddleware(mws...))
-	root, err := SpawnRoot(sys, strategy, mws, []Child{{Name: "pleg", Props: child}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = Stop(sys, root) })
-	pid := pidOf(sys, "root/pleg")
+	sys, fc, reg, pid := backoffTree(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	eventually(t, "child registered", func() bool { return len(reg.chaosVictims(KindPLEG)) == 1 })
 

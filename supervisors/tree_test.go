@@ -21,15 +21,8 @@ func fastStrategy(t *testing.T, max int) actor.SupervisorStrategy {
 }
 
 func TestChildRestartKeepsSiblingState(t *testing.T) {
-	sys := newSystem(t)
-	log, _ := testLogger(t)
-	reg := NewRegistry(nil)
-	mws := Middlewares(reg, log, nil)
-	strategy := fastStrategy(t, 10)
-	props := func() *actor.Props {
-		return actor.PropsFromProducer(func() actor.Actor { return &counter{} }, actor.WithReceiverMiddleware(mws...))
-	}
-	root, err := SpawnRoot(sys, strategy, mws, []Child{{Name: "status", Props: props()}, {Name: "pleg", Props: props()}})
+	sys, reg, mws := observed(t, nil)
+	root, err := SpawnRoot(sys, fastStrategy(t, 10), mws, []Child{{Name: "status", Props: counterProps(mws)}, {Name: "pleg", Props: counterProps(mws)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,12 +74,9 @@ func (p *parent) Receive(c actor.Context) {
 }
 
 func TestIntensityEscalates(t *testing.T) {
-	sys := newSystem(t)
-	log, _ := testLogger(t)
-	reg := NewRegistry(nil)
-	mws := Middlewares(reg, log, nil)
+	sys, reg, mws := observed(t, nil)
 	strategy := fastStrategy(t, 2)
-	pod := actor.PropsFromProducer(func() actor.Actor { return &counter{} }, actor.WithReceiverMiddleware(mws...))
+	pod := counterProps(mws)
 	node := actor.PropsFromProducer(func() actor.Actor { return &parent{child: pod} },
 		actor.WithReceiverMiddleware(mws...), actor.WithSupervisor(strategy))
 	root, err := SpawnRoot(sys, strategy, mws, []Child{{Name: "node", Props: node}})
@@ -117,13 +107,8 @@ func TestIntensityEscalates(t *testing.T) {
 }
 
 func TestRootFailingTooOftenIsStopped(t *testing.T) {
-	sys := newSystem(t)
-	log, _ := testLogger(t)
-	reg := NewRegistry(nil)
-	mws := Middlewares(reg, log, nil)
-	strategy := fastStrategy(t, 1)
-	child := actor.PropsFromProducer(func() actor.Actor { return &counter{} }, actor.WithReceiverMiddleware(mws...))
-	root, err := SpawnRoot(sys, strategy, mws, []Child{{Name: "status", Props: child}})
+	sys, reg, mws := observed(t, nil)
+	root, err := SpawnRoot(sys, fastStrategy(t, 1), mws, []Child{{Name: "status", Props: counterProps(mws)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,11 +215,8 @@ func TestRegistryTracksActors(t *testing.T) {
 	log, _ := testLogger(t)
 	var reg Registry // the zero value works
 	mws := Middlewares(&reg, log, nil)
-	child := func() *actor.Props {
-		return actor.PropsFromProducer(func() actor.Actor { return &counter{} }, actor.WithReceiverMiddleware(mws...))
-	}
 	root, err := SpawnRoot(sys, fastStrategy(t, 10), mws, []Child{
-		{Name: "pleg", Props: child()}, {Name: "source-file", Props: child()}, {Name: "source-url", Props: child()},
+		{Name: "pleg", Props: counterProps(mws)}, {Name: "source-file", Props: counterProps(mws)}, {Name: "source-url", Props: counterProps(mws)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -326,12 +308,10 @@ func TestSpawnRootRejectsBadChildren(t *testing.T) {
 }
 
 func TestChaosInjectorHitsOnlyChosenKinds(t *testing.T) {
-	sys := newSystem(t)
+	sys, reg, mws := observed(t, nil)
 	log, _ := testLogger(t)
-	reg := NewRegistry(nil)
-	mws := Middlewares(reg, log, nil)
 	strategy := NewStrategy(StrategyConfig{MaxRestarts: 1_000_000, Window: time.Hour, BackoffBase: time.Microsecond, BackoffCap: time.Microsecond}, nil, log, nil)
-	leaf := actor.PropsFromProducer(func() actor.Actor { return &counter{} }, actor.WithReceiverMiddleware(mws...))
+	leaf := counterProps(mws)
 	pod := actor.PropsFromFunc(func(c actor.Context) {
 		if _, ok := c.Message().(*actor.Started); ok {
 			for _, n := range []string{"probe-web-liveness", "probe-web-readiness"} {

@@ -178,15 +178,25 @@ func (a *Actor) handleEnsureImage(ctx actor.Context, m *messages.EnsureImage) {
 	}
 }
 
-func (a *Actor) handleStatusDone(ctx actor.Context, m *statusDone) {
+// finish ends and returns the op of kind on image that result m answers;
+// nil where m is stale (from an earlier incarnation or another op).
+func (a *Actor) finish(m interface{ TagGen() uint64 }, image string, kind opKind) *op {
 	if !a.self.Mine(m) {
+		return nil
+	}
+	o := a.ops[image]
+	if o == nil || o.kind != kind {
+		return nil
+	}
+	delete(a.ops, image)
+	return o
+}
+
+func (a *Actor) handleStatusDone(ctx actor.Context, m *statusDone) {
+	o := a.finish(m, m.image, opStatus)
+	if o == nil {
 		return
 	}
-	o := a.ops[m.image]
-	if o == nil || o.kind != opStatus {
-		return
-	}
-	delete(a.ops, m.image)
 	var needPull []*messages.EnsureImage
 	for _, w := range o.waiters {
 		switch {
@@ -208,14 +218,10 @@ func (a *Actor) handleStatusDone(ctx actor.Context, m *statusDone) {
 }
 
 func (a *Actor) handlePullDone(ctx actor.Context, m *pullDone) {
-	if !a.self.Mine(m) {
+	o := a.finish(m, m.image, opPull)
+	if o == nil {
 		return
 	}
-	o := a.ops[m.image]
-	if o == nil || o.kind != opPull {
-		return
-	}
-	delete(a.ops, m.image)
 	if m.err == nil {
 		a.backoff.Reset(m.image)
 		a.log.Info("image pulled", "image", m.image, "ref", m.ref)

@@ -76,6 +76,12 @@ func (h *harness) ensure(image string, policy v1.PullPolicy) uint64 {
 	return h.next
 }
 
+// waitPulls waits (what: for what) until n pulls are in flight.
+func (h *harness) waitPulls(what string, n int) {
+	h.t.Helper()
+	actortest.Eventually(h.t, what, func() bool { _, _, inFlight := counts(h.svc); return inFlight == n })
+}
+
 // wait waits for n results in all and returns them.
 func (h *harness) wait(n int) []messages.ImageResult {
 	h.t.Helper()
@@ -178,7 +184,7 @@ func TestDedup(t *testing.T) {
 			for _, p := range tt.policies {
 				ids = append(ids, h.ensure("busybox:1", p))
 			}
-			actortest.Eventually(t, "the pull to start", func() bool { _, _, inFlight := counts(svc); return inFlight == 1 })
+			h.waitPulls("the pull to start", 1)
 			release() // every request is in the mailbox before the pull's result
 			got := h.wait(len(tt.policies))
 			for i, r := range got {
@@ -194,12 +200,11 @@ func TestDedup(t *testing.T) {
 }
 
 func TestDifferentImagesPullConcurrently(t *testing.T) {
-	svc := fakecri.New(nil)
-	release := svc.Block("PullImage")
-	h := newHarness(t, svc)
+	h := newHarness(t, fakecri.New(nil))
+	release := h.svc.Block("PullImage")
 	h.ensure("a:1", v1.PullAlways)
 	h.ensure("b:1", v1.PullAlways)
-	actortest.Eventually(t, "the two pulls to run together", func() bool { _, _, inFlight := counts(svc); return inFlight == 2 })
+	h.waitPulls("the two pulls to run together", 2)
 	release()
 	h.wait(2)
 }
@@ -266,11 +271,10 @@ func TestBackoffDoesNotHidePresentImage(t *testing.T) {
 }
 
 func TestStopAnswersWaiters(t *testing.T) {
-	svc := fakecri.New(nil)
-	release := svc.Block("PullImage")
-	h := newHarness(t, svc)
+	h := newHarness(t, fakecri.New(nil))
+	release := h.svc.Block("PullImage")
 	h.ensure("slow:1", v1.PullAlways)
-	actortest.Eventually(t, "the pull to start", func() bool { _, _, inFlight := counts(svc); return inFlight == 1 })
+	h.waitPulls("the pull to start", 1)
 	if err := h.sys.Root.StopFuture(h.pid).Wait(); err != nil {
 		t.Fatal(err)
 	}

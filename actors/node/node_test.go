@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -398,7 +399,7 @@ func (h *harness) run(steps []step) {
 					t.Errorf("pod %s received %q, want %q", uid, got, want)
 				}
 			}
-			if got := h.statusLog(); !equalStrings(got, s.status) {
+			if got := h.statusLog(); !slices.Equal(got, s.status) {
 				t.Errorf("status told %q, want %q", got, s.status)
 			}
 		})
@@ -406,18 +407,6 @@ func (h *harness) run(steps []step) {
 			parent.FailNow()
 		}
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func sendAll(ms ...any) func(h *harness) {
@@ -728,7 +717,7 @@ func TestPodReaddedWhileKilling(t *testing.T) {
 			if got := h.msgs("a"); got != tt.want {
 				t.Errorf("a received %q, want %q", got, tt.want)
 			}
-			if got := h.statusLog(); !equalStrings(got, []string{"forget a"}) {
+			if got := h.statusLog(); !slices.Equal(got, []string{"forget a"}) {
 				t.Errorf("status told %q", got)
 			}
 		})

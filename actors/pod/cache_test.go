@@ -65,6 +65,38 @@ func (p *fakePLEG) count() int {
 }
 
 // cacheConfig sets the periods the tests step through.
+// withAndWithoutPLEG runs test on a harness of pod with cacheConfig, as a
+// subtest without a PLEG (pleg is nil) and one with the fake PLEG.
+func withAndWithoutPLEG(t *testing.T, pod *v1.Pod, test func(t *testing.T, h *harness, pleg *fakePLEG)) {
+	for _, withPleg := range []bool{false, true} {
+		name := "without a PLEG"
+		if withPleg {
+			name = "with a PLEG"
+		}
+		t.Run(name, func(t *testing.T) {
+			var pleg *fakePLEG
+			if withPleg {
+				pleg = &fakePLEG{}
+			}
+			test(t, cachedHarness(t, pod.DeepCopy(), pleg, nil), pleg)
+		})
+	}
+}
+
+// cachedHarness starts a harness of pod with cacheConfig, the fake PLEG p
+// (none where nil), then adjust (if any).
+func cachedHarness(t *testing.T, pod *v1.Pod, p *fakePLEG, adjust func(*Deps)) *harness {
+	return newHarnessSys(t, pod, func(sys *actor.ActorSystem, d *Deps) {
+		cacheConfig(d)
+		if p != nil {
+			withPLEG(p)(sys, d)
+		}
+		if adjust != nil {
+			adjust(d)
+		}
+	})
+}
+
 func cacheConfig(d *Deps) {
 	d.Config.SyncPeriod = 30 * time.Second
 	d.Config.CacheWait = 10 * time.Second
@@ -110,39 +142,23 @@ var (
 
 func TestPodStartCallsTheRuntimeSevenTimes(t *testing.T) {
 	want := []string{"ListPodSandbox", "ListContainers", "RunPodSandbox", "PodSandboxStatus", "CreateContainer", "StartContainer", "ContainerStatus"}
-	tests := []struct {
-		name string
-		pleg bool
-	}{
-		{name: "without a PLEG"},
-		{name: "with a PLEG", pleg: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			pleg := &fakePLEG{}
-			h := newHarnessSys(t, testPod(v1.RestartPolicyAlways, "app"), func(sys *actor.ActorSystem, d *Deps) {
-				cacheConfig(d)
-				if tt.pleg {
-					withPLEG(pleg)(sys, d)
-				}
-			})
-			h.waitStatus("Running", running)
-			h.settle()
-			if got := h.rt.Calls(); !slices.Equal(got, want) {
-				t.Fatalf("runtime calls %q, want %q", got, want)
+	withAndWithoutPLEG(t, testPod(v1.RestartPolicyAlways, "app"), func(t *testing.T, h *harness, pleg *fakePLEG) {
+		h.waitStatus("Running", running)
+		h.settle()
+		if got := h.rt.Calls(); !slices.Equal(got, want) {
+			t.Fatalf("runtime calls %q, want %q", got, want)
+		}
+		for _, m := range listCalls {
+			if n := h.rt.Count(m); n != 1 {
+				t.Errorf("%s called %d times, want once", m, n)
 			}
-			for _, m := range listCalls {
-				if n := h.rt.Count(m); n != 1 {
-					t.Errorf("%s called %d times, want once", m, n)
-				}
+		}
+		if pleg != nil {
+			if asks := pleg.asked(t, h.sys); len(asks) != 0 {
+				t.Errorf("asked the runtime cache %d times during a start", len(asks))
 			}
-			if tt.pleg {
-				if asks := pleg.asked(t, h.sys); len(asks) != 0 {
-					t.Errorf("asked the runtime cache %d times during a start", len(asks))
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 func TestEventSlice(t *testing.T) {
@@ -198,9 +214,7 @@ func TestEventSlice(t *testing.T) {
 func TestLookAgainAsksThePLEG(t *testing.T) {
 	pleg := &fakePLEG{}
 	var release func()
-	h := newHarnessSys(t, testPod(v1.RestartPolicyAlways, "app"), func(sys *actor.ActorSystem, d *Deps) {
-		cacheConfig(d)
-		withPLEG(pleg)(sys, d)
+	h := cachedHarness(t, testPod(v1.RestartPolicyAlways, "app"), pleg, func(d *Deps) {
 		release = d.Runtime.(*fakecri.Runtime).Block("CreateContainer")
 	})
 	start := h.clk.Now()
@@ -235,10 +249,7 @@ func TestLookAgainAsksThePLEG(t *testing.T) {
 
 func TestCacheWaitListsWhenThePLEGDoesNotAnswer(t *testing.T) {
 	pleg := &fakePLEG{silent: true}
-	h := newHarnessSys(t, testPod(v1.RestartPolicyAlways, "app"), func(sys *actor.ActorSystem, d *Deps) {
-		cacheConfig(d)
-		withPLEG(pleg)(sys, d)
-	})
+	h := cachedHarness(t, testPod(v1.RestartPolicyAlways, "app"), pleg, nil)
 	h.waitStatus("Running", running)
 	h.settle()
 	before := sliceFrom(h.rt, h.pod.UID, h.clk.Now())
@@ -278,10 +289,7 @@ func TestCacheWaitListsWhenThePLEGDoesNotAnswer(t *testing.T) {
 
 func TestRestartedActorListsOnceAndAdopts(t *testing.T) {
 	pleg := &fakePLEG{}
-	h := newHarnessSys(t, testPod(v1.RestartPolicyAlways, "app"), func(sys *actor.ActorSystem, d *Deps) {
-		cacheConfig(d)
-		withPLEG(pleg)(sys, d)
-	})
+	h := cachedHarness(t, testPod(v1.RestartPolicyAlways, "app"), pleg, nil)
 	h.waitStatus("Running", running)
 	h.settle()
 	n := len(h.rt.Calls())
@@ -317,9 +325,7 @@ func TestRestartedActorListsOnceAndAdopts(t *testing.T) {
 func TestRestartWithCreateInFlightAdopts(t *testing.T) {
 	pleg := &fakePLEG{}
 	var release func()
-	h := newHarnessSys(t, testPod(v1.RestartPolicyAlways, "app"), func(sys *actor.ActorSystem, d *Deps) {
-		cacheConfig(d)
-		withPLEG(pleg)(sys, d)
+	h := cachedHarness(t, testPod(v1.RestartPolicyAlways, "app"), pleg, func(d *Deps) {
 		release = d.Runtime.(*fakecri.Runtime).Block("CreateContainer")
 	})
 	h.waitFor("CreateContainer in flight", func() bool { return h.rt.InFlight("CreateContainer") == 1 })
@@ -346,47 +352,31 @@ func TestRestartWithCreateInFlightAdopts(t *testing.T) {
 // while the first one's read is in flight: the read's view shows all the
 // slice shows, so nothing more is read.
 func TestEventsOfOneRelistReadOnce(t *testing.T) {
-	tests := []struct {
-		name string
-		pleg bool
-	}{
-		{name: "without a PLEG"},
-		{name: "with a PLEG", pleg: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			pleg := &fakePLEG{}
-			h := newHarnessSys(t, testPod(v1.RestartPolicyAlways, "app", "side"), func(sys *actor.ActorSystem, d *Deps) {
-				cacheConfig(d)
-				if tt.pleg {
-					withPLEG(pleg)(sys, d)
-				}
-			})
-			h.waitStatus("Running", running)
-			h.settle()
-			n := len(h.rt.Calls())
-			h.clk.Step(time.Second)
-			h.rt.ExitNamed("app", 3)
-			slice := sliceFrom(h.rt, h.pod.UID, h.clk.Now())
-			release := h.rt.Block("ContainerStatus") // the read stays in flight
-			h.send(&messages.PodLifecycleEvent{UID: h.pod.UID, Type: messages.ContainerDied, Pod: slice})
-			h.waitFor("the read in flight", func() bool { return h.rt.InFlight("ContainerStatus") == 1 })
-			h.send(&messages.PodLifecycleEvent{UID: h.pod.UID, Type: messages.ContainerChanged, Pod: slice})
-			h.sync() // the second event is handled while the read is in flight
-			release()
-			h.waitStatus("app restarted", func(s *v1.PodStatus) bool {
-				return running(s) && s.ContainerStatuses[0].RestartCount == 1
-			})
-			h.settle()
-			want := append([]string{"ContainerStatus"}, restartCalls...)
-			if got := h.callsSince(n); !slices.Equal(got, want) {
-				t.Errorf("runtime calls %q, want %q", got, want)
-			}
-			if tt.pleg {
-				if asks := pleg.asked(t, h.sys); len(asks) != 0 {
-					t.Errorf("asked the runtime cache %d times: %+v", len(asks), asks)
-				}
-			}
+	withAndWithoutPLEG(t, testPod(v1.RestartPolicyAlways, "app", "side"), func(t *testing.T, h *harness, pleg *fakePLEG) {
+		h.waitStatus("Running", running)
+		h.settle()
+		n := len(h.rt.Calls())
+		h.clk.Step(time.Second)
+		h.rt.ExitNamed("app", 3)
+		slice := sliceFrom(h.rt, h.pod.UID, h.clk.Now())
+		release := h.rt.Block("ContainerStatus") // the read stays in flight
+		h.send(&messages.PodLifecycleEvent{UID: h.pod.UID, Type: messages.ContainerDied, Pod: slice})
+		h.waitFor("the read in flight", func() bool { return h.rt.InFlight("ContainerStatus") == 1 })
+		h.send(&messages.PodLifecycleEvent{UID: h.pod.UID, Type: messages.ContainerChanged, Pod: slice})
+		h.sync() // the second event is handled while the read is in flight
+		release()
+		h.waitStatus("app restarted", func(s *v1.PodStatus) bool {
+			return running(s) && s.ContainerStatuses[0].RestartCount == 1
 		})
-	}
+		h.settle()
+		want := append([]string{"ContainerStatus"}, restartCalls...)
+		if got := h.callsSince(n); !slices.Equal(got, want) {
+			t.Errorf("runtime calls %q, want %q", got, want)
+		}
+		if pleg != nil {
+			if asks := pleg.asked(t, h.sys); len(asks) != 0 {
+				t.Errorf("asked the runtime cache %d times: %+v", len(asks), asks)
+			}
+		}
+	})
 }

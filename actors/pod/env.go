@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -50,38 +51,13 @@ func makeEnv(ctx context.Context, in envInput) (envs []*runtimeapi.KeyValue, com
 		vars[k] = v
 	}
 	lookup := func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
-	ns := in.pod.Namespace
 	for _, ef := range in.c.EnvFrom {
-		switch {
-		case ef.ConfigMapRef != nil:
-			optional := ef.ConfigMapRef.Optional != nil && *ef.ConfigMapRef.Optional
-			cm, err := in.configMap(ctx, ns, ef.ConfigMapRef.Name)
-			if err != nil {
-				if optional && errdefs.IsNotFound(err) {
-					continue
-				}
-				return nil, nil, nil, err
-			}
-			for _, k := range sortedKeys(cm.Data) {
-				set(ef.Prefix+k, cm.Data[k])
-			}
-		case ef.SecretRef != nil:
-			optional := ef.SecretRef.Optional != nil && *ef.SecretRef.Optional
-			s, err := in.secret(ctx, ns, ef.SecretRef.Name)
-			if err != nil {
-				if optional && errdefs.IsNotFound(err) {
-					continue
-				}
-				return nil, nil, nil, err
-			}
-			keys := make([]string, 0, len(s.Data))
-			for k := range s.Data {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				set(ef.Prefix+k, string(s.Data[k]))
-			}
+		data, err := in.envFrom(ctx, ef)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for _, k := range sortedKeys(data) {
+			set(ef.Prefix+k, data[k])
 		}
 	}
 	for _, e := range in.c.Env {
@@ -120,26 +96,74 @@ func sortedKeys(m map[string]string) []string {
 
 var errNoConfigSource = errdefs.Wrap(errdefs.ErrNotFound, errors.New("no ConfigMap/Secret source on this node"))
 
-func (in envInput) configMap(ctx context.Context, ns, name string) (*v1.ConfigMap, error) {
+// readObject reads object name (kind: configmap or secret) of the pod's
+// namespace with get; ok false: it could not be read, or it is missing and
+// optional (then err is nil: the reference is skipped).
+func readObject[T any](ctx context.Context, in envInput, kind, name string, optional *bool, get func(ConfigSource, context.Context, string, string) (T, error)) (obj T, ok bool, err error) {
 	if in.src == nil {
-		return nil, fmt.Errorf("configmap %q not found: %w", name, errNoConfigSource)
+		err = fmt.Errorf("%s %q not found: %w", kind, name, errNoConfigSource)
+	} else if obj, err = get(in.src, ctx, in.pod.Namespace, name); err != nil {
+		err = fmt.Errorf("%s %q: %w", kind, name, err)
 	}
-	cm, err := in.src.ConfigMap(ctx, ns, name)
-	if err != nil {
-		return nil, fmt.Errorf("configmap %q: %w", name, err)
+	if err != nil && optional != nil && *optional && errdefs.IsNotFound(err) {
+		return obj, false, nil
 	}
-	return cm, nil
+	return obj, err == nil, err
 }
 
-func (in envInput) secret(ctx context.Context, ns, name string) (*v1.Secret, error) {
-	if in.src == nil {
-		return nil, fmt.Errorf("secret %q not found: %w", name, errNoConfigSource)
+// envFrom reads the data of ef's ConfigMap or Secret as strings (none where
+// it is missing and optional).
+func (in envInput) envFrom(ctx context.Context, ef v1.EnvFromSource) (map[string]string, error) {
+	data := map[string]string{}
+	switch {
+	case ef.ConfigMapRef != nil:
+		cm, ok, err := readObject(ctx, in, "configmap", ef.ConfigMapRef.Name, ef.ConfigMapRef.Optional, ConfigSource.ConfigMap)
+		if ok {
+			data = cm.Data
+		}
+		return data, err
+	case ef.SecretRef != nil:
+		s, ok, err := readObject(ctx, in, "secret", ef.SecretRef.Name, ef.SecretRef.Optional, ConfigSource.Secret)
+		if ok {
+			for k, v := range s.Data {
+				data[k] = string(v)
+			}
+		}
+		return data, err
 	}
-	s, err := in.src.Secret(ctx, ns, name)
-	if err != nil {
-		return nil, fmt.Errorf("secret %q: %w", name, err)
+	return data, nil
+}
+
+// keyRef resolves key of the object that get reads (kind: ConfigMap or
+// Secret), as value finds it there; ok false skips the variable (an optional
+// object or key that is missing).
+func keyRef[T any](ctx context.Context, in envInput, kind, name, key string, optional *bool,
+	get func(ConfigSource, context.Context, string, string) (T, error), value func(T, string) (string, bool)) (string, bool, error) {
+	obj, ok, err := readObject(ctx, in, strings.ToLower(kind), name, optional, get)
+	if !ok {
+		return "", false, err
 	}
-	return s, nil
+	if v, found := value(obj, key); found {
+		return v, true, nil
+	}
+	if optional != nil && *optional {
+		return "", false, nil
+	}
+	return "", false, fmt.Errorf("couldn't find key %s in %s %s/%s", key, kind, in.pod.Namespace, name)
+}
+
+// configMapKey is key of a ConfigMap's data, or else of its binaryData.
+func configMapKey(cm *v1.ConfigMap, key string) (string, bool) {
+	if v, ok := cm.Data[key]; ok {
+		return v, true
+	}
+	b, ok := cm.BinaryData[key]
+	return string(b), ok
+}
+
+func secretKey(s *v1.Secret, key string) (string, bool) {
+	v, ok := s.Data[key]
+	return string(v), ok
 }
 
 // valueFrom resolves one env var reference; ok false skips the variable (an
@@ -154,43 +178,10 @@ func (in envInput) valueFrom(ctx context.Context, vf *v1.EnvVarSource) (string, 
 		return v, err == nil, err
 	case vf.ConfigMapKeyRef != nil:
 		ref := vf.ConfigMapKeyRef
-		optional := ref.Optional != nil && *ref.Optional
-		cm, err := in.configMap(ctx, in.pod.Namespace, ref.Name)
-		if err != nil {
-			if optional && errdefs.IsNotFound(err) {
-				return "", false, nil
-			}
-			return "", false, err
-		}
-		v, ok := cm.Data[ref.Key]
-		if !ok {
-			if b, bok := cm.BinaryData[ref.Key]; bok {
-				return string(b), true, nil
-			}
-			if optional {
-				return "", false, nil
-			}
-			return "", false, fmt.Errorf("couldn't find key %s in ConfigMap %s/%s", ref.Key, in.pod.Namespace, ref.Name)
-		}
-		return v, true, nil
+		return keyRef(ctx, in, "ConfigMap", ref.Name, ref.Key, ref.Optional, ConfigSource.ConfigMap, configMapKey)
 	case vf.SecretKeyRef != nil:
 		ref := vf.SecretKeyRef
-		optional := ref.Optional != nil && *ref.Optional
-		s, err := in.secret(ctx, in.pod.Namespace, ref.Name)
-		if err != nil {
-			if optional && errdefs.IsNotFound(err) {
-				return "", false, nil
-			}
-			return "", false, err
-		}
-		v, ok := s.Data[ref.Key]
-		if !ok {
-			if optional {
-				return "", false, nil
-			}
-			return "", false, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, in.pod.Namespace, ref.Name)
-		}
-		return string(v), true, nil
+		return keyRef(ctx, in, "Secret", ref.Name, ref.Key, ref.Optional, ConfigSource.Secret, secretKey)
 	}
 	return "", false, errors.New("env var source has no reference")
 }

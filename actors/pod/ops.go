@@ -92,11 +92,7 @@ func (a *Actor) run(act action, killing bool) {
 	case act.kind == actStopSandbox:
 		ids := act.ids
 		f = func(ctx context.Context) (*delta, error) {
-			var errs []error
-			for _, id := range ids {
-				errs = append(errs, ignoreNotFound(rt.StopPodSandbox(ctx, id)))
-			}
-			if err := errors.Join(errs...); err != nil {
+			if err := forEachID(ctx, ids, rt.StopPodSandbox); err != nil {
 				return nil, err
 			}
 			// Stopping a sandbox may stop what runs in it: read it all.
@@ -105,11 +101,7 @@ func (a *Actor) run(act action, killing bool) {
 	case act.kind == actRemoveContainers:
 		ids := act.ids
 		f = func(ctx context.Context) (*delta, error) {
-			var errs []error
-			for _, id := range ids {
-				errs = append(errs, ignoreNotFound(rt.RemoveContainer(ctx, id)))
-			}
-			return &delta{removed: ids}, errors.Join(errs...)
+			return &delta{removed: ids}, forEachID(ctx, ids, rt.RemoveContainer)
 		}
 	case act.kind == actStartContainer:
 		f = a.startFunc(act)

@@ -2,6 +2,7 @@ package pod
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -348,6 +349,16 @@ func restartCount(c *runtimeapi.ContainerStatus) int32 {
 
 // ignoreNotFound drops NotFound errors: stopping or removing something that
 // is already gone is success.
+// forEachID calls call with every id and joins the errors; not found is no
+// error (it is gone already).
+func forEachID(ctx context.Context, ids []string, call func(context.Context, string) error) error {
+	var errs []error
+	for _, id := range ids {
+		errs = append(errs, ignoreNotFound(call(ctx, id)))
+	}
+	return errors.Join(errs...)
+}
+
 func ignoreNotFound(err error) error {
 	if errdefs.IsNotFound(err) {
 		return nil

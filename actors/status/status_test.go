@@ -2,6 +2,7 @@ package status
 
 import (
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -79,18 +80,6 @@ func summary(items []v1.Pod) []string {
 		out = append(out, p.Namespace+"/"+p.Name+"="+string(p.Status.Phase))
 	}
 	return out
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestStatusActorStoresAndServesPods(t *testing.T) {
@@ -196,7 +185,7 @@ func TestStatusActorStoresAndServesPods(t *testing.T) {
 			for _, m := range tt.steps {
 				sys.Root.Send(pid, m)
 			}
-			if got := summary(getPods(t, sys, pid)); !equal(got, tt.want) {
+			if got := summary(getPods(t, sys, pid)); !slices.Equal(got, tt.want) {
 				t.Errorf("pods = %v, want %v", got, tt.want)
 			}
 		})
@@ -238,7 +227,7 @@ func TestRestartedStatusActorStartsEmptyAndResyncs(t *testing.T) {
 	actortest.Eventually(t, "the first Resync", func() bool { return node.count() == 1 })
 
 	sys.Root.Send(pid, update("default", "web", "u1", v1.PodRunning))
-	if got := summary(getPods(t, sys, pid)); !equal(got, []string{"default/web=Running"}) {
+	if got := summary(getPods(t, sys, pid)); !slices.Equal(got, []string{"default/web=Running"}) {
 		t.Fatalf("before restart pods = %v", got)
 	}
 

@@ -11,8 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -24,6 +22,7 @@ import (
 	"github.com/actorlet/actorlet/errdefs"
 	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // Files writes volume contents.
@@ -257,6 +256,12 @@ func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod
 		v := &pod.Spec.Volumes[i]
 		var dir string
 		var err error
+		// Projected, configMap, secret and downwardAPI volumes are files
+		// written at once into dir; resync: when to write them again.
+		var write bool
+		var contents map[string][]byte
+		var defaultMode *int32
+		var resync time.Duration
 		switch {
 		case v.EmptyDir != nil:
 			dir = filepath.Join(base, "kubernetes.io~empty-dir", v.Name)
@@ -268,38 +273,26 @@ func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod
 			}
 		case v.Projected != nil:
 			dir = filepath.Join(base, "kubernetes.io~projected", v.Name)
-			var contents map[string][]byte
-			var d time.Duration
-			contents, d, err = projected(ctx, api, pod, v.Name, v.Projected, now, cfg.ResyncEach, tokens)
-			if err == nil {
-				sooner(d)
-				err = files.WriteAtomic(dir, contents, mode(v.Projected.DefaultMode))
-			}
+			contents, resync, err = projected(ctx, api, pod, v.Name, v.Projected, now, cfg.ResyncEach, tokens)
+			write, defaultMode = true, v.Projected.DefaultMode
 		case v.ConfigMap != nil:
 			dir = filepath.Join(base, "kubernetes.io~configmap", v.Name)
-			var contents map[string][]byte
 			contents, err = configMapFiles(ctx, api, pod.Namespace, &v.ConfigMap.LocalObjectReference, v.ConfigMap.Items, v.ConfigMap.Optional)
-			if err == nil {
-				sooner(cfg.ResyncEach)
-				err = files.WriteAtomic(dir, contents, mode(v.ConfigMap.DefaultMode))
-			}
+			write, defaultMode, resync = true, v.ConfigMap.DefaultMode, cfg.ResyncEach
 		case v.Secret != nil:
 			dir = filepath.Join(base, "kubernetes.io~secret", v.Name)
-			var contents map[string][]byte
 			contents, err = secretFiles(ctx, api, pod.Namespace, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional)
-			if err == nil {
-				sooner(cfg.ResyncEach)
-				err = files.WriteAtomic(dir, contents, mode(v.Secret.DefaultMode))
-			}
+			write, defaultMode, resync = true, v.Secret.DefaultMode, cfg.ResyncEach
 		case v.DownwardAPI != nil:
 			dir = filepath.Join(base, "kubernetes.io~downward-api", v.Name)
-			var contents map[string][]byte
 			contents, err = downward(pod, v.DownwardAPI.Items)
-			if err == nil {
-				err = files.WriteAtomic(dir, contents, mode(v.DownwardAPI.DefaultMode))
-			}
+			write, defaultMode = true, v.DownwardAPI.DefaultMode
 		default:
 			err = fmt.Errorf("volume %q: this volume type is not supported by actorlet yet (supported: emptyDir, hostPath, projected, configMap, secret, downwardAPI)", v.Name)
+		}
+		if write && err == nil {
+			sooner(resync)
+			err = files.WriteAtomic(dir, contents, mode(defaultMode))
 		}
 		if err != nil {
 			return nil, 0, fmt.Errorf("volume %q: %w", v.Name, err)
@@ -466,9 +459,9 @@ func downward(pod *v1.Pod, items []v1.DownwardAPIVolumeFile) (map[string][]byte,
 		case "metadata.uid":
 			v = string(pod.UID)
 		case "metadata.labels":
-			v = formatMap(pod.Labels)
+			v = podspec.FormatMap(pod.Labels)
 		case "metadata.annotations":
-			v = formatMap(pod.Annotations)
+			v = podspec.FormatMap(pod.Annotations)
 		case "spec.nodeName":
 			v = pod.Spec.NodeName
 		case "spec.serviceAccountName":
@@ -479,22 +472,4 @@ func downward(pod *v1.Pod, items []v1.DownwardAPIVolumeFile) (map[string][]byte,
 		out[it.Path] = []byte(v)
 	}
 	return out, nil
-}
-
-// formatMap renders labels or annotations as the upstream downward API does:
-// key="value" lines, sorted.
-func formatMap(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		fmt.Fprintf(&b, "%s=%q", k, m[k])
-	}
-	return b.String()
 }

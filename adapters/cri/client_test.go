@@ -152,15 +152,25 @@ func (r *recorder) last() observed {
 // startFake serves fresh fakes on a unix socket and returns a connected client.
 func startFake(t *testing.T, endpoint func(sock string) string) (*Client, *fakeServer, *recorder) {
 	t.Helper()
+	fs := &fakeServer{rt: critest.NewFakeRuntimeService(), img: critest.NewFakeImageService()}
+	c, rec := serve(t, endpoint, func(srv *grpc.Server) {
+		runtimeapi.RegisterRuntimeServiceServer(srv, fs)
+		runtimeapi.RegisterImageServiceServer(srv, fs)
+	})
+	return c, fs, rec
+}
+
+// serve serves what register registers on a unix socket and returns a
+// client connected to endpoint(socket) and what the client observed.
+func serve(t *testing.T, endpoint func(sock string) string, register func(*grpc.Server)) (*Client, *recorder) {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "cri.sock")
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := &fakeServer{rt: critest.NewFakeRuntimeService(), img: critest.NewFakeImageService()}
 	srv := grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(srv, fs)
-	runtimeapi.RegisterImageServiceServer(srv, fs)
+	register(srv)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 
@@ -170,7 +180,26 @@ func startFake(t *testing.T, endpoint func(sock string) string) (*Client, *fakeS
 		t.Fatalf("Dial: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return c, fs, rec
+	return c, rec
+}
+
+// RemovePod stops and removes container cid (stop timeout in seconds), then
+// stops and removes sandbox podID, failing t at the first error. Exported
+// for the tests of package cri_test too.
+func RemovePod(ctx context.Context, t *testing.T, c *Client, podID, cid string, timeout int64) {
+	t.Helper()
+	if err := c.StopContainer(ctx, cid, timeout); err != nil {
+		t.Fatalf("StopContainer: %v", err)
+	}
+	if err := c.RemoveContainer(ctx, cid); err != nil {
+		t.Fatalf("RemoveContainer: %v", err)
+	}
+	if err := c.StopPodSandbox(ctx, podID); err != nil {
+		t.Fatalf("StopPodSandbox: %v", err)
+	}
+	if err := c.RemovePodSandbox(ctx, podID); err != nil {
+		t.Fatalf("RemovePodSandbox: %v", err)
+	}
 }
 
 func unixURL(sock string) string { return "unix://" + sock }
@@ -230,18 +259,7 @@ func TestClientLifecycle(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Id != cid {
 		t.Fatalf("ListContainers = %v, %v", list, err)
 	}
-	if err := c.StopContainer(ctx, cid, 1); err != nil {
-		t.Fatalf("StopContainer: %v", err)
-	}
-	if err := c.RemoveContainer(ctx, cid); err != nil {
-		t.Fatalf("RemoveContainer: %v", err)
-	}
-	if err := c.StopPodSandbox(ctx, podID); err != nil {
-		t.Fatalf("StopPodSandbox: %v", err)
-	}
-	if err := c.RemovePodSandbox(ctx, podID); err != nil {
-		t.Fatalf("RemovePodSandbox: %v", err)
-	}
+	RemovePod(ctx, t, c, podID, cid, 1)
 	pods, err := c.ListPodSandbox(ctx, nil)
 	if err != nil || len(pods) != 0 {
 		t.Fatalf("ListPodSandbox after removal = %v, %v", pods, err)

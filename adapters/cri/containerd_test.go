@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -118,18 +117,7 @@ func TestContainerd(t *testing.T) {
 	}
 	url := "http://" + ps.GetNetwork().GetIp() + ":8080/"
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	var body string
-	testenv.WaitFor(t, 15*time.Second, "GET "+url, func() (bool, error) {
-		resp, err := hc.Get(url)
-		if err != nil {
-			return false, err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		b, err := io.ReadAll(resp.Body)
-		body = string(b)
-		return err == nil && resp.StatusCode == http.StatusOK, fmt.Errorf("status %d, body %q, err %v", resp.StatusCode, b, err)
-	})
-	if strings.TrimSpace(body) != "hello-actorlet" {
+	if body := testenv.WaitGet(t, hc, url, 15*time.Second); strings.TrimSpace(body) != "hello-actorlet" {
 		t.Errorf("GET %s = %q, want hello-actorlet", url, body)
 	}
 
@@ -160,18 +148,7 @@ func TestContainerd(t *testing.T) {
 		t.Errorf("second CreateContainer with the same metadata = %q, %v; want ErrAlreadyExists", id, err)
 	}
 
-	if err := c.StopContainer(ctx, cid, 2); err != nil {
-		t.Fatalf("StopContainer: %v", err)
-	}
-	if err := c.RemoveContainer(ctx, cid); err != nil {
-		t.Fatalf("RemoveContainer: %v", err)
-	}
-	if err := c.StopPodSandbox(ctx, podID); err != nil {
-		t.Fatalf("StopPodSandbox: %v", err)
-	}
-	if err := c.RemovePodSandbox(ctx, podID); err != nil {
-		t.Fatalf("RemovePodSandbox: %v", err)
-	}
+	cri.RemovePod(ctx, t, c, podID, cid, 2)
 
 	sel := map[string]string{"io.kubernetes.pod.uid": uid}
 	ctrs, err := c.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})

@@ -38,29 +38,28 @@ func classify(op string, err error) error {
 		return errdefs.Wrap(errdefs.ErrUnknown, err)
 	}
 	switch st.Code() {
-	case codes.NotFound:
-		return errdefs.Wrap(errdefs.ErrNotFound, err)
-	case codes.AlreadyExists:
-		return errdefs.Wrap(errdefs.ErrAlreadyExists, err)
-	case codes.InvalidArgument:
-		return errdefs.Wrap(errdefs.ErrInvalidArgument, err)
-	case codes.Unavailable:
-		return errdefs.Wrap(errdefs.ErrUnavailable, err)
 	case codes.DeadlineExceeded:
 		return errdefs.Wrap(errdefs.ErrDeadlineExceeded, withCause{err, context.DeadlineExceeded})
 	case codes.Canceled:
 		return errdefs.Wrap(errdefs.ErrUnknown, withCause{err, context.Canceled})
-	case codes.Unimplemented:
-		return errdefs.Wrap(errdefs.ErrUnimplemented, err)
-	case codes.FailedPrecondition:
-		return errdefs.Wrap(errdefs.ErrFailedPrecondition, err)
-	case codes.ResourceExhausted:
-		return errdefs.Wrap(errdefs.ErrResourceExhausted, err)
 	case codes.Unknown:
 		return errdefs.Wrap(classifyUnknown(op, st.Message()), err)
-	default:
-		return errdefs.Wrap(errdefs.ErrUnknown, err)
 	}
+	if class, ok := codeClasses[st.Code()]; ok {
+		return errdefs.Wrap(class, err)
+	}
+	return errdefs.Wrap(errdefs.ErrUnknown, err)
+}
+
+// codeClasses are the gRPC codes that name a class of their own.
+var codeClasses = map[codes.Code]error{
+	codes.NotFound:           errdefs.ErrNotFound,
+	codes.AlreadyExists:      errdefs.ErrAlreadyExists,
+	codes.InvalidArgument:    errdefs.ErrInvalidArgument,
+	codes.Unavailable:        errdefs.ErrUnavailable,
+	codes.Unimplemented:      errdefs.ErrUnimplemented,
+	codes.FailedPrecondition: errdefs.ErrFailedPrecondition,
+	codes.ResourceExhausted:  errdefs.ErrResourceExhausted,
 }
 
 // classifyUnknown handles runtimes (containerd 1.6) that return codes.Unknown

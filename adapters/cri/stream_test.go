@@ -3,12 +3,9 @@ package cri
 import (
 	"context"
 	"errors"
-	"net"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -65,22 +62,8 @@ func (s *streamServer) PortForward(_ context.Context, r *runtimeapi.PortForwardR
 
 func startStreamFake(t *testing.T) (*Client, *streamServer, *recorder) {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "cri.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fs := &streamServer{}
-	srv := grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(srv, fs)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	rec := &recorder{}
-	c, err := Dial(context.Background(), unixURL(sock), 5*time.Second, WithObserver(rec.observe))
-	if err != nil {
-		t.Fatalf("Dial: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c, rec := serve(t, unixURL, func(srv *grpc.Server) { runtimeapi.RegisterRuntimeServiceServer(srv, fs) })
 	return c, fs, rec
 }
 

@@ -285,11 +285,7 @@ func (c *Client) CreatePod(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 
 // GetPod reads a pod.
 func (c *Client) GetPod(ctx context.Context, namespace, name string) (*v1.Pod, error) {
-	p, err := c.cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("get pod %s/%s: %w", namespace, name, classify(err))
-	}
-	return p, nil
+	return get(ctx, c.cs.CoreV1().Pods(namespace).Get, "get pod", namespace, name)
 }
 
 // ---- tokens, config maps, secrets
@@ -306,18 +302,21 @@ func (c *Client) CreateToken(ctx context.Context, namespace, serviceAccount stri
 
 // ConfigMap reads a ConfigMap.
 func (c *Client) ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
-	cm, err := c.cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("configmap %s/%s: %w", namespace, name, classify(err))
-	}
-	return cm, nil
+	return get(ctx, c.cs.CoreV1().ConfigMaps(namespace).Get, "configmap", namespace, name)
 }
 
 // Secret reads a Secret.
 func (c *Client) Secret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
-	s, err := c.cs.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	return get(ctx, c.cs.CoreV1().Secrets(namespace).Get, "secret", namespace, name)
+}
+
+// get reads object namespace/name with getter; an error is classified and
+// says what was read.
+func get[T any](ctx context.Context, getter func(context.Context, string, metav1.GetOptions) (T, error), what, namespace, name string) (T, error) {
+	obj, err := getter(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("secret %s/%s: %w", namespace, name, classify(err))
+		var none T
+		return none, fmt.Errorf("%s %s/%s: %w", what, namespace, name, classify(err))
 	}
-	return s, nil
+	return obj, nil
 }

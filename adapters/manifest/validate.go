@@ -66,18 +66,7 @@ func validateSpec(spec *v1.PodSpec, path *field.Path) field.ErrorList {
 
 	volumes := sets.New[string]()
 	for i, vol := range spec.Volumes {
-		p := path.Child("volumes").Index(i).Child("name")
-		switch {
-		case vol.Name == "":
-			errs = append(errs, field.Required(p, ""))
-		case volumes.Has(vol.Name):
-			errs = append(errs, field.Duplicate(p, vol.Name))
-		default:
-			for _, msg := range validation.IsDNS1123Label(vol.Name) {
-				errs = append(errs, field.Invalid(p, vol.Name, msg))
-			}
-		}
-		volumes.Insert(vol.Name)
+		errs = append(errs, validateName(vol.Name, path.Child("volumes").Index(i).Child("name"), volumes)...)
 	}
 
 	names := sets.New[string]()
@@ -90,20 +79,26 @@ func validateSpec(spec *v1.PodSpec, path *field.Path) field.ErrorList {
 	return errs
 }
 
-func validateContainer(c *v1.Container, path *field.Path, names, volumes sets.Set[string]) field.ErrorList {
+// validateName checks name, at path, as a DNS-1123 label not in names yet,
+// and adds it to names.
+func validateName(name string, path *field.Path, names sets.Set[string]) field.ErrorList {
 	var errs field.ErrorList
-	np := path.Child("name")
 	switch {
-	case c.Name == "":
-		errs = append(errs, field.Required(np, ""))
-	case names.Has(c.Name):
-		errs = append(errs, field.Duplicate(np, c.Name))
+	case name == "":
+		errs = append(errs, field.Required(path, ""))
+	case names.Has(name):
+		errs = append(errs, field.Duplicate(path, name))
 	default:
-		for _, msg := range validation.IsDNS1123Label(c.Name) {
-			errs = append(errs, field.Invalid(np, c.Name, msg))
+		for _, msg := range validation.IsDNS1123Label(name) {
+			errs = append(errs, field.Invalid(path, name, msg))
 		}
 	}
-	names.Insert(c.Name)
+	names.Insert(name)
+	return errs
+}
+
+func validateContainer(c *v1.Container, path *field.Path, names, volumes sets.Set[string]) field.ErrorList {
+	errs := validateName(c.Name, path.Child("name"), names)
 
 	if strings.TrimSpace(c.Image) == "" {
 		errs = append(errs, field.Required(path.Child("image"), ""))

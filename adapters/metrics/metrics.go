@@ -98,33 +98,31 @@ type Registry struct {
 // collectors registered.
 func New() *Registry {
 	r := &Registry{reg: prometheus.NewRegistry()}
-	k := func(name, help string) (string, string) {
-		return prometheus.BuildFQName("", kubeletSubsystem, name), alpha + help
+	// opts names a kubelet_ metric and marks its help ALPHA, as upstream.
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Name: prometheus.BuildFQName("", kubeletSubsystem, name), Help: alpha + help}
 	}
-
 	gauge := func(name, help string) prometheus.Gauge {
-		n, h := k(name, help)
-		return prometheus.NewGauge(prometheus.GaugeOpts{Name: n, Help: h})
+		return prometheus.NewGauge(prometheus.GaugeOpts(opts(name, help)))
 	}
 	gaugeVec := func(name, help string, labels ...string) *prometheus.GaugeVec {
-		n, h := k(name, help)
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: n, Help: h}, labels)
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts(opts(name, help)), labels)
 	}
 	counter := func(name, help string) prometheus.Counter {
-		n, h := k(name, help)
-		return prometheus.NewCounter(prometheus.CounterOpts{Name: n, Help: h})
+		return prometheus.NewCounter(prometheus.CounterOpts(opts(name, help)))
 	}
 	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
-		n, h := k(name, help)
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: n, Help: h}, labels)
+		return prometheus.NewCounterVec(prometheus.CounterOpts(opts(name, help)), labels)
+	}
+	histogramOpts := func(name, help string, buckets []float64) prometheus.HistogramOpts {
+		o := opts(name, help)
+		return prometheus.HistogramOpts{Name: o.Name, Help: o.Help, Buckets: buckets}
 	}
 	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
-		n, h := k(name, help)
-		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: n, Help: h, Buckets: buckets})
+		return prometheus.NewHistogram(histogramOpts(name, help, buckets))
 	}
 	histogramVec := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-		n, h := k(name, help)
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: n, Help: h, Buckets: buckets}, labels)
+		return prometheus.NewHistogramVec(histogramOpts(name, help, buckets), labels)
 	}
 
 	r.runningPods = gauge("running_pods", "Number of pods that have a running pod sandbox")

@@ -113,18 +113,7 @@ func TestHosts(t *testing.T) {
 					break
 				}
 			}
-			switch {
-			case tt.wantErr:
-				if err == nil {
-					t.Fatalf("Hosts = %q, nil; want an error", path)
-				}
-				return
-			case err != nil:
-				t.Fatalf("Hosts: %v", err)
-			case tt.noFile:
-				if path != "" {
-					t.Fatalf("Hosts = %q with no pods directory, want \"\"", path)
-				}
+			if !fileMade(t, "Hosts", path, err, tt.wantErr, tt.noFile) {
 				return
 			}
 			if want := filepath.Join(pods, string(uid), "etc-hosts"); path != want {
@@ -145,6 +134,28 @@ func TestHosts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fileMade checks what call (a podfiles method) answered: an error where
+// wantErr, no file (path "") where noFile, else a path to check further
+// (it says whether there is one).
+func fileMade(t *testing.T, call, path string, err error, wantErr, noFile bool) bool {
+	t.Helper()
+	switch {
+	case wantErr:
+		if err == nil {
+			t.Fatalf("%s = %q, nil; want an error", call, path)
+		}
+		return false
+	case err != nil:
+		t.Fatalf("%s: %v", call, err)
+	case noFile:
+		if path != "" {
+			t.Fatalf("%s = %q with no pods directory, want \"\"", call, path)
+		}
+		return false
+	}
+	return true
 }
 
 // A rewrite never changes the file in place: a reader that opened the old
@@ -231,18 +242,7 @@ func TestTerminationLog(t *testing.T) {
 				}
 			}
 			path, err := podfiles.New(pods, "", quiet).TerminationLog(uid, tt.container, tt.attempt)
-			switch {
-			case tt.wantErr:
-				if err == nil {
-					t.Fatalf("TerminationLog = %q, nil; want an error", path)
-				}
-				return
-			case err != nil:
-				t.Fatalf("TerminationLog: %v", err)
-			case tt.noFile:
-				if path != "" {
-					t.Fatalf("TerminationLog = %q with no pods directory, want \"\"", path)
-				}
+			if !fileMade(t, "TerminationLog", path, err, tt.wantErr, tt.noFile) {
 				return
 			}
 			if path != want || path != podspec.TerminationLogPath(pods, string(uid), tt.container, tt.attempt) {

@@ -252,14 +252,12 @@ func TestListFilters(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
 			for _, c := range cs {
-				got = append(got, c.Id)
 				if c.PodSandboxId != r.SandboxOf(c.Id) || c.Metadata.GetName() == "" || c.ImageRef == "" {
 					t.Errorf("item %v", c)
 				}
 			}
-			if !reflect.DeepEqual(got, tt.want) {
+			if got := idsOf(cs); !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("got %v, want %v", got, tt.want)
 			}
 		})
@@ -280,15 +278,20 @@ func TestListFilters(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for _, s := range sbs {
-				got = append(got, s.Id)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
+			if got := idsOf(sbs); !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("got %v, want %v", got, tt.want)
 			}
 		})
 	}
+}
+
+// idsOf is the IDs of items, in order (nil for none).
+func idsOf[T interface{ GetId() string }](items []T) []string {
+	var ids []string
+	for _, x := range items {
+		ids = append(ids, x.GetId())
+	}
+	return ids
 }
 
 func TestCopiesAreIndependent(t *testing.T) {

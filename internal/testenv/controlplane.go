@@ -1,14 +1,7 @@
 package testenv
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 )
@@ -28,12 +21,7 @@ type ControlPlaneEnv struct {
 	ClusterCA string
 }
 
-var controlPlane struct {
-	once    sync.Once
-	env     ControlPlaneEnv
-	skipMsg string // the machine cannot run it
-	failMsg string // it broke
-}
+var controlPlane part[ControlPlaneEnv]
 
 // ControlPlane brings up the local control plane (etcd, kube-apiserver with
 // Node,RBAC authorization and NodeRestriction, kube-controller-manager,
@@ -50,15 +38,7 @@ func ControlPlane(t testing.TB) ControlPlaneEnv {
 	t.Helper()
 	root := RepoRoot(t)
 	controlPlane.once.Do(func() { upControlPlane(root, scriptBudget(t, controlPlaneTimeout)) })
-	switch {
-	case controlPlane.skipMsg != "" && os.Getenv("CI") == "true":
-		t.Fatalf("control plane needed but this machine cannot run it (CI=true): %s", controlPlane.skipMsg)
-	case controlPlane.skipMsg != "":
-		t.Skipf("skipping: this machine cannot run the local control plane: %s", controlPlane.skipMsg)
-	case controlPlane.failMsg != "":
-		t.Fatalf("deploy/local/controlplane.sh up failed: %s", controlPlane.failMsg)
-	}
-	return controlPlane.env
+	return controlPlane.get(t, "control plane", "deploy/local/controlplane.sh")
 }
 
 // NodeKubeconfig returns the path of a kubeconfig for node name: a client
@@ -69,7 +49,7 @@ func NodeKubeconfig(t testing.TB, name string) string {
 	t.Helper()
 	ControlPlane(t)
 	root := RepoRoot(t)
-	stdout, stderr, err := runControlPlaneScript(root, time.Minute, "node-kubeconfig", name)
+	stdout, stderr, err := runScript(root, "controlplane.sh", time.Minute, "node-kubeconfig", name)
 	if err != nil {
 		t.Fatalf("deploy/local/controlplane.sh node-kubeconfig %s: %v\n%s", name, err, tail(stderr, 30))
 	}
@@ -96,46 +76,15 @@ func scriptBudget(t testing.TB, limit time.Duration) time.Duration {
 }
 
 func upControlPlane(root string, timeout time.Duration) {
-	stdout, stderr, err := runControlPlaneScript(root, timeout, "up")
-	var exitErr *exec.ExitError
-	switch {
-	case errors.As(err, &exitErr) && exitErr.ExitCode() == ExitCannotRun:
-		controlPlane.skipMsg = tail(stderr, 5)
-		return
-	case errors.Is(err, context.DeadlineExceeded):
-		controlPlane.failMsg = fmt.Sprintf("no answer within %v (the first run builds the binaries, 10-15 min: "+
-			"run deploy/local/controlplane.sh build, or go test -timeout 30m)\n%s", timeout, tail(stderr, 30))
-		return
-	case err != nil:
-		controlPlane.failMsg = fmt.Sprintf("%v\n%s", err, tail(stderr, 30))
-		return
-	}
-	vals := parseLines(stdout)
-	controlPlane.env = ControlPlaneEnv{
-		AdminKubeconfig: vals["ADMIN_KUBECONFIG"],
-		Kubectl:         vals["KUBECTL"],
-		APIServer:       vals["APISERVER"],
-		ClusterCA:       vals["CLUSTER_CA"],
-	}
-	if e := controlPlane.env; e.AdminKubeconfig == "" || e.Kubectl == "" || e.APIServer == "" || e.ClusterCA == "" {
-		controlPlane.failMsg = fmt.Sprintf("unexpected output %q\n%s", stdout, tail(stderr, 30))
-	}
-}
-
-// runControlPlaneScript runs deploy/local/controlplane.sh with args. A
-// timeout is reported as an error wrapping context.DeadlineExceeded.
-func runControlPlaneScript(root string, timeout time.Duration, args ...string) (stdout, stderr string, err error) {
-	script := filepath.Join(root, "deploy", "local", "controlplane.sh")
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, script, args...)
-	cmd.Dir = root
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.WaitDelay = 5 * time.Second
-	err = cmd.Run()
-	if err != nil && ctx.Err() != nil {
-		err = fmt.Errorf("%w: %v", ctx.Err(), err)
-	}
-	return out.String(), errb.String(), err
+	timeoutMsg := fmt.Sprintf("no answer within %v (the first run builds the binaries, 10-15 min: "+
+		"run deploy/local/controlplane.sh build, or go test -timeout 30m)", timeout)
+	controlPlane.up(root, "controlplane.sh", timeout, timeoutMsg, func(vals map[string]string) (ControlPlaneEnv, bool) {
+		e := ControlPlaneEnv{
+			AdminKubeconfig: vals["ADMIN_KUBECONFIG"],
+			Kubectl:         vals["KUBECTL"],
+			APIServer:       vals["APISERVER"],
+			ClusterCA:       vals["CLUSTER_CA"],
+		}
+		return e, e.AdminKubeconfig != "" && e.Kubectl != "" && e.APIServer != "" && e.ClusterCA != ""
+	})
 }

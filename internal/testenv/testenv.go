@@ -32,11 +32,54 @@ type ContainerdEnv struct {
 	PauseImage   string // PAUSE_IMAGE
 }
 
-var containerd struct {
+var containerd part[ContainerdEnv]
+
+// part is a real part brought up once per test process by a deploy script.
+type part[E any] struct {
 	once    sync.Once
-	env     ContainerdEnv
+	env     E
 	skipMsg string // the machine cannot run it
 	failMsg string // it broke
+}
+
+// get returns the part's env, or skips t (fails it when CI=true) where the
+// machine cannot run it, or fails t where it broke. name is the part in
+// messages, script the deploy script that brings it up.
+func (p *part[E]) get(t testing.TB, name, script string) E {
+	t.Helper()
+	switch {
+	case p.skipMsg != "" && os.Getenv("CI") == "true":
+		t.Fatalf("%s needed but this machine cannot run it (CI=true): %s", name, p.skipMsg)
+	case p.skipMsg != "":
+		t.Skipf("skipping: this machine cannot run the local %s: %s", name, p.skipMsg)
+	case p.failMsg != "":
+		t.Fatalf("%s up failed: %s", script, p.failMsg)
+	}
+	return p.env
+}
+
+// up runs deploy/local/<script> up and records the outcome: exit 3 (the
+// machine cannot run it) as a skip; a timeout (with timeoutMsg, if any) or
+// any other error as a failure; else the env that parse reads from the
+// script's KEY=VALUE lines, a failure where parse says some are missing.
+func (p *part[E]) up(root, script string, timeout time.Duration, timeoutMsg string, parse func(vals map[string]string) (E, bool)) {
+	stdout, stderr, err := runScript(root, script, timeout, "up")
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr) && exitErr.ExitCode() == ExitCannotRun:
+		p.skipMsg = tail(stderr, 5)
+		return
+	case errors.Is(err, context.DeadlineExceeded) && timeoutMsg != "":
+		p.failMsg = fmt.Sprintf("%s\n%s", timeoutMsg, tail(stderr, 30))
+		return
+	case err != nil:
+		p.failMsg = fmt.Sprintf("%v\n%s", err, tail(stderr, 30))
+		return
+	}
+	var ok bool
+	if p.env, ok = parse(parseLines(stdout)); !ok {
+		p.failMsg = fmt.Sprintf("unexpected output %q\n%s", stdout, tail(stderr, 30))
+	}
 }
 
 // Containerd brings up the local containerd through deploy/local/containerd.sh
@@ -56,15 +99,7 @@ func ContainerdInfo(t testing.TB) ContainerdEnv {
 	t.Helper()
 	root := RepoRoot(t)
 	containerd.once.Do(func() { upContainerd(root) })
-	switch {
-	case containerd.skipMsg != "" && os.Getenv("CI") == "true":
-		t.Fatalf("containerd needed but this machine cannot run it (CI=true): %s", containerd.skipMsg)
-	case containerd.skipMsg != "":
-		t.Skipf("skipping: this machine cannot run the local containerd: %s", containerd.skipMsg)
-	case containerd.failMsg != "":
-		t.Fatalf("deploy/local/containerd.sh up failed: %s", containerd.failMsg)
-	}
-	return containerd.env
+	return containerd.get(t, "containerd", "deploy/local/containerd.sh")
 }
 
 func upContainerd(root string) {
@@ -72,33 +107,32 @@ func upContainerd(root string) {
 		containerd.skipMsg = fmt.Sprintf("needs root (euid %d)", os.Geteuid())
 		return
 	}
-	script := filepath.Join(root, "deploy", "local", "containerd.sh")
-	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
+	containerd.up(root, "containerd.sh", scriptTimeout, "", func(vals map[string]string) (ContainerdEnv, bool) {
+		e := ContainerdEnv{
+			Endpoint:     vals["CONTAINER_RUNTIME_ENDPOINT"],
+			BusyboxImage: vals["BUSYBOX_IMAGE"],
+			PauseImage:   vals["PAUSE_IMAGE"],
+		}
+		return e, e.Endpoint != "" && e.BusyboxImage != ""
+	})
+}
+
+// runScript runs deploy/local/<name> with args. A timeout is reported as an
+// error wrapping context.DeadlineExceeded.
+func runScript(root, name string, timeout time.Duration, args ...string) (stdout, stderr string, err error) {
+	script := filepath.Join(root, "deploy", "local", name)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, script, "up")
+	cmd := exec.CommandContext(ctx, script, args...)
 	cmd.Dir = root
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	var exitErr *exec.ExitError
-	switch {
-	case errors.As(err, &exitErr) && exitErr.ExitCode() == ExitCannotRun:
-		containerd.skipMsg = tail(stderr.String(), 5)
-		return
-	case err != nil:
-		containerd.failMsg = fmt.Sprintf("%v\n%s", err, tail(stderr.String(), 30))
-		return
+	err = cmd.Run()
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("%w: %v", ctx.Err(), err)
 	}
-	vals := parseLines(stdout.String())
-	containerd.env = ContainerdEnv{
-		Endpoint:     vals["CONTAINER_RUNTIME_ENDPOINT"],
-		BusyboxImage: vals["BUSYBOX_IMAGE"],
-		PauseImage:   vals["PAUSE_IMAGE"],
-	}
-	if containerd.env.Endpoint == "" || containerd.env.BusyboxImage == "" {
-		containerd.failMsg = fmt.Sprintf("unexpected output %q\n%s", stdout.String(), tail(stderr.String(), 30))
-	}
+	return out.String(), errb.String(), err
 }
 
 // parseLines reads KEY=VALUE lines.

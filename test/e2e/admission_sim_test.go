@@ -11,36 +11,10 @@ import (
 // admission with upstream's reasons; the others run.
 func TestE2ESimPredicateAdmission(t *testing.T) {
 	dir := t.TempDir()
-	writeManifest(t, dir, "pods.yaml", `apiVersion: v1
-kind: Pod
-metadata: {name: on-ssd}
-spec:
-  nodeSelector: {disk: ssd}
-  containers:
-  - {name: app, image: localhost/actorlet/busybox:1, command: ["sleep", "infinity"]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: on-gpu}
-spec:
-  affinity:
-    nodeAffinity:
-      requiredDuringSchedulingIgnoredDuringExecution:
-        nodeSelectorTerms:
-        - matchExpressions: [{key: gpu, operator: Exists}]
-  containers:
-  - {name: app, image: localhost/actorlet/busybox:1, command: ["sleep", "infinity"]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: port-a}
-spec:
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sleep", "infinity"]
-    ports: [{containerPort: 80, hostPort: 18080}]
-`)
+	writeManifest(t, dir, "pods.yaml", manifests(
+		busyboxPod("on-ssd", "spec.nodeSelector: {disk: ssd}", sleepForever),
+		busyboxPod("on-gpu", "spec.affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: gpu, operator: Exists}]}]}}}", sleepForever),
+		busyboxPod("port-a", sleepForever, "ports: [{containerPort: 80, hostPort: 18080}]")))
 	a := startAgent(t, agentOpts{manifestDir: dir, extra: []string{"--node-labels", "disk=ssd"}})
 	a.waitPod(time.Minute, "on-ssd-e2e-node", "Running (the node has disk=ssd)", isRunning)
 	a.waitPod(time.Minute, "port-a-e2e-node", "Running", isRunning)
@@ -53,16 +27,7 @@ spec:
 	}
 	// A second pod asking for the same host port is rejected; the first
 	// keeps running.
-	writeManifest(t, dir, "port-b.yaml", `apiVersion: v1
-kind: Pod
-metadata: {name: port-b}
-spec:
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sleep", "infinity"]
-    ports: [{containerPort: 81, hostPort: 18080}]
-`)
+	writeManifest(t, dir, "port-b.yaml", busyboxPod("port-b", sleepForever, "ports: [{containerPort: 81, hostPort: 18080}]"))
 	a.waitPod(time.Minute, "port-b-e2e-node", "Failed with NodePorts", rejected("NodePorts"))
 	p, err := a.pod("port-a-e2e-node")
 	if err != nil {

@@ -268,15 +268,8 @@ func TestE2EClusterConfigMapEnvAndVolume(t *testing.T) {
 	if b, err := os.ReadFile(file); err != nil || string(b) != "hello from a configmap" {
 		t.Fatalf("configMap volume file: %q %v", b, err)
 	}
-	logURL, client := a.mainURL("/containerLogs/default/cm-user/main"), a.mainClient()
-	testenv.WaitFor(t, 30*time.Second, "the env value in the container's log", func() (bool, error) {
-		resp, err := client.Get(logURL)
-		if err != nil {
-			return false, err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		b, _ := io.ReadAll(resp.Body)
-		return strings.Contains(string(b), "hello from a configmap"), fmt.Errorf("log %q", b)
+	a.waitLog(t, "cm-user", "main", "the env value in the container's log", func(log string) bool {
+		return strings.Contains(log, "hello from a configmap")
 	})
 	// A pod referring to a ConfigMap that does not exist waits with
 	// CreateContainerConfigError, as upstream.
@@ -323,13 +316,8 @@ func TestE2EClusterKubectl(t *testing.T) {
 		t.Fatalf("kubectl get pods -o wide: %q", out)
 	}
 	// The pod IP answers HTTP (the sim's httpd listens on it for real).
-	resp, err := http.Get("http://" + fields[5] + ":8080/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET pod IP: %d", resp.StatusCode)
+	if code := statusOf(t)(http.Get("http://" + fields[5] + ":8080/")); code != http.StatusOK {
+		t.Fatalf("GET pod IP: %d", code)
 	}
 	kubectl("delete", "pod", "kweb", "--wait=true", "--timeout=60s")
 	if out := kubectl("get", "pods", "--field-selector", "spec.nodeName=e2e-kubectl", "--no-headers", "--ignore-not-found"); strings.Contains(out, "kweb") {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -79,18 +78,7 @@ spec:
 		t.Errorf("containerID %q", p.Status.ContainerStatuses[0].ContainerID)
 	}
 	url := fmt.Sprintf("http://%s:8080/", p.Status.PodIP)
-	var body string
-	testenv.WaitFor(t, 30*time.Second, "GET "+url, func() (bool, error) {
-		resp, err := http.Get(url)
-		if err != nil {
-			return false, err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		b, _ := io.ReadAll(resp.Body)
-		body = string(b)
-		return resp.StatusCode == http.StatusOK, fmt.Errorf("status %d", resp.StatusCode)
-	})
-	if !strings.Contains(body, "busybox") {
+	if body := testenv.WaitGet(t, http.DefaultClient, url, 30*time.Second); !strings.Contains(body, "busybox") {
 		t.Errorf("body %q", body)
 	}
 	// The cgroup parent and limits reached the runtime.

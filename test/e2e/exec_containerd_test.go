@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 )
@@ -23,15 +22,5 @@ func TestE2EExecContainerd(t *testing.T) {
 	}
 	t.Cleanup(func() { cleanupPods(t, a, dir, uids...) })
 
-	t.Run("exec", func(t *testing.T) { checkExec(t, a, "shell-e2e-node") })
-	t.Run("port-forward", func(t *testing.T) {
-		ports := a.forward("web-e2e-node", "0:8080")
-		for i := 0; i < 2; i++ { // each connection is a new stream
-			code, body, err := getThrough(ports[0].Local)
-			if err != nil || code != http.StatusOK || body != "hello\n" {
-				t.Fatalf("GET through the forward = %d %q %v", code, body, err)
-			}
-		}
-	})
-	t.Run("attach", func(t *testing.T) { checkAttach(t, a, "ticker-e2e-node") })
+	checkStreaming(t, a, "hello\n")
 }

@@ -310,13 +310,20 @@ func TestE2EExecSim(t *testing.T) {
 	for _, p := range []string{"shell", "web", "ticker"} {
 		a.waitPod(time.Minute, p+"-e2e-node", "Running", isRunning)
 	}
+	checkStreaming(t, a, "ok\n")
+}
+
+// checkStreaming runs exec in shell-e2e-node, a port forward to port 8080 of
+// web-e2e-node (whose server answers body) and attach to ticker-e2e-node
+// (tickScript).
+func checkStreaming(t *testing.T, a *agent, body string) {
 	t.Run("exec", func(t *testing.T) { checkExec(t, a, "shell-e2e-node") })
 	t.Run("port-forward", func(t *testing.T) {
 		ports := a.forward("web-e2e-node", "0:8080")
 		for i := 0; i < 2; i++ { // each connection is a new stream
-			code, body, err := getThrough(ports[0].Local)
-			if err != nil || code != http.StatusOK || body != "ok\n" {
-				t.Fatalf("GET through the forward = %d %q %v", code, body, err)
+			code, got, err := getThrough(ports[0].Local)
+			if err != nil || code != http.StatusOK || got != body {
+				t.Fatalf("GET through the forward = %d %q %v", code, got, err)
 			}
 		}
 	})

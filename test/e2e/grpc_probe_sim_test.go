@@ -18,49 +18,12 @@ import (
 // agnhost-style grpc-health-checking server on the pod's own address.
 func TestE2ESimGRPCProbes(t *testing.T) {
 	dir := t.TempDir()
-	writeManifest(t, dir, "grpc.yaml", `apiVersion: v1
-kind: Pod
-metadata: {name: grpc-ready}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["agnhost", "grpc-health-checking", "--port", "5000", "--service", "db"]
-    readinessProbe:
-      grpc: {port: 5000, service: db}
-      periodSeconds: 1
-    livenessProbe:
-      grpc: {port: 5000}
-      periodSeconds: 1
----
-apiVersion: v1
-kind: Pod
-metadata: {name: grpc-unknown-service}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["agnhost", "grpc-health-checking", "--port", "5000"]
-    readinessProbe:
-      grpc: {port: 5000, service: cache}
-      periodSeconds: 1
----
-apiVersion: v1
-kind: Pod
-metadata: {name: grpc-dead}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sleep", "infinity"]
-    livenessProbe:
-      grpc: {port: 5000}
-      periodSeconds: 1
-      failureThreshold: 1
-`)
+	writeManifest(t, dir, "grpc.yaml", manifests(
+		busyboxPod("grpc-ready", grace2, `command: ["agnhost", "grpc-health-checking", "--port", "5000", "--service", "db"]`,
+			`readinessProbe: {grpc: {port: 5000, service: db}, periodSeconds: 1}`, `livenessProbe: {grpc: {port: 5000}, periodSeconds: 1}`),
+		busyboxPod("grpc-unknown-service", grace2, `command: ["agnhost", "grpc-health-checking", "--port", "5000"]`,
+			`readinessProbe: {grpc: {port: 5000, service: cache}, periodSeconds: 1}`),
+		busyboxPod("grpc-dead", grace2, sleepForever, `livenessProbe: {grpc: {port: 5000}, periodSeconds: 1, failureThreshold: 1}`)))
 	a := startAgent(t, agentOpts{manifestDir: dir})
 	a.waitPod(30*time.Second, "grpc-ready-e2e-node", "Ready through a gRPC health check of service db", isReady)
 	a.waitPod(30*time.Second, "grpc-dead-e2e-node", "restarted by a failing gRPC liveness probe", func(p *v1.Pod) bool {

@@ -328,10 +328,15 @@ func dialRuntime(t *testing.T, endpoint string) *cri.Client {
 	return c
 }
 
-// containersOf lists the runtime's containers of a pod UID (all states).
+// containersOf lists the runtime's containers of a pod UID ("": of every
+// pod), all states.
 func containersOf(t *testing.T, rt *cri.Client, uid string) []*runtimeapi.Container {
 	t.Helper()
-	cs, err := rt.ListContainers(context.Background(), &runtimeapi.ContainerFilter{LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid}})
+	var filter *runtimeapi.ContainerFilter
+	if uid != "" {
+		filter = &runtimeapi.ContainerFilter{LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid}}
+	}
+	cs, err := rt.ListContainers(context.Background(), filter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,11 +345,7 @@ func containersOf(t *testing.T, rt *cri.Client, uid string) []*runtimeapi.Contai
 
 func allContainers(t *testing.T, rt *cri.Client) []*runtimeapi.Container {
 	t.Helper()
-	cs, err := rt.ListContainers(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
+	return containersOf(t, rt, "")
 }
 
 func allSandboxes(t *testing.T, rt *cri.Client) []*runtimeapi.PodSandbox {
@@ -356,6 +357,20 @@ func allSandboxes(t *testing.T, rt *cri.Client) []*runtimeapi.PodSandbox {
 	return s
 }
 
+// statusOf returns a func that takes a request's answer and returns its
+// status code (the body closed), failing t on an error:
+// statusOf(t)(http.Get(url)).
+func statusOf(t *testing.T) func(*http.Response, error) int {
+	return func(resp *http.Response, err error) int {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+}
+
 // writeManifest writes a manifest file into dir.
 func writeManifest(t *testing.T, dir, name, body string) {
 	t.Helper()
@@ -363,6 +378,38 @@ func writeManifest(t *testing.T, dir, name, body string) {
 		t.Fatal(err)
 	}
 }
+
+// busyboxPod is the manifest of pod name with one container, app, of the
+// e2e busybox image (simImage). Each field is one line of YAML (flow style
+// for what nests): of the pod's metadata where it starts with "metadata.",
+// of its spec where it starts with "spec.", else of app.
+func busyboxPod(name string, fields ...string) string {
+	var meta, spec, app strings.Builder
+	for _, f := range fields {
+		if m, ok := strings.CutPrefix(f, "metadata."); ok {
+			meta.WriteString("  " + m + "\n")
+		} else if s, ok := strings.CutPrefix(f, "spec."); ok {
+			spec.WriteString("  " + s + "\n")
+		} else {
+			app.WriteString("    " + f + "\n")
+		}
+	}
+	return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n" + meta.String() + "spec:\n" + spec.String() +
+		"  containers:\n  - name: app\n    image: " + simImage + "\n" + app.String()
+}
+
+// manifests joins manifests into one file.
+func manifests(docs ...string) string { return strings.Join(docs, "---\n") }
+
+// Fields of busyboxPod that many pods share.
+const (
+	grace2       = "spec.terminationGracePeriodSeconds: 2"
+	neverRestart = "spec.restartPolicy: Never"
+	sleepForever = `command: ["sleep", "infinity"]`
+	touchReady   = `command: ["sh", "-c", "touch /tmp/ready; sleep infinity"]`
+	// readyFile is ready once touchReady ran.
+	readyFile = `readinessProbe: {exec: {command: ["test", "-f", "/tmp/ready"]}, periodSeconds: 1}`
+)
 
 func podYAML(name, image, restartPolicy, command string) string {
 	if restartPolicy == "" {

@@ -23,37 +23,12 @@ func TestE2ESimProbeDensity1000(t *testing.T) {
 	for f := 0; f*50 < n; f++ {
 		var b strings.Builder
 		for i := f * 50; i < n && i < f*50+50; i++ {
-			fmt.Fprintf(&b, `---
-apiVersion: v1
-kind: Pod
-metadata: {name: probed-%04d}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sh", "-c", "touch /tmp/ready; sleep infinity"]
-    readinessProbe:
-      exec: {command: ["test", "-f", "/tmp/ready"]}
-      periodSeconds: 1
-`, i)
+			b.WriteString("---\n" + busyboxPod(fmt.Sprintf("probed-%04d", i), grace2, touchReady, readyFile))
 		}
 		writeManifest(t, dir, fmt.Sprintf("probed-%02d.yaml", f), b.String())
 	}
 	a := startAgent(t, agentOpts{manifestDir: dir, extra: []string{"--max-pods", "1100", "--pleg-relist-period", "1s"}})
-	testenv.WaitFor(t, 5*time.Minute, "1000 pods Ready", func() (bool, error) {
-		pods, err := a.pods()
-		if err != nil {
-			return false, err
-		}
-		ready := 0
-		for i := range pods {
-			if isReady(&pods[i]) {
-				ready++
-			}
-		}
-		return ready == n, fmt.Errorf("%d of %d ready", ready, len(pods))
-	})
+	waitAll(t, a, n, 5*time.Minute, "Ready", isReady)
 	// Measure in the steady state: from when every pod has probed twice
 	// more after all were Ready (the start-up burst is over).
 	base := a.probeTotal(t)

@@ -39,94 +39,17 @@ func podCondition(p *v1.Pod, t v1.PodConditionType) v1.ConditionStatus {
 	return ""
 }
 
-const lifecycleProbePods = `apiVersion: v1
-kind: Pod
-metadata: {name: exec-ready}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sh", "-c", "touch /tmp/ready; sleep infinity"]
-    readinessProbe:
-      exec: {command: ["test", "-f", "/tmp/ready"]}
-      periodSeconds: 1
----
-apiVersion: v1
-kind: Pod
-metadata: {name: exec-unready}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sleep", "infinity"]
-    readinessProbe:
-      exec: {command: ["test", "-f", "/tmp/ready"]}
-      periodSeconds: 1
----
-apiVersion: v1
-kind: Pod
-metadata: {name: exec-live}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sleep", "infinity"]
-    livenessProbe:
-      exec: {command: ["cat", "/tmp/healthy"]}
-      periodSeconds: 1
-      failureThreshold: 2
----
-apiVersion: v1
-kind: Pod
-metadata: {name: startup-gated}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sh", "-c", "sleep 2; touch /tmp/started; sleep infinity"]
-    startupProbe:
-      exec: {command: ["test", "-f", "/tmp/started"]}
-      periodSeconds: 1
-      failureThreshold: 30
-    readinessProbe:
-      exec: {command: ["true"]}
-      periodSeconds: 1
----
-apiVersion: v1
-kind: Pod
-metadata: {name: http-ready}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: web
-    image: localhost/actorlet/busybox:1
-    command: ["httpd", "-f", "-p", "8080"]
-    ports: [{name: http, containerPort: 8080}]
-    readinessProbe:
-      httpGet: {path: /healthz, port: http}
-      periodSeconds: 1
-    livenessProbe:
-      tcpSocket: {port: 8080}
-      periodSeconds: 1
----
-apiVersion: v1
-kind: Pod
-metadata: {name: tcp-dead}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sleep", "infinity"]
-    livenessProbe:
-      tcpSocket: {port: 9999}
-      periodSeconds: 1
-      failureThreshold: 1
-`
+var lifecycleProbePods = manifests(
+	busyboxPod("exec-ready", grace2, touchReady, readyFile),
+	busyboxPod("exec-unready", grace2, sleepForever, readyFile),
+	busyboxPod("exec-live", grace2, sleepForever, `livenessProbe: {exec: {command: ["cat", "/tmp/healthy"]}, periodSeconds: 1, failureThreshold: 2}`),
+	busyboxPod("startup-gated", grace2, `command: ["sh", "-c", "sleep 2; touch /tmp/started; sleep infinity"]`,
+		`startupProbe: {exec: {command: ["test", "-f", "/tmp/started"]}, periodSeconds: 1, failureThreshold: 30}`,
+		`readinessProbe: {exec: {command: ["true"]}, periodSeconds: 1}`),
+	busyboxPod("http-ready", grace2, `command: ["httpd", "-f", "-p", "8080"]`, `ports: [{name: http, containerPort: 8080}]`,
+		`readinessProbe: {httpGet: {path: /healthz, port: http}, periodSeconds: 1}`, `livenessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}`),
+	busyboxPod("tcp-dead", grace2, sleepForever, `livenessProbe: {tcpSocket: {port: 9999}, periodSeconds: 1, failureThreshold: 1}`),
+)
 
 func TestE2ESimLifecycleProbes(t *testing.T) {
 	dir := t.TempDir()
@@ -175,20 +98,8 @@ func TestE2ESimLifecycleProbes(t *testing.T) {
 // probe checkpoint), never not-ready first, and containers are adopted.
 func TestE2ESimReadinessSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	writeManifest(t, dir, "ready.yaml", `apiVersion: v1
-kind: Pod
-metadata: {name: steady}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sh", "-c", "touch /tmp/ready; sleep infinity"]
-    readinessProbe:
-      exec: {command: ["test", "-f", "/tmp/ready"]}
-      initialDelaySeconds: 5
-      periodSeconds: 30
-`)
+	writeManifest(t, dir, "ready.yaml", busyboxPod("steady", grace2, touchReady,
+		`readinessProbe: {exec: {command: ["test", "-f", "/tmp/ready"]}, initialDelaySeconds: 5, periodSeconds: 30}`))
 	// The runtime runs as its own process, so it outlives actorlet.
 	root := t.TempDir()
 	sock := "unix://" + filepath.Join(root, "sim.sock")
@@ -219,67 +130,14 @@ spec:
 	}
 }
 
-const lifecycleHookPods = `apiVersion: v1
-kind: Pod
-metadata: {name: poststart-ok}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sleep", "infinity"]
-    lifecycle:
-      postStart:
-        exec: {command: ["touch", "/tmp/hooked"]}
-    readinessProbe:
-      exec: {command: ["test", "-f", "/tmp/hooked"]}
-      periodSeconds: 1
----
-apiVersion: v1
-kind: Pod
-metadata: {name: poststart-fail}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sleep", "infinity"]
-    lifecycle:
-      postStart:
-        exec: {command: ["sh", "-c", "exit 1"]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: deadline}
-spec:
-  terminationGracePeriodSeconds: 2
-  activeDeadlineSeconds: 3
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sleep", "infinity"]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: fallback}
-spec:
-  restartPolicy: Never
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sh", "-c", "echo something broke; exit 3"]
-    terminationMessagePolicy: FallbackToLogsOnError
----
-apiVersion: v1
-kind: Pod
-metadata: {name: termfile}
-spec:
-  restartPolicy: Never
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sh", "-c", "echo bye from the app > /dev/termination-log; exit 0"]
-`
+var lifecycleHookPods = manifests(
+	busyboxPod("poststart-ok", grace2, sleepForever, `lifecycle: {postStart: {exec: {command: ["touch", "/tmp/hooked"]}}}`,
+		`readinessProbe: {exec: {command: ["test", "-f", "/tmp/hooked"]}, periodSeconds: 1}`),
+	busyboxPod("poststart-fail", grace2, sleepForever, `lifecycle: {postStart: {exec: {command: ["sh", "-c", "exit 1"]}}}`),
+	busyboxPod("deadline", grace2, "spec.activeDeadlineSeconds: 3", sleepForever),
+	busyboxPod("fallback", neverRestart, `command: ["sh", "-c", "echo something broke; exit 3"]`, "terminationMessagePolicy: FallbackToLogsOnError"),
+	busyboxPod("termfile", neverRestart, `command: ["sh", "-c", "echo bye from the app > /dev/termination-log; exit 0"]`),
+)
 
 func TestE2ESimLifecycleHooksAndTermination(t *testing.T) {
 	dir := t.TempDir()
@@ -318,19 +176,8 @@ func TestE2ESimLifecycleHooksAndTermination(t *testing.T) {
 // delays the container's stop by about 2 s.
 func TestE2ESimPreStopRunsBeforeStop(t *testing.T) {
 	dir := t.TempDir()
-	writeManifest(t, dir, "prestop.yaml", `apiVersion: v1
-kind: Pod
-metadata: {name: prestop}
-spec:
-  terminationGracePeriodSeconds: 10
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sleep", "infinity"]
-    lifecycle:
-      preStop:
-        exec: {command: ["sleep", "2"]}
-`)
+	writeManifest(t, dir, "prestop.yaml", busyboxPod("prestop", "spec.terminationGracePeriodSeconds: 10", sleepForever,
+		`lifecycle: {preStop: {exec: {command: ["sleep", "2"]}}}`))
 	a := startAgent(t, agentOpts{manifestDir: dir})
 	p := a.waitPod(30*time.Second, "prestop-e2e-node", "Running", isRunning)
 	rt := a.runtime()
@@ -356,38 +203,12 @@ spec:
 
 func TestE2ESimContainerEnv(t *testing.T) {
 	dir := t.TempDir()
-	writeManifest(t, dir, "env.yaml", `apiVersion: v1
-kind: Pod
-metadata: {name: envpod, labels: {tier: web}}
-spec:
-  restartPolicy: Never
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sh", "-c"]
-    args: ["test \"$GREETING\" = \"hello envpod-e2e-node from web\" && test \"$(EXPANDED)\" = yes && exit $(CODE)"]
-    env:
-    - name: POD_NAME
-      valueFrom: {fieldRef: {fieldPath: metadata.name}}
-    - name: TIER
-      valueFrom: {fieldRef: {fieldPath: "metadata.labels['tier']"}}
-    - name: GREETING
-      value: "hello $(POD_NAME) from $(TIER)"
-    - {name: EXPANDED, value: "yes"}
-    - {name: CODE, value: "0"}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: missingref}
-spec:
-  containers:
-  - name: app
-    image: localhost/actorlet/busybox:1
-    command: ["sleep", "infinity"]
-    env:
-    - name: X
-      valueFrom: {configMapKeyRef: {name: nowhere, key: k}}
-`)
+	writeManifest(t, dir, "env.yaml", manifests(
+		busyboxPod("envpod", "metadata.labels: {tier: web}", neverRestart, `command: ["sh", "-c"]`,
+			`args: ["test \"$GREETING\" = \"hello envpod-e2e-node from web\" && test \"$(EXPANDED)\" = yes && exit $(CODE)"]`,
+			`env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}, {name: TIER, valueFrom: {fieldRef: {fieldPath: "metadata.labels['tier']"}}},`+
+				` {name: GREETING, value: "hello $(POD_NAME) from $(TIER)"}, {name: EXPANDED, value: "yes"}, {name: CODE, value: "0"}]`),
+		busyboxPod("missingref", sleepForever, `env: [{name: X, valueFrom: {configMapKeyRef: {name: nowhere, key: k}}}]`)))
 	a := startAgent(t, agentOpts{manifestDir: dir})
 	p := a.waitPod(30*time.Second, "envpod-e2e-node", "finished", func(p *v1.Pod) bool {
 		return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed

@@ -31,6 +31,19 @@ func (a *agent) containerLogs(ns, pod, ctr, query string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
+// waitLog waits (what: for what) until the log of container ctr of pod
+// (namespace default) satisfies ok.
+func (a *agent) waitLog(t *testing.T, pod, ctr, what string, ok func(log string) bool) {
+	t.Helper()
+	testenv.WaitFor(t, 30*time.Second, what, func() (bool, error) {
+		_, log, err := a.containerLogs("default", pod, ctr, "")
+		if err != nil {
+			return false, err
+		}
+		return ok(log), fmt.Errorf("log %q", log)
+	})
+}
+
 // requireLogsRoute checks that the node API answers an unknown pod with the
 // container logs handler's own 404 (naming the pod), not the mux's.
 func requireLogsRoute(t *testing.T, a *agent) {
@@ -205,13 +218,8 @@ func TestE2ESimContainerLogs(t *testing.T) {
 	t.Run("talker", func(t *testing.T) { checkTalkerLogs(t, a, "talker-e2e-node") })
 	t.Run("crasher", func(t *testing.T) { checkCrasherLogs(t, a, "crasher-e2e-node") })
 	// Not served on the read-only port, as upstream.
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/containerLogs/default/talker-e2e-node/main", a.roPort))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("read-only port: %d, want 404", resp.StatusCode)
+	if code := statusOf(t)(http.Get(fmt.Sprintf("http://127.0.0.1:%d/containerLogs/default/talker-e2e-node/main", a.roPort))); code != http.StatusNotFound {
+		t.Errorf("read-only port: %d, want 404", code)
 	}
 }
 

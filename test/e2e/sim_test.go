@@ -39,20 +39,27 @@ func writePods(t *testing.T, dir, prefix string, n int) {
 
 func waitAllRunning(t *testing.T, a *agent, n int, timeout time.Duration) []v1.Pod {
 	t.Helper()
+	return waitAll(t, a, n, timeout, "Running", isRunning)
+}
+
+// waitAll waits until the agent lists n pods, each one state (named what),
+// and returns them.
+func waitAll(t *testing.T, a *agent, n int, timeout time.Duration, what string, state func(*v1.Pod) bool) []v1.Pod {
+	t.Helper()
 	var pods []v1.Pod
-	testenv.WaitFor(t, timeout, fmt.Sprintf("%d pods Running", n), func() (bool, error) {
+	testenv.WaitFor(t, timeout, fmt.Sprintf("%d pods %s", n, what), func() (bool, error) {
 		var err error
 		pods, err = a.pods()
 		if err != nil {
 			return false, err
 		}
-		running := 0
+		count := 0
 		for i := range pods {
-			if isRunning(&pods[i]) {
-				running++
+			if state(&pods[i]) {
+				count++
 			}
 		}
-		return running == n && len(pods) == n, fmt.Errorf("%d of %d listed pods running", running, len(pods))
+		return count == n && len(pods) == n, fmt.Errorf("%d of %d listed pods %s", count, len(pods), what)
 	})
 	return pods
 }
@@ -344,13 +351,8 @@ func TestE2ESimPushEndpoint(t *testing.T) {
 	}
 	p := a.waitPod(time.Minute, "pushed-e2e-node", "Running", isRunning)
 	req, _ := http.NewRequest(http.MethodDelete, base+"/default/pushed-e2e-node", nil)
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("DELETE: %d", resp.StatusCode)
+	if code := statusOf(t)(client.Do(req)); code != http.StatusOK {
+		t.Fatalf("DELETE: %d", code)
 	}
 	rt := a.runtime()
 	testenv.WaitFor(t, time.Minute, "pushed pod removed from the runtime", func() (bool, error) {
@@ -358,13 +360,8 @@ func TestE2ESimPushEndpoint(t *testing.T) {
 		return n == 0, fmt.Errorf("%d containers left", n)
 	})
 	req, _ = http.NewRequest(http.MethodDelete, base+"/default/pushed-e2e-node", nil)
-	resp, err = client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("second DELETE: %d, want 404", resp.StatusCode)
+	if code := statusOf(t)(client.Do(req)); code != http.StatusNotFound {
+		t.Fatalf("second DELETE: %d, want 404", code)
 	}
 }
 

@@ -81,12 +81,11 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 		env[kv.GetKey()] = string(kv.GetValue())
 	}
 	argv := append(append([]string(nil), cfg.GetCommand()...), cfg.GetArgs()...)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	sb, ok := r.sandboxes[req.GetPodSandboxId()]
-	if !ok {
-		return nil, notFound("sandbox", req.GetPodSandboxId())
+	sb, err := r.lockSandbox(req.GetPodSandboxId())
+	if err != nil {
+		return nil, err
 	}
+	defer r.mu.Unlock()
 	if sb.state != runtimeapi.PodSandboxState_SANDBOX_READY {
 		return nil, status.Errorf(codes.FailedPrecondition, "sandbox %q is not ready", sb.id)
 	}
@@ -142,11 +141,9 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 // program.
 func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
 	id := req.GetContainerId()
-	r.mu.Lock()
-	c, ok := r.containers[id]
-	if !ok {
-		r.mu.Unlock()
-		return nil, notFound("container", id)
+	c, err := r.lockContainer(id)
+	if err != nil {
+		return nil, err
 	}
 	if c.state != runtimeapi.ContainerState_CONTAINER_CREATED || c.starting {
 		st := c.state
@@ -161,7 +158,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	logPath := c.logPath
 	r.mu.Unlock()
 
-	err := r.wait(ctx, r.cfg.StartLatency)
+	err = r.wait(ctx, r.cfg.StartLatency)
 	if err == nil && logPath != "" {
 		err = createLog(logPath)
 	}
@@ -235,11 +232,9 @@ func (r *Runtime) markExitedLocked(c *container, code int, reason string) {
 // not running is a no-op.
 func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
 	id := req.GetContainerId()
-	r.mu.Lock()
-	c, ok := r.containers[id]
-	if !ok {
-		r.mu.Unlock()
-		return nil, notFound("container", id)
+	c, err := r.lockContainer(id)
+	if err != nil {
+		return nil, err
 	}
 	running := c.state == runtimeapi.ContainerState_CONTAINER_RUNNING
 	r.mu.Unlock()
@@ -326,12 +321,11 @@ func (r *Runtime) imageNames(c *container) (*runtimeapi.ImageSpec, string) {
 
 // ContainerStatus returns one container's status.
 func (r *Runtime) ContainerStatus(_ context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c, ok := r.containers[req.GetContainerId()]
-	if !ok {
-		return nil, notFound("container", req.GetContainerId())
+	c, err := r.lockContainer(req.GetContainerId())
+	if err != nil {
+		return nil, err
 	}
+	defer r.mu.Unlock()
 	resp := &runtimeapi.ContainerStatusResponse{Status: r.containerStatus(c)}
 	if req.GetVerbose() {
 		resp.Info = map[string]string{"info": fmt.Sprintf(`{"runtime":%q,"sandboxID":%q,"argv":%q}`, RuntimeName, c.sb.id, c.argv)}
@@ -421,12 +415,11 @@ func (r *Runtime) ListContainers(_ context.Context, req *runtimeapi.ListContaine
 
 // UpdateContainerResources records the new resources.
 func (r *Runtime) UpdateContainerResources(_ context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c, ok := r.containers[req.GetContainerId()]
-	if !ok {
-		return nil, notFound("container", req.GetContainerId())
+	c, err := r.lockContainer(req.GetContainerId())
+	if err != nil {
+		return nil, err
 	}
+	defer r.mu.Unlock()
 	if c.state != runtimeapi.ContainerState_CONTAINER_CREATED && c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return nil, status.Errorf(codes.FailedPrecondition, "container %q is not created or running", c.id)
 	}
@@ -440,11 +433,9 @@ func (r *Runtime) UpdateContainerResources(_ context.Context, req *runtimeapi.Up
 // rotation). Log lines are written with open-append-close, so there is no
 // descriptor to reopen.
 func (r *Runtime) ReopenContainerLog(_ context.Context, req *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
-	r.mu.Lock()
-	c, ok := r.containers[req.GetContainerId()]
-	if !ok {
-		r.mu.Unlock()
-		return nil, notFound("container", req.GetContainerId())
+	c, err := r.lockContainer(req.GetContainerId())
+	if err != nil {
+		return nil, err
 	}
 	running := c.state == runtimeapi.ContainerState_CONTAINER_RUNNING
 	logPath := c.logPath
@@ -467,11 +458,9 @@ func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 		return nil, status.Error(codes.InvalidArgument, "exec: empty command")
 	}
 	done := make(chan int, 1)
-	r.mu.Lock()
-	c, ok := r.containers[req.GetContainerId()]
-	if !ok {
-		r.mu.Unlock()
-		return nil, notFound("container", req.GetContainerId())
+	c, err := r.lockContainer(req.GetContainerId())
+	if err != nil {
+		return nil, err
 	}
 	if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		r.mu.Unlock()
@@ -492,7 +481,6 @@ func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 		defer t.Stop()
 		timeout = t.C
 	}
-	var err error
 	select {
 	case code := <-done:
 		r.mu.Lock()

@@ -324,6 +324,32 @@ func newID() string {
 
 func now() int64 { return time.Now().UnixNano() }
 
+// lockContainer takes r.mu and returns container id; where there is none it
+// lets r.mu go and answers NotFound.
+func (r *Runtime) lockContainer(id string) (*container, error) {
+	return lockGet(r, r.containers, "container", id)
+}
+
+// lockSandbox takes r.mu and returns sandbox id; where there is none it lets
+// r.mu go and answers NotFound.
+func (r *Runtime) lockSandbox(id string) (*sandbox, error) {
+	return lockGet(r, r.sandboxes, "sandbox", id)
+}
+
+// lockGet takes r.mu and returns m[id] (m: r.containers or r.sandboxes, maps
+// that are never replaced); where there is none it lets r.mu go and answers
+// NotFound for kind.
+func lockGet[T any](r *Runtime, m map[string]T, kind, id string) (T, error) {
+	r.mu.Lock()
+	v, ok := m[id]
+	if !ok {
+		r.mu.Unlock()
+		var none T
+		return none, notFound(kind, id)
+	}
+	return v, nil
+}
+
 func notFound(kind, id string) error {
 	return status.Errorf(codes.NotFound, "%s %q not found", kind, id)
 }

@@ -95,11 +95,9 @@ func (r *Runtime) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandbox
 // and marks it NOTREADY. Stopping a stopped sandbox is a no-op.
 func (r *Runtime) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
 	id := req.GetPodSandboxId()
-	r.mu.Lock()
-	sb, ok := r.sandboxes[id]
-	if !ok {
-		r.mu.Unlock()
-		return nil, notFound("sandbox", id)
+	sb, err := r.lockSandbox(id)
+	if err != nil {
+		return nil, err
 	}
 	ready := sb.state == runtimeapi.PodSandboxState_SANDBOX_READY
 	r.mu.Unlock()
@@ -191,12 +189,11 @@ func (r *Runtime) sandboxContainerStatuses(sb *sandbox) []*runtimeapi.ContainerS
 
 // PodSandboxStatus returns the sandbox's status and its containers' statuses.
 func (r *Runtime) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	sb, ok := r.sandboxes[req.GetPodSandboxId()]
-	if !ok {
-		return nil, notFound("sandbox", req.GetPodSandboxId())
+	sb, err := r.lockSandbox(req.GetPodSandboxId())
+	if err != nil {
+		return nil, err
 	}
+	defer r.mu.Unlock()
 	resp := &runtimeapi.PodSandboxStatusResponse{
 		Status:             r.sandboxStatus(sb),
 		ContainersStatuses: r.sandboxContainerStatuses(sb),

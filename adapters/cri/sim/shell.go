@@ -543,6 +543,23 @@ func (p *proc) testExpr(args []string) (ok, bad bool) {
 	return false, true
 }
 
+// serve runs server program name (httpd, nc, ...) on port of the sandbox
+// address: start serves l in the background and returns what stops it with
+// the process. From exec there are no listeners (the program blocks until
+// the timeout); a port it cannot listen on fails the program.
+func (p *proc) serve(name, port string, stderr sink, k cont, start func(l net.Listener) io.Closer) {
+	if p.exec {
+		return
+	}
+	l, err := p.listen(port)
+	if err != nil {
+		stderr([]byte(name + ": " + err.Error() + "\n"))
+		k(1, false)
+		return
+	}
+	p.closers = append(p.closers, start(l))
+}
+
 // listen opens a real TCP listener on the sandbox address.
 func (p *proc) listen(port string) (net.Listener, error) {
 	if i := strings.LastIndexByte(port, ':'); i >= 0 {
@@ -566,24 +583,17 @@ func (p *proc) httpd(args []string, stderr sink, k cont) {
 			port = args[i][2:]
 		}
 	}
-	if p.exec {
-		return // no listeners from exec; blocks until timeout
-	}
-	l, err := p.listen(port)
-	if err != nil {
-		stderr([]byte("httpd: " + err.Error() + "\n"))
-		k(1, false)
-		return
-	}
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "text/plain")
-			_, _ = io.WriteString(w, "ok\n")
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	p.closers = append(p.closers, srv)
-	go func() { _ = srv.Serve(l) }()
+	p.serve("httpd", port, stderr, k, func(l net.Listener) io.Closer {
+		srv := &http.Server{
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "text/plain")
+				_, _ = io.WriteString(w, "ok\n")
+			}),
+			ReadHeaderTimeout: 10 * time.Second,
+		}
+		go func() { _ = srv.Serve(l) }()
+		return srv
+	})
 }
 
 // grpc-health-checking [--port PORT] [--service NAME]... serves the
@@ -606,23 +616,16 @@ func (p *proc) grpcHealth(args []string, stderr sink, k cont) {
 			services = append(services, value)
 		}
 	}
-	if p.exec {
-		return // no listeners from exec; blocks until timeout
-	}
-	l, err := p.listen(port)
-	if err != nil {
-		stderr([]byte("grpc-health-checking: " + err.Error() + "\n"))
-		k(1, false)
-		return
-	}
-	srv := grpc.NewServer()
-	hs := health.NewServer()
-	for _, s := range services {
-		hs.SetServingStatus(s, healthpb.HealthCheckResponse_SERVING)
-	}
-	healthpb.RegisterHealthServer(srv, hs)
-	p.closers = append(p.closers, grpcCloser{srv})
-	go func() { _ = srv.Serve(l) }()
+	p.serve("grpc-health-checking", port, stderr, k, func(l net.Listener) io.Closer {
+		srv := grpc.NewServer()
+		hs := health.NewServer()
+		for _, s := range services {
+			hs.SetServingStatus(s, healthpb.HealthCheckResponse_SERVING)
+		}
+		healthpb.RegisterHealthServer(srv, hs)
+		go func() { _ = srv.Serve(l) }()
+		return grpcCloser{srv}
+	})
 }
 
 // grpcCloser stops a gRPC server with the process.
@@ -658,25 +661,21 @@ func (p *proc) nc(args []string, stderr sink, k cont) {
 			}
 		}
 	}
-	if !listen || port == "" || p.exec {
-		return // client mode or exec: runs until stopped
+	if !listen || port == "" {
+		return // client mode: runs until stopped
 	}
-	l, err := p.listen(port)
-	if err != nil {
-		stderr([]byte("nc: " + err.Error() + "\n"))
-		k(1, false)
-		return
-	}
-	p.closers = append(p.closers, l)
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
+	p.serve("nc", port, stderr, k, func(l net.Listener) io.Closer {
+		go func() {
+			for {
+				conn, err := l.Accept()
+				if err != nil {
+					return
+				}
+				_ = conn.Close()
 			}
-			_ = conn.Close()
-		}
-	}()
+		}()
+		return l
+	})
 }
 
 // ---- parser
@@ -767,35 +766,19 @@ func parseScript(src string, env map[string]string) ([]stmt, error) {
 		case c == ' ' || c == '\t' || c == '\r':
 			endWord()
 			i++
-		case c == '\n':
-			if err := endStmt(";"); err != nil {
-				return nil, err
-			}
-			i++
 		case c == '#' && !inWord:
 			for i < len(s) && s[i] != '\n' {
 				i++
 			}
-		case c == ';':
-			if err := endStmt(";"); err != nil {
-				return nil, err
+		case c == '\n' || c == ';' || c == '&' || c == '|':
+			// "&&" and "||" chain on the status; a newline, ";" or a lone
+			// "&" or "|" (no jobs, no pipes) just ends the statement.
+			op, sep := s[i:i+1], ";"
+			if (c == '&' || c == '|') && i+1 < len(s) && s[i+1] == c {
+				op = s[i : i+2]
+				sep = op
 			}
-			i++
-		case c == '&':
-			op := "&"
-			if i+1 < len(s) && s[i+1] == '&' {
-				op = "&&"
-			}
-			if err := endStmt(map[string]string{"&": ";", "&&": "&&"}[op]); err != nil {
-				return nil, err
-			}
-			i += len(op)
-		case c == '|':
-			op := "|"
-			if i+1 < len(s) && s[i+1] == '|' {
-				op = "||"
-			}
-			if err := endStmt(map[string]string{"|": ";", "||": "||"}[op]); err != nil {
+			if err := endStmt(sep); err != nil {
 				return nil, err
 			}
 			i += len(op)

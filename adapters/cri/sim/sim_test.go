@@ -143,6 +143,16 @@ func (e *env) status(t *testing.T, id string) *runtimeapi.ContainerStatus {
 	return resp.Status
 }
 
+// podIP is the IP of sandbox id.
+func (e *env) podIP(t *testing.T, id string) string {
+	t.Helper()
+	ss, err := e.rt.PodSandboxStatus(ctx(t), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss.Status.Network.GetIp()
+}
+
 // eventually waits until cond holds (actortest.Eventually).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -330,14 +340,7 @@ func TestFilters(t *testing.T) {
 	for _, tt := range ctrTests {
 		t.Run("containers "+tt.name, func(t *testing.T) {
 			resp, err := e.rt.ListContainers(c, &runtimeapi.ListContainersRequest{Filter: tt.filter})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, x := range resp.Containers {
-				got = append(got, x.Id)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			if got := ids(t, resp.GetContainers(), err); fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Fatalf("got %v, want %v", got, tt.want)
 			}
 		})
@@ -357,18 +360,25 @@ func TestFilters(t *testing.T) {
 	for _, tt := range sbTests {
 		t.Run("sandboxes "+tt.name, func(t *testing.T) {
 			resp, err := e.rt.ListPodSandbox(c, &runtimeapi.ListPodSandboxRequest{Filter: tt.filter})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, x := range resp.Items {
-				got = append(got, x.Id)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			if got := ids(t, resp.GetItems(), err); fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Fatalf("got %v, want %v", got, tt.want)
 			}
 		})
 	}
+}
+
+// ids fails t on a list error, else returns the IDs of what was listed, in
+// order.
+func ids[T interface{ GetId() string }](t *testing.T, listed []T, err error) []string {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, x := range listed {
+		out = append(out, x.GetId())
+	}
+	return out
 }
 
 func TestPrograms(t *testing.T) {
@@ -937,11 +947,7 @@ func TestDensity(t *testing.T) {
 	}
 	ips := map[string]bool{}
 	for _, sb := range sbs.Items {
-		ss, err := e.rt.PodSandboxStatus(c, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ip := ss.Status.Network.GetIp()
+		ip := e.podIP(t, sb.Id)
 		if ips[ip] || !strings.HasPrefix(ip, "127.") {
 			t.Fatalf("duplicate or bad IP %q", ip)
 		}
@@ -1154,13 +1160,9 @@ func TestGRPCHealthServer(t *testing.T) {
 	e := newEnv(t, Config{})
 	c := ctx(t)
 	sb, sbCfg := e.runPod(t, "grpc")
-	ss, err := e.rt.PodSandboxStatus(c, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb})
-	if err != nil {
-		t.Fatal(err)
-	}
 	id := e.create(t, sb, sbCfg, ctrConfig("srv", "agnhost", "grpc-health-checking", "--port", "5000", "--service=db"))
 	e.start(t, id)
-	addr := net.JoinHostPort(ss.Status.Network.GetIp(), "5000")
+	addr := net.JoinHostPort(e.podIP(t, sb), "5000")
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -50,12 +50,11 @@ func (r *Runtime) containerStats(c *container, ts int64) *runtimeapi.ContainerSt
 
 // ContainerStats returns one container's stats.
 func (r *Runtime) ContainerStats(_ context.Context, req *runtimeapi.ContainerStatsRequest) (*runtimeapi.ContainerStatsResponse, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c, ok := r.containers[req.GetContainerId()]
-	if !ok {
-		return nil, notFound("container", req.GetContainerId())
+	c, err := r.lockContainer(req.GetContainerId())
+	if err != nil {
+		return nil, err
 	}
+	defer r.mu.Unlock()
 	return &runtimeapi.ContainerStatsResponse{Stats: r.containerStats(c, now())}, nil
 }
 
@@ -106,12 +105,11 @@ func (r *Runtime) sandboxStats(sb *sandbox, ts int64) *runtimeapi.PodSandboxStat
 
 // PodSandboxStats returns one sandbox's stats.
 func (r *Runtime) PodSandboxStats(_ context.Context, req *runtimeapi.PodSandboxStatsRequest) (*runtimeapi.PodSandboxStatsResponse, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	sb, ok := r.sandboxes[req.GetPodSandboxId()]
-	if !ok {
-		return nil, notFound("sandbox", req.GetPodSandboxId())
+	sb, err := r.lockSandbox(req.GetPodSandboxId())
+	if err != nil {
+		return nil, err
 	}
+	defer r.mu.Unlock()
 	return &runtimeapi.PodSandboxStatsResponse{Stats: r.sandboxStats(sb, now())}, nil
 }
 

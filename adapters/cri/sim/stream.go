@@ -79,14 +79,22 @@ func (r *Runtime) closeStreaming() {
 	}
 }
 
+// streamingTo returns the streaming server for a session with container id,
+// which must be running.
+func (r *Runtime) streamingTo(id string) (streaming.Server, error) {
+	if err := r.runningContainer(id); err != nil {
+		return nil, err
+	}
+	return r.streamingServer()
+}
+
 // runningContainer checks that id names a running container.
 func (r *Runtime) runningContainer(id string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c, ok := r.containers[id]
-	if !ok {
-		return notFound("container", id)
+	c, err := r.lockContainer(id)
+	if err != nil {
+		return err
 	}
+	defer r.mu.Unlock()
 	if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return status.Errorf(codes.FailedPrecondition, "container %q is not in running state", id)
 	}
@@ -98,10 +106,7 @@ func (r *Runtime) Exec(_ context.Context, req *runtimeapi.ExecRequest) (*runtime
 	if len(req.GetCmd()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "exec: empty command")
 	}
-	if err := r.runningContainer(req.GetContainerId()); err != nil {
-		return nil, err
-	}
-	srv, err := r.streamingServer()
+	srv, err := r.streamingTo(req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}
@@ -110,10 +115,7 @@ func (r *Runtime) Exec(_ context.Context, req *runtimeapi.ExecRequest) (*runtime
 
 // Attach prepares a streaming attach to a running container's output.
 func (r *Runtime) Attach(_ context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	if err := r.runningContainer(req.GetContainerId()); err != nil {
-		return nil, err
-	}
-	srv, err := r.streamingServer()
+	srv, err := r.streamingTo(req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}
