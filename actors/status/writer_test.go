@@ -201,6 +201,9 @@ func TestWriterKeepsNewestWhileAPIDownAndFlushes(t *testing.T) {
 	h.api.mu.Lock()
 	h.api.down = false
 	h.api.mu.Unlock()
+	// The failed write's result reaches the actor after the call is
+	// recorded: step the clock only once its retry is armed.
+	h.waitFor("the retry armed", h.clk.HasWaiters)
 	h.clk.Step(5 * time.Second)
 	h.waitFor("Failed written after the API returned", func() bool {
 		p := h.api.get("a")
