@@ -17,8 +17,9 @@ run: build
 	@mkdir -p $(RUN_DIR)
 	@echo "actorlet: standalone on the simulated runtime with the pods in deploy/examples/"
 	@echo "  look at them:   curl -s localhost:10255/pods | jq -r '.items[] | [.metadata.name, .status.phase] | @tsv'"
-	@echo "  push a pod:     curl -sk -XPOST --data-binary @deploy/examples/web.yaml https://localhost:10250/pods"
-	@echo "  its logs:       curl -sk https://localhost:10250/containerLogs/default/web-actorlet-demo/httpd"
+	@echo "  push a pod:     curl -sk -XPOST --data-binary @deploy/push/hello.yaml https://localhost:10250/pods"
+	@echo "  its logs:       curl -sk https://localhost:10250/containerLogs/default/hello-actorlet-demo/hello"
+	@echo "  remove it:      curl -sk -XDELETE https://localhost:10250/pods/default/hello-actorlet-demo"
 	@echo "  (--port is TLS: a self-signed $(RUN_DIR)/pki/kubelet.crt; curl --cacert it instead of -k)"
 	@echo "  health/metrics: curl -s localhost:10248/healthz; curl -s localhost:10255/metrics | grep ^kubelet_"
 	./$(BIN) --container-runtime-endpoint sim:// \

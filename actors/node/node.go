@@ -8,6 +8,7 @@ import (
 	"maps"
 	goruntime "runtime"
 	"sort"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
@@ -15,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
+	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -51,6 +54,12 @@ type Config struct {
 	// affinity they do not match are rejected (NodeAffinity), as upstream.
 	// Without kubernetes.io/os the node's is this machine's, as upstream.
 	NodeLabels map[string]string
+	// Sweeper removes the directories of pods gone, every
+	// HousekeepingPeriod (default DefaultHousekeepingPeriod) on Clock
+	// (default the real clock). Nil: nothing is removed.
+	Sweeper            Sweeper
+	HousekeepingPeriod time.Duration
+	Clock              clock.WithDelayedExecution
 }
 
 // New returns the NodeActor producer.
@@ -67,6 +76,12 @@ func New(cfg Config, status *actor.PID, podProps PodProps, m Metrics, log *slog.
 			cfg.NodeLabels = map[string]string{}
 		}
 		cfg.NodeLabels[v1.LabelOSStable] = goruntime.GOOS
+	}
+	if cfg.HousekeepingPeriod <= 0 {
+		cfg.HousekeepingPeriod = DefaultHousekeepingPeriod
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	return func() actor.Actor {
 		return &Actor{cfg: cfg, status: status, podProps: podProps, m: m, log: log}
@@ -103,12 +118,19 @@ type Actor struct {
 	pods     map[types.UID]*entry
 	rejected map[types.UID]*v1.Pod // pods refused at admission, with their status
 	runtime  []types.UID           // last RuntimePods
+	// haveRuntime: a RuntimePods arrived (this incarnation).
+	haveRuntime bool
+
+	self         actorkit.Self
+	housekeeping actorkit.Timer
+	sweeping     bool // a sweep is in flight
 
 	// Kept up to date on every change of an entry (no walk over all pods
 	// per update): admitted pods by source kind and their requests.
 	nActive, nStatic, nAPI int
 	requested              v1.ResourceList
 	hostPorts              map[string]map[string]int // "TCP/80" -> host IP -> pods
+	names                  map[string]types.UID      // namespace/name -> the admitted pod holding it
 
 	starting map[types.UID]bool // pods holding a start slot
 	waiting  []types.UID        // pods waiting for one, in order
@@ -128,6 +150,7 @@ func (a *Actor) track(e *entry, sign int) {
 		a.nStatic += sign
 	}
 	a.trackHostPorts(e.pod, sign)
+	a.trackName(e.pod, sign)
 	if a.requested == nil {
 		a.requested = v1.ResourceList{}
 	}
@@ -160,7 +183,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.PodEvents:
 		a.handlePodEvents(ctx, m)
 	case *messages.RuntimePods:
-		a.runtime = m.UIDs
+		a.runtime, a.haveRuntime = m.UIDs, true
 		a.killOrphans(ctx)
 	case *messages.NeedPod:
 		a.handleNeedPod(ctx, m)
@@ -170,6 +193,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handleStartSlot(ctx, m.UID)
 	case *messages.StartDone:
 		a.releaseSlot(ctx, m.UID)
+	case *actorkit.Fired:
+		a.handleFired(m)
+	case *swept:
+		a.handleSwept(m)
 	}
 }
 
@@ -178,8 +205,14 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.synced = map[string]bool{}
 	a.pods = map[types.UID]*entry{}
 	a.rejected = map[types.UID]*v1.Pod{}
-	a.nActive, a.nStatic, a.nAPI, a.requested, a.hostPorts = 0, 0, 0, v1.ResourceList{}, nil
+	a.nActive, a.nStatic, a.nAPI, a.requested, a.hostPorts, a.names = 0, 0, 0, v1.ResourceList{}, nil, nil
 	a.starting, a.waiting = map[types.UID]bool{}, nil
+	a.runtime, a.haveRuntime, a.sweeping = nil, false, false
+	a.self = actorkit.Start(ctx, a.cfg.Clock)
+	a.housekeeping = actorkit.NewTimer("housekeeping")
+	if a.cfg.Sweeper != nil {
+		a.housekeeping.Arm(a.self, a.cfg.HousekeepingPeriod)
+	}
 	// After a restart nothing is known: the sources send their pods again
 	// and new PodActors adopt what runs (the old ones were stopped with us).
 	for _, pid := range a.cfg.SourcePIDs {
@@ -289,6 +322,10 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 	}
 	if source == messages.SourceAPI && (p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed) {
 		return // finished before: never run again (what is left in the runtime is an orphan)
+	}
+	if reason, msg := a.nameConflict(p); reason != "" {
+		a.reject(ctx, p, source, reason, msg)
+		return
 	}
 	if a.cfg.MaxPods > 0 && a.active() >= a.cfg.MaxPods {
 		a.reject(ctx, p, source, "OutOfpods",

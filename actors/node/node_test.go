@@ -44,7 +44,8 @@ type incarnation struct {
 type recorder struct {
 	mu      sync.Mutex
 	pods    map[types.UID][]*incarnation
-	status  []string // "update <uid> <phase> <reason>" or "forget <uid>"
+	status  []string              // "update <uid> <phase> <reason>" or "forget <uid>"
+	last    map[types.UID]*v1.Pod // the newest PodStatusUpdate of each pod
 	sources map[string]int
 	desired map[bool]int
 	// stopGate, when set, holds a stopping PodActor of that UID until closed;
@@ -56,6 +57,7 @@ type recorder struct {
 func newRecorder() *recorder {
 	return &recorder{
 		pods:     map[types.UID][]*incarnation{},
+		last:     map[types.UID]*v1.Pod{},
 		sources:  map[string]int{},
 		desired:  map[bool]int{},
 		stopGate: map[types.UID]chan struct{}{},
@@ -121,6 +123,7 @@ func (r *recorder) statusReceive(c actor.Context) {
 	case *messages.PodStatusUpdate:
 		r.mu.Lock()
 		r.status = append(r.status, fmt.Sprintf("update %s %s %s", m.Pod.UID, m.Pod.Status.Phase, m.Pod.Status.Reason))
+		r.last[m.Pod.UID] = m.Pod
 		r.mu.Unlock()
 	case *messages.PodForget:
 		r.mu.Lock()

@@ -28,6 +28,11 @@ import (
 // class errdefs.ErrUnavailable and the source keeps the set it last sent. A
 // missing directory is not that: it lists as empty.
 //
+// An error may name the content it is about (a method ContentDigest()
+// string, anywhere in its chain): the poller then warns about it once per
+// content, else once per message, and logs it again at Debug while it
+// repeats unchanged.
+//
 // adapters/manifest.DirLister and URLLister satisfy it.
 type Lister interface {
 	List(ctx context.Context) ([]*v1.Pod, []error)
@@ -69,7 +74,8 @@ type poller struct {
 	cancel context.CancelFunc
 	timer  actorkit.Timer
 	sent   bool
-	last   []*v1.Pod // sorted by UID, as sent
+	last   []*v1.Pod       // sorted by UID, as sent
+	warned map[string]bool // errors of the last listing (errKey), warned about already
 }
 
 // NewFile returns the manifest-directory source (messages.SourceFile),
@@ -166,14 +172,8 @@ func (p *poller) handleListed(ctx actor.Context, m *listed) {
 	}
 	defer p.timer.Arm(p.self, p.every) // the next listing
 
-	for _, err := range m.errs {
-		p.log.Warn("pod manifest skipped", "err", err)
-	}
-	for _, err := range m.errs {
-		if errors.Is(err, errdefs.ErrUnavailable) {
-			p.log.Warn("listing failed, keeping the previous pods", "pods", len(p.last), "synced", p.sent)
-			return
-		}
+	if p.logErrs(m.errs) {
+		return
 	}
 
 	next := p.normalise(m.pods)
@@ -188,6 +188,40 @@ func (p *poller) handleListed(ctx actor.Context, m *listed) {
 	p.log.Info("pods updated", "pods", len(out), "first", !p.sent)
 	p.sent = true
 	p.last = next
+}
+
+// logErrs logs a listing's errors: a warning for each the previous listing
+// did not have (a file broken anew, or changed and still broken), Debug for
+// the same again at every check after. It reports whether the listing failed
+// as a whole.
+func (p *poller) logErrs(errs []error) (failed bool) {
+	warned := make(map[string]bool, len(errs))
+	for _, err := range errs {
+		key := errKey(err)
+		level := slog.LevelWarn
+		if p.warned[key] {
+			level = slog.LevelDebug
+		}
+		warned[key] = true
+		if errors.Is(err, errdefs.ErrUnavailable) {
+			failed = true
+			p.log.Log(context.Background(), level, "listing failed, keeping the previous pods", "pods", len(p.last), "synced", p.sent, "err", err)
+			continue
+		}
+		p.log.Log(context.Background(), level, "pod manifest skipped", "err", err)
+	}
+	p.warned = warned
+	return failed
+}
+
+// errKey tells a listing error from another: its message and, when it names
+// one, the content it is about.
+func errKey(err error) string {
+	var c interface{ ContentDigest() string }
+	if errors.As(err, &c) {
+		return err.Error() + "\x00" + c.ContentDigest()
+	}
+	return err.Error()
 }
 
 // normalise sorts pods by UID and keeps the first config.seen of each UID

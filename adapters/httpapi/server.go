@@ -160,7 +160,8 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, h http.Handler
 	return s.Serve(ctx, ln, h)
 }
 
-// Serve is ListenAndServe on an existing listener, which it closes.
+// Serve is ListenAndServe on an existing listener, which it closes. It logs
+// nothing when it starts: the caller says what it serves where.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{
 		Handler:           h,
@@ -170,7 +171,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler) err
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	s.log.Info("serving node API", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve %s: %w", ln.Addr(), err)

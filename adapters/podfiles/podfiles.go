@@ -1,8 +1,10 @@
 // Package podfiles is the PodActor's files on the host: the managed
 // /etc/hosts and the termination-log files under <root-dir>/pods/<uid>/,
 // the termination messages read back from them (or from the container's
-// log), and the probe checkpoints under <root-dir>/probes/. Every call does
-// file I/O; the PodActor makes them off its mailbox.
+// log), and the probe checkpoints under <root-dir>/probes/; and the
+// NodeActor's sweep (sweep.go), which removes the pod directories and pod
+// log directories of pods gone. Every call does file I/O; the actors make
+// them off their mailboxes.
 package podfiles
 
 import (
@@ -27,23 +29,32 @@ import (
 
 // Files implements the PodActor's file interfaces for one node. Make it
 // once (New) and share it: its checkpoint writer keeps the writes of one
-// pod's checkpoint in order across incarnations of the PodActor.
+// pod's checkpoint in order across incarnations of the PodActor, and its
+// sweeps (Sweep, the NodeActor's) run one at a time.
 type Files struct {
 	podsDir, probesDir string
+	logsDir            string // pod log directories, for Sweep
 	log                *slog.Logger
 	cp                 *writer
+
+	sweepMu   sync.Mutex
+	sweepBusy map[types.UID]bool // pods whose volumes kept their directory at the last sweep (logged)
 }
 
 // New returns the files under podsDir (upstream <root-dir>/pods) and
 // probesDir (checkpoints). An empty podsDir: no hosts file and no
 // termination log (Hosts and TerminationLog return ""); an empty probesDir:
 // no checkpoints (Load finds none, Save and Remove do nothing).
-func New(podsDir, probesDir string, log *slog.Logger) *Files {
+func New(podsDir, probesDir string, log *slog.Logger, opts ...Option) *Files {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Files{podsDir: podsDir, probesDir: probesDir, log: log,
+	f := &Files{podsDir: podsDir, probesDir: probesDir, log: log,
 		cp: &writer{pending: map[string][]byte{}, writing: map[string][]byte{}, busy: map[string]bool{}}}
+	for _, o := range opts {
+		o(f)
+	}
+	return f
 }
 
 // Hosts writes the pod's managed /etc/hosts (<pods>/<uid>/etc-hosts,

@@ -22,8 +22,13 @@ func runAgent(ctx context.Context, args []string) int {
 	opts := defaultOptions()
 	fs := pflag.NewFlagSet("actorlet", pflag.ContinueOnError)
 	opts.addFlags(fs)
+	fs.Usage = func() { agentUsage(stdout, fs) }
 	if done, code := parseFlags(fs, args); done {
 		return code
+	}
+	if opts.Version {
+		fmt.Fprintln(stdout, versionString())
+		return exitOK
 	}
 	if err := opts.validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "actorlet: invalid flags:\n%v\n", indent(err.Error()))

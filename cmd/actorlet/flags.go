@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -50,6 +51,7 @@ type options struct {
 	ChaosDuration            time.Duration
 	Verbosity                int
 	LogFormat                string
+	Version                  bool // --version: print it and quit
 	EnableDebuggingHandlers  bool
 	MaxParallelPodStarts     int32
 
@@ -185,6 +187,21 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"How long a denied answer of the authorization webhook is cached.")
 	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "Log verbosity (0 info, 4 and up debug).")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "Log format: text or json.")
+	fs.BoolVar(&o.Version, "version", o.Version, "Print version information and quit.")
+}
+
+// agentUsage is `actorlet --help`: the commands, then the agent's flags.
+func agentUsage(w io.Writer, fs *pflag.FlagSet) {
+	fmt.Fprintf(w, `actorlet: a Kubernetes node agent (a kubelet) built as an actor system.
+
+Usage:
+  actorlet [flags]               run the node agent (flags below)
+  actorlet simruntime [flags]    run the simulated CRI runtime alone (actorlet simruntime --help)
+  actorlet bench [flags]         measure a real actorlet process (actorlet bench --help)
+  actorlet --version             print the version
+
+Flags:
+%s`, fs.FlagUsages())
 }
 
 // validate checks the flags together; every problem is reported at once.

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"os"
+	"regexp"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -33,6 +38,8 @@ func TestBadFlagsExitTwo(t *testing.T) {
 		{name: "client CA is a directory", args: []string{"--client-ca-file", "."}},
 		{name: "negative token cache ttl", args: []string{"--authentication-token-webhook-cache-ttl", "-1s"}},
 		{name: "not a bool", args: []string{"--anonymous-auth=maybe"}},
+		{name: "version not a bool", args: []string{"--version=maybe"}},
+		{name: "version as a subcommand", args: []string{"version"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,6 +53,63 @@ func TestBadFlagsExitTwo(t *testing.T) {
 func TestHelpExitsZero(t *testing.T) {
 	if code := run([]string{"--help"}); code != exitOK {
 		t.Fatalf("--help: %d", code)
+	}
+}
+
+func TestBuildVersion(t *testing.T) {
+	rev := []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}}
+	tests := []struct {
+		name string
+		bi   debug.BuildInfo
+		want string
+	}{
+		{name: "module version", bi: debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}, Settings: rev}, want: "v1.2.3"},
+		{name: "revision", bi: debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: rev}, want: "dev-0123456789ab"},
+		{name: "modified tree", bi: debug.BuildInfo{Main: debug.Module{Version: "(devel)"},
+			Settings: append(rev, debug.BuildSetting{Key: "vcs.modified", Value: "true"})}, want: "dev-0123456789ab-dirty"},
+		{name: "nothing recorded", bi: debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := buildVersion(&tt.bi); got != tt.want {
+				t.Fatalf("buildVersion = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// Issue 9: no --version, and --help did not list the subcommands.
+func TestVersionAndHelp(t *testing.T) {
+	goVersion := regexp.QuoteMeta(runtime.Version())
+	tests := []struct {
+		name    string
+		args    []string
+		ldflags string   // main.version as -ldflags -X sets it
+		want    []string // regexps the output matches
+	}{
+		{name: "version", args: []string{"--version"}, want: []string{`^actorlet \S+ \(` + goVersion + `\)\n$`}},
+		{name: "version set at build time", args: []string{"--version"}, ldflags: "v1.2.3",
+			want: []string{`^actorlet v1\.2\.3 \(` + goVersion + `\)\n$`}},
+		{name: "version wins over the other flags", args: []string{"--max-pods", "-1", "--version"}, want: []string{`^actorlet `}},
+		{name: "help lists the subcommands", args: []string{"--help"}, want: []string{
+			`(?m)^  actorlet \[flags\] .*node agent`, `(?m)^  actorlet simruntime `, `(?m)^  actorlet bench `,
+			`--version`, `--pod-manifest-path string`}},
+		{name: "-h too", args: []string{"-h"}, want: []string{`actorlet simruntime`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			stdout, version = &out, tt.ldflags
+			t.Cleanup(func() { stdout, version = os.Stdout, "" })
+			if code := run(tt.args); code != exitOK {
+				t.Fatalf("run(%v) = %d, want 0", tt.args, code)
+			}
+			for _, w := range tt.want {
+				if !regexp.MustCompile(w).MatchString(out.String()) {
+					t.Errorf("output does not match %s:\n%s", w, out.String())
+				}
+			}
+		})
 	}
 }
 

@@ -80,8 +80,9 @@ func listeners(o *options, h nodeAPIHandlers, secure nodeAPI) []listener {
 	return out
 }
 
-// serve serves each listener until ctx is done. errc reports a server that
-// failed; wait returns once every server has stopped.
+// serve serves each listener until ctx is done, logging "serving" once the
+// port is open. errc reports a server that failed (a port in use included);
+// wait returns once every server has stopped.
 func serve(ctx context.Context, srv *httpapi.Server, ls []listener, log *slog.Logger) (wait func(), errc <-chan error) {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(ls))
@@ -89,14 +90,21 @@ func serve(ctx context.Context, srv *httpapi.Server, ls []listener, log *slog.Lo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			log.Info("serving", "api", l.what, "address", l.addr, "tls", l.tls != nil)
-			var err error
-			if l.tls != nil {
-				err = srv.ListenAndServeTLS(ctx, l.addr, l.handler, l.tls)
-			} else {
-				err = srv.ListenAndServe(ctx, l.addr, l.handler)
+			ln, err := net.Listen("tcp", l.addr)
+			if err != nil {
+				errs <- fmt.Errorf("%s on %s: %w", l.what, l.addr, err)
+				return
 			}
-			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if ctx.Err() != nil { // another listener failed meanwhile: stopping
+				_ = ln.Close()
+				return
+			}
+			// Logged once, when the port is really open.
+			log.Info("serving", "api", l.what, "address", ln.Addr().String(), "tls", l.tls != nil)
+			if l.tls != nil {
+				ln = tls.NewListener(ln, l.tls)
+			}
+			if err := srv.Serve(ctx, ln, l.handler); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errs <- fmt.Errorf("%s on %s: %w", l.what, l.addr, err)
 			}
 		}()

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -154,5 +159,84 @@ func TestDebugPageOnLiveRegistry(t *testing.T) {
 	}
 	if kinds["pod"].Live != 1 || kinds["pod"].Handled == 0 || kinds["node"].Live != 1 {
 		t.Fatalf("kinds: %+v", page.Kinds)
+	}
+}
+
+// records keeps "msg api address" of every log record.
+type records struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	line := rec.Message
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "api" {
+			line += " api=" + a.Value.String()
+		}
+		return true
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, line)
+	return nil
+}
+
+func (r *records) serving() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, l := range r.lines {
+		if strings.HasPrefix(l, "serving") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Issue 9: each listener was logged twice ("serving" here and "serving
+// node API" in httpapi), and one whose port was in use was logged as
+// serving before it failed. Each open port is logged once, a port in use
+// only as the error.
+func TestServeLogsEachListenerOnce(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = taken.Close() }()
+	logs := &records{}
+	log := slog.New(logs)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	pid := actor.NewPID(sys.Address(), "none")
+	srv, err := httpapi.New(httpapi.Config{System: sys, Status: pid, PLEG: pid, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := []listener{
+		{what: "node API", addr: "127.0.0.1:0", handler: named("main"), tls: &tls.Config{MinVersion: tls.VersionTLS12}},
+		{what: "read-only node API", addr: "127.0.0.1:0", handler: named("read-only")},
+		{what: "healthz", addr: taken.Addr().String(), handler: named("healthz")},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	wait, errc := serve(ctx, srv, ls, log)
+	select {
+	case err := <-errc:
+		if !strings.Contains(err.Error(), "healthz on "+taken.Addr().String()) {
+			t.Errorf("error %v does not name the listener and its address", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no error for the port in use")
+	}
+	actortest.Eventually(t, "two listeners serving", func() bool { return len(logs.serving()) >= 2 })
+	cancel()
+	wait()
+	got := logs.serving()
+	slices.Sort(got)
+	if want := []string{"serving api=node API", "serving api=read-only node API"}; !slices.Equal(got, want) {
+		t.Fatalf("serving lines %q, want %q", got, want)
 	}
 }

@@ -1,6 +1,7 @@
 // Command actorlet is a Kubernetes node agent built as an actor system.
 //
 //	actorlet [flags]                       run the node agent
+//	actorlet --version                     print the version
 //	actorlet simruntime --listen unix:///path/sim.sock [sim flags]
 //	                                       run the simulated CRI runtime alone
 //	actorlet bench --scenario NAME [--pods N] [--duration D] [--out FILE.json]
@@ -11,8 +12,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -23,6 +27,47 @@ const (
 	exitError = 1
 	exitUsage = 2
 )
+
+// version is actorlet's version, set at build time with
+// -ldflags "-X main.version=v0.3.0". Without it: the main module's version
+// that Go records in the binary (from the VCS tag), else "dev" with the VCS
+// revision Go records ("dev-0123456789ab", "-dirty" for a modified tree).
+var version string
+
+// stdout takes what --help and --version print (tests replace it).
+var stdout io.Writer = os.Stdout
+
+// versionString is what --version prints: actorlet <version> (<go version>).
+func versionString() string {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok && v == "" {
+		v = buildVersion(bi)
+	}
+	if v == "" {
+		v = "dev"
+	}
+	return fmt.Sprintf("actorlet %s (%s)", v, runtime.Version())
+}
+
+// buildVersion is the version Go recorded in the binary, or "".
+func buildVersion(bi *debug.BuildInfo) string {
+	if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision" && len(s.Value) >= 12:
+			rev = s.Value[:12]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "-dirty"
+		}
+	}
+	if rev == "" {
+		return ""
+	}
+	return "dev-" + rev + dirty
+}
 
 func main() {
 	os.Exit(run(os.Args[1:]))

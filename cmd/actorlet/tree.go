@@ -146,7 +146,7 @@ func spawnTree(ctx context.Context, w *wiring) (*tree, error) {
 		return actor.PropsFromProducer(p, actor.WithReceiverMiddleware(mws...), actor.WithSupervisor(strategy))
 	}
 	w.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return w.log.With("lib", "protoactor")
+		return actorSystemLogger(w.log)
 	}))
 	w.allocatable = allocatable(ctx, w.o, w.log)
 	actors, sources, sourceActors := plan(treeActors(w))
@@ -222,25 +222,30 @@ func plegActor(w *wiring) actor.Producer {
 // nodeActor is the NodeActor, which spawns a PodActor per pod.
 func nodeActor(w *wiring) actor.Producer {
 	o := w.o
-	deps := podDeps(w)
+	// Termination-log files and the managed /etc/hosts under pods/, probe
+	// checkpoints under probes/ (readiness survives restarts), for the
+	// PodActors; the sweep of pods gone (pods/ and the pod logs), for the
+	// NodeActor: one instance.
+	files := podfiles.New(filepath.Join(o.RootDir, "pods"), filepath.Join(o.RootDir, "probes"), w.log,
+		podfiles.WithPodLogsDir(o.PodLogsDir))
+	deps := podDeps(w, files)
 	podProps := func(uid types.UID) *actor.Props { return w.props(pod.New(uid, deps)) }
 	return node.New(node.Config{
 		NodeName: w.name, MaxPods: int(o.MaxPods), Sources: w.sources, SourcePIDs: w.sourcePIDs,
 		Allocatable:       w.allocatable,
 		NodeLabels:        nodestatus.Labels(w.name, o.NodeLabels),
 		MaxParallelStarts: int(o.MaxParallelPodStarts),
+		Sweeper:           files, Clock: w.clk,
 	}, w.pid("status"), podProps, w.m, w.log)
 }
 
 // podDeps is what every PodActor is made with.
-func podDeps(w *wiring) pod.Deps {
+func podDeps(w *wiring, files *podfiles.Files) pod.Deps {
 	o, rt := w.o, w.rt.client
 	pr := prober.New()
 	return pod.Deps{
 		Runtime: rt, Images: w.pid("images"), Status: w.pid("status"), PLEG: w.pid("pleg"), Clock: w.clk, Log: w.log, Metrics: w.m,
-		// Termination-log files and the managed /etc/hosts under pods/;
-		// probe checkpoints under probes/ (readiness survives restarts).
-		Files: podfiles.New(filepath.Join(o.RootDir, "pods"), filepath.Join(o.RootDir, "probes"), w.log),
+		Files: files,
 		Config: pod.Config{
 			RuntimeName: w.rt.name, HostIP: w.hostIP, PodLogsDir: o.PodLogsDir,
 			BackoffBase: o.BackoffInitial, BackoffMax: o.BackoffMax,

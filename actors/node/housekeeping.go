@@ -1,0 +1,93 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/actorlet/actorlet/internal/actorkit"
+)
+
+// Sweeper removes what pods leave on the node's disk (upstream's
+// housekeeping: cleanupOrphanedPodDirs and the pod log directories of the
+// container GC).
+type Sweeper interface {
+	// Sweep removes the directories of every pod not in keep and returns
+	// the paths it removed. keep is the caller's to give away.
+	Sweep(ctx context.Context, keep map[types.UID]bool) (removed []string, err error)
+}
+
+// Housekeeping defaults.
+const (
+	// DefaultHousekeepingPeriod is how often the directories of pods gone
+	// are looked for (upstream's housekeeping runs every 2 s).
+	DefaultHousekeepingPeriod = 10 * time.Second
+	// sweepTimeout bounds one sweep.
+	sweepTimeout = time.Minute
+)
+
+// swept is a sweep's result.
+type swept struct {
+	actorkit.Tag
+	removed []string
+	err     error
+}
+
+// handleFired runs the periodic housekeeping step and arms the next one.
+func (a *Actor) handleFired(m *actorkit.Fired) {
+	if !a.housekeeping.Fired(a.self, m) {
+		return
+	}
+	a.housekeeping.Arm(a.self, a.cfg.HousekeepingPeriod)
+	a.sweep()
+}
+
+// sweep starts a sweep off the mailbox unless one is in flight or the view
+// is not complete yet: every source has delivered its state and the PLEG
+// has listed the runtime, so a pod that exists is never swept, including
+// after a crash of actorlet (what it left is found then).
+func (a *Actor) sweep() {
+	if a.cfg.Sweeper == nil || a.sweeping || !a.haveRuntime || !a.allSynced() {
+		return
+	}
+	keep := a.keep()
+	a.sweeping = true
+	sw := a.cfg.Sweeper
+	actorkit.Go(a.self, sweepTimeout, func(ctx context.Context) *swept {
+		removed, err := sw.Sweep(ctx, keep)
+		return &swept{removed: removed, err: err}
+	})
+}
+
+// keep is every pod that still exists: desired by a source (admitted or
+// not), with anything in the runtime, or with a PodActor alive (killing
+// and stopping included).
+func (a *Actor) keep() map[types.UID]bool {
+	keep := make(map[types.UID]bool, len(a.pods)+len(a.runtime))
+	for _, set := range a.sources {
+		for uid := range set {
+			keep[uid] = true
+		}
+	}
+	for _, uid := range a.runtime {
+		keep[uid] = true
+	}
+	for uid := range a.pods {
+		keep[uid] = true
+	}
+	return keep
+}
+
+func (a *Actor) handleSwept(m *swept) {
+	if !a.self.Mine(m) {
+		return
+	}
+	a.sweeping = false
+	for _, path := range m.removed {
+		a.log.Info("removed directory of a pod gone", "path", path)
+	}
+	if m.err != nil {
+		a.log.Warn("housekeeping: pod directories", "err", m.err)
+	}
+}

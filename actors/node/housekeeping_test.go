@@ -1,0 +1,212 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/actorlet/actorlet/internal/actortest"
+	"github.com/actorlet/actorlet/messages"
+)
+
+// fakeSweeper records the keep set of every sweep; with a gate set, a
+// sweep waits for it to close.
+type fakeSweeper struct {
+	mu         sync.Mutex
+	calls      [][]types.UID // each sweep's keep set, sorted
+	gate       chan struct{}
+	running    int
+	maxRunning int
+}
+
+var _ Sweeper = (*fakeSweeper)(nil)
+
+func (f *fakeSweeper) Sweep(_ context.Context, keep map[types.UID]bool) ([]string, error) {
+	var uids []types.UID
+	for uid, ok := range keep {
+		if ok {
+			uids = append(uids, uid)
+		}
+	}
+	slices.Sort(uids)
+	f.mu.Lock()
+	f.calls = append(f.calls, uids)
+	f.running++
+	f.maxRunning = max(f.maxRunning, f.running)
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	f.mu.Lock()
+	f.running--
+	f.mu.Unlock()
+	return nil, nil
+}
+
+func (f *fakeSweeper) sweeps() [][]types.UID {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+const hkPeriod = 10 * time.Second
+
+// newSweepHarness starts a NodeActor with a fake sweeper on a fake clock.
+func newSweepHarness(t *testing.T, sources ...string) (*harness, *fakeSweeper, func()) {
+	t.Helper()
+	sw := &fakeSweeper{}
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	h := newHarness(t, Config{NodeName: "n1", Sources: sources, Sweeper: sw, HousekeepingPeriod: hkPeriod, Clock: clk})
+	h.quiesce() // Started armed the timer
+	// tick runs one housekeeping step (the timer's message is queued
+	// during Step) and waits until the NodeActor handled it.
+	tick := func() {
+		clk.Step(hkPeriod)
+		h.quiesce()
+	}
+	return h, sw, tick
+}
+
+// sweepAgain ticks until the NodeActor starts sweep number n (the one
+// before it has reported back) and returns its keep set.
+func sweepAgain(t *testing.T, sw *fakeSweeper, tick func(), n int) []types.UID {
+	t.Helper()
+	actortest.Eventually(t, "a new sweep", func() bool {
+		tick()
+		return len(sw.sweeps()) >= n
+	})
+	got := sw.sweeps()
+	if len(got) != n {
+		t.Fatalf("%d sweeps, want %d: %v", len(got), n, got)
+	}
+	return got[n-1]
+}
+
+// sweepUntil ticks until a sweep keeps exactly want (a PodActor's entry
+// goes once its stop is seen, a moment after it stopped) and checks that
+// every sweep meanwhile kept at least mustKeep.
+func sweepUntil(t *testing.T, sw *fakeSweeper, tick func(), want, mustKeep []types.UID) {
+	t.Helper()
+	from := len(sw.sweeps())
+	actortest.EventuallyDetail(t, "a sweep keeping "+fmt.Sprint(want), func() bool {
+		tick()
+		got := sw.sweeps()
+		return len(got) > from && slices.Equal(got[len(got)-1], want)
+	}, func() string { return fmt.Sprint(sw.sweeps()[from:]) })
+	for _, keep := range sw.sweeps()[from:] {
+		for _, uid := range mustKeep {
+			if !slices.Contains(keep, uid) {
+				t.Fatalf("a sweep kept %q, without %s", keep, uid)
+			}
+		}
+	}
+}
+
+func TestHousekeepingKeepsEveryPodThatExists(t *testing.T) {
+	h, sw, tick := newSweepHarness(t, messages.SourceFile)
+	// a desired and running; c and e removed from the source (killed), e
+	// then gone; b desired but rejected (its node selector); d only in the
+	// runtime (an orphan being killed).
+	h.send(set(messages.SourceFile, mkPod("a", "img"), mkPod("c", "img"), mkPod("e", "img")))
+	h.quiesce()
+	h.send(set(messages.SourceFile, mkPod("a", "img")))
+	h.send(&messages.RuntimePods{UIDs: []types.UID{"a", "d"}})
+	h.quiesce()
+	h.terminated("e")
+	b := mkPod("b", "img")
+	b.Spec.NodeSelector = map[string]string{"disk": "ssd"}
+	h.send(set(messages.SourceFile, mkPod("a", "img"), b))
+	h.quiesce()
+	if got := h.statusLog(); !slices.Contains(got, "update b Failed NodeAffinity") {
+		t.Fatalf("b was not rejected: %q", got)
+	}
+	if h.msgs("d") != "KillPod" || !h.alive("c") || !h.alive("d") {
+		t.Fatalf("c and d are not being killed: c %q, d %q", h.msgs("c"), h.msgs("d"))
+	}
+	sweepUntil(t, sw, tick, []types.UID{"a", "b", "c", "d"}, []types.UID{"a", "b", "c", "d"})
+
+	// c's kill ends; d leaves the runtime but its killer is still alive.
+	h.terminated("c")
+	h.send(&messages.RuntimePods{UIDs: []types.UID{"a"}})
+	sweepUntil(t, sw, tick, []types.UID{"a", "b", "d"}, []types.UID{"a", "b", "d"})
+
+	// d's killer is done; b leaves its source.
+	h.terminated("d")
+	h.send(set(messages.SourceFile, mkPod("a", "img")))
+	sweepUntil(t, sw, tick, []types.UID{"a"}, []types.UID{"a"})
+}
+
+func TestHousekeepingWaitsForSourcesAndRuntime(t *testing.T) {
+	h, sw, tick := newSweepHarness(t, messages.SourceFile, messages.SourcePush)
+	steps := []struct {
+		name string
+		msg  any
+	}{
+		{name: "nothing known", msg: nil},
+		{name: "file synced", msg: set(messages.SourceFile, mkPod("a", "img"))},
+		{name: "the runtime listed, push not synced", msg: &messages.RuntimePods{UIDs: []types.UID{"a", "x"}}},
+	}
+	for _, s := range steps {
+		if s.msg != nil {
+			h.send(s.msg)
+		}
+		tick()
+		tick()
+		if n := len(sw.sweeps()); n != 0 {
+			t.Fatalf("%s: %d sweeps, want none", s.name, n)
+		}
+	}
+	// A sweep started too early would have kept a and x only (and been
+	// recorded first: its goroutine ran long before the one below).
+	h.send(set(messages.SourceFile, mkPod("a", "img"), mkPod("b", "img")))
+	h.send(&messages.SourceSynced{Source: messages.SourcePush})
+	if keep := sweepAgain(t, sw, tick, 1); !slices.Equal(keep, []types.UID{"a", "b", "x"}) {
+		t.Fatalf("the first sweep keeps %q, want a, b and the orphan x", keep)
+	}
+}
+
+func TestHousekeepingRuntimeFirstThenSources(t *testing.T) {
+	h, sw, tick := newSweepHarness(t, messages.SourceFile)
+	h.send(set(messages.SourceFile, mkPod("a", "img")))
+	tick()
+	if n := len(sw.sweeps()); n != 0 {
+		t.Fatalf("%d sweeps before the runtime was listed, want none", n)
+	}
+	h.send(&messages.RuntimePods{UIDs: []types.UID{"r"}})
+	if keep := sweepAgain(t, sw, tick, 1); !slices.Equal(keep, []types.UID{"a", "r"}) {
+		t.Fatalf("the first sweep keeps %q, want a and the orphan r", keep)
+	}
+}
+
+func TestHousekeepingNeverRunsTwoSweeps(t *testing.T) {
+	h, sw, tick := newSweepHarness(t, messages.SourceFile)
+	gate := make(chan struct{})
+	sw.mu.Lock()
+	sw.gate = gate
+	sw.mu.Unlock()
+	h.send(set(messages.SourceFile, mkPod("a", "img")))
+	h.send(&messages.RuntimePods{UIDs: []types.UID{"a"}})
+	sweepAgain(t, sw, tick, 1)
+	for range 3 {
+		tick() // the sweep is still in flight
+	}
+	sw.mu.Lock()
+	sw.gate = nil
+	sw.mu.Unlock()
+	close(gate)
+	// Once it reported back, the next tick sweeps again: the second sweep
+	// of all (the ticks meanwhile started none).
+	sweepAgain(t, sw, tick, 2)
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.maxRunning != 1 {
+		t.Fatalf("%d sweeps ran at once", sw.maxRunning)
+	}
+}
