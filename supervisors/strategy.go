@@ -3,6 +3,7 @@ package supervisors
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,7 +25,33 @@ type StrategyConfig struct {
 	BackoffBase time.Duration
 	// BackoffCap caps the delay. Default 10s.
 	BackoffCap time.Duration
+	// Contained are the kinds whose actors are stopped, never escalated,
+	// when they fail too often: one per pod or probe, so one poison pod
+	// stays a failure of that pod. Their parent sees them terminate and
+	// spawns them again after a long back-off. Default DefaultContained;
+	// every other kind (the singletons) escalates.
+	Contained []string
+	// OnGiveUp, when set, is called once the strategy stops an actor it
+	// cannot escalate (the root, stopped by its guardian): the tree under
+	// it is gone for good. It runs on a supervisor's goroutine.
+	OnGiveUp func(GiveUp)
 }
+
+// GiveUp says which actor the top of the tree stopped, and why.
+type GiveUp struct {
+	PID      string
+	Kind     string
+	Reason   string // the last failure
+	Failures int    // within Window
+	Window   time.Duration
+}
+
+func (g GiveUp) String() string {
+	return fmt.Sprintf("%s (%s) failed %d times within %s, last: %s", g.PID, g.Kind, g.Failures, g.Window, g.Reason)
+}
+
+// DefaultContained are the kinds stopped instead of escalated by default.
+var DefaultContained = []string{KindPod, KindProbe}
 
 // Defaults for StrategyConfig.
 const (
@@ -49,6 +76,9 @@ func (c StrategyConfig) withDefaults() StrategyConfig {
 	}
 	if c.BackoffCap < c.BackoffBase {
 		c.BackoffCap = c.BackoffBase
+	}
+	if c.Contained == nil {
+		c.Contained = DefaultContained
 	}
 	return c
 }
@@ -79,9 +109,11 @@ var _ actor.SupervisorStrategy = (*strategy)(nil)
 
 // NewStrategy returns a one-for-one supervisor strategy: each failure of a
 // child is counted in a sliding window (per child, pruned as it slides);
-// when the count exceeds MaxRestarts the failure is escalated to the
-// supervisor's own parent, or the child is stopped when the supervisor is
-// the top of the tree (a guardian or a parentless actor). Otherwise the
+// when the count exceeds MaxRestarts, a child of a Contained kind (a pod or
+// probe actor) is stopped, and its parent sees it terminate; any other
+// child's failure is escalated to the supervisor's own parent, or the
+// child is stopped (and OnGiveUp called) when the supervisor is the top of
+// the tree (a guardian or a parentless actor). Otherwise the
 // child is restarted: at once after its first failure in the window, then
 // after BackoffBase*2^(n-2), capped at BackoffCap, timed by clk (AfterFunc
 // when clk has it, so a fake clock paces restarts in tests). onRestart (may
@@ -115,11 +147,24 @@ func (s *strategy) HandleFailure(_ *actor.ActorSystem, supervisor actor.Supervis
 
 	if n > s.cfg.MaxRestarts {
 		s.forget(child.Id)
-		if isTop(supervisor) {
-			s.log.Error("actor failed too often, stopping it",
+		if slices.Contains(s.cfg.Contained, kind) {
+			// Contained: the parent respawns it later; the failure stays
+			// inside this one pod.
+			s.log.Error("actor failed too often, stopping it (its parent spawns it again later)",
 				"kind", kind, "pid", child.Id, "reason", fmt.Sprint(reason),
 				"failures", n, "window", s.cfg.Window, "message", typeName(message))
 			supervisor.StopChildren(child)
+			return
+		}
+		if isTop(supervisor) {
+			g := GiveUp{PID: child.Id, Kind: kind, Reason: fmt.Sprint(reason), Failures: n, Window: s.cfg.Window}
+			s.log.Error("actor failed too often, stopping it: the actor tree under it is gone",
+				"kind", kind, "pid", child.Id, "reason", g.Reason,
+				"failures", n, "window", s.cfg.Window, "message", typeName(message))
+			supervisor.StopChildren(child)
+			if s.cfg.OnGiveUp != nil {
+				s.cfg.OnGiveUp(g)
+			}
 			return
 		}
 		s.log.Error("actor failed too often, escalating to its supervisor's parent",

@@ -70,28 +70,39 @@ func TestBackoff(t *testing.T) {
 }
 
 func TestStrategyDecisions(t *testing.T) {
-	child := actor.NewPID("nonhost", "root/node/pod-1")
+	pod := actor.NewPID("nonhost", "root/node/pod-1")
+	probe := actor.NewPID("nonhost", "root/node/pod-1/probe-web-liveness")
+	node := actor.NewPID("nonhost", "root/node")
+	root := actor.NewPID("nonhost", "root")
 	tests := []struct {
 		name          string
 		sup           interface{ counts() (int, int, int) }
+		child         *actor.PID
+		contained     []string
 		failures      int
 		wantRestarted int
 		wantStopped   int
 		wantEscalated int
+		wantGiveUp    bool
 	}{
-		{name: "within intensity restarts", sup: &nestedSupervisor{}, failures: 3, wantRestarted: 3},
-		{name: "beyond intensity escalates", sup: &nestedSupervisor{}, failures: 4, wantRestarted: 3, wantEscalated: 1},
-		{name: "beyond intensity at the top stops", sup: &fakeSupervisor{}, failures: 4, wantRestarted: 3, wantStopped: 1},
+		{name: "within intensity restarts", sup: &nestedSupervisor{}, child: pod, failures: 3, wantRestarted: 3},
+		{name: "a pod beyond intensity is stopped, not escalated", sup: &nestedSupervisor{}, child: pod, failures: 4, wantRestarted: 3, wantStopped: 1},
+		{name: "a probe beyond intensity is stopped, not escalated", sup: &nestedSupervisor{}, child: probe, failures: 4, wantRestarted: 3, wantStopped: 1},
+		{name: "a singleton beyond intensity escalates", sup: &nestedSupervisor{}, child: node, failures: 4, wantRestarted: 3, wantEscalated: 1},
+		{name: "nothing contained: a pod escalates", sup: &nestedSupervisor{}, child: pod, contained: []string{}, failures: 4, wantRestarted: 3, wantEscalated: 1},
+		{name: "beyond intensity at the top stops and gives up", sup: &fakeSupervisor{}, child: root, failures: 4, wantRestarted: 3, wantStopped: 1, wantGiveUp: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			log, _ := testLogger(t)
 			var kinds []string
+			var gaveUp []GiveUp
 			var mu sync.Mutex
-			s := NewStrategy(StrategyConfig{MaxRestarts: 3, Window: time.Minute, BackoffBase: time.Nanosecond, BackoffCap: time.Nanosecond},
-				clocktesting.NewFakeClock(time.Unix(1000, 0)), log, func(k string) { mu.Lock(); kinds = append(kinds, k); mu.Unlock() })
+			cfg := StrategyConfig{MaxRestarts: 3, Window: time.Minute, BackoffBase: time.Nanosecond, BackoffCap: time.Nanosecond,
+				Contained: tt.contained, OnGiveUp: func(g GiveUp) { mu.Lock(); gaveUp = append(gaveUp, g); mu.Unlock() }}
+			s := NewStrategy(cfg, clocktesting.NewFakeClock(time.Unix(1000, 0)), log, func(k string) { mu.Lock(); kinds = append(kinds, k); mu.Unlock() })
 			for range tt.failures {
-				s.HandleFailure(nil, tt.sup.(actor.Supervisor), child, nil, "boom", nil)
+				s.HandleFailure(nil, tt.sup.(actor.Supervisor), tt.child, nil, "boom", nil)
 			}
 			// Later restarts wait 1ns on the fake clock.
 			s.(*strategy).clk.(*clocktesting.FakeClock).Step(time.Nanosecond)
@@ -101,8 +112,14 @@ func TestStrategyDecisions(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if len(kinds) != tt.wantRestarted || (len(kinds) > 0 && kinds[0] != KindPod) {
+			if len(kinds) != tt.wantRestarted || (len(kinds) > 0 && kinds[0] != KindOf(tt.child)) {
 				t.Fatalf("onRestart kinds = %v", kinds)
+			}
+			if tt.wantGiveUp != (len(gaveUp) == 1) || len(gaveUp) > 1 {
+				t.Fatalf("OnGiveUp calls = %+v, want one: %v", gaveUp, tt.wantGiveUp)
+			}
+			if tt.wantGiveUp && (gaveUp[0].PID != tt.child.Id || gaveUp[0].Failures != 4 || gaveUp[0].Reason != "boom") {
+				t.Fatalf("OnGiveUp(%+v)", gaveUp[0])
 			}
 		})
 	}

@@ -60,24 +60,41 @@ func TestChildRestartKeepsSiblingState(t *testing.T) {
 	}
 }
 
-// parent spawns one child "pod-1" with the given strategy.
+// parent spawns one child "pod-1" with the given strategy, counts the
+// Terminated of its children (when terminated is set) and keeps a count
+// like counter.
 type parent struct {
-	child *actor.Props
+	child      *actor.Props
+	terminated *atomic.Int32
+	n          int
 }
 
 func (p *parent) Receive(c actor.Context) {
-	if _, ok := c.Message().(*actor.Started); ok {
+	switch c.Message().(type) {
+	case *actor.Started:
 		if _, err := c.SpawnNamed(p.child, "pod-1"); err != nil {
 			panic(err)
 		}
+	case *actor.Terminated:
+		if p.terminated != nil {
+			p.terminated.Add(1)
+		}
+	case inc:
+		p.n++
+	case get:
+		c.Respond(p.n)
 	}
 }
 
-func TestIntensityEscalates(t *testing.T) {
+// TestPoisonPodIsStoppedNotEscalated: a pod actor that fails more often
+// than its budget is stopped; its parent (the node) sees it terminate and
+// is not restarted, and nothing above it is either.
+func TestPoisonPodIsStoppedNotEscalated(t *testing.T) {
 	sys, reg, mws := observed(t, nil)
 	strategy := fastStrategy(t, 2)
+	var terminated atomic.Int32
 	pod := counterProps(mws)
-	node := actor.PropsFromProducer(func() actor.Actor { return &parent{child: pod} },
+	node := actor.PropsFromProducer(func() actor.Actor { return &parent{child: pod, terminated: &terminated} },
 		actor.WithReceiverMiddleware(mws...), actor.WithSupervisor(strategy))
 	root, err := SpawnRoot(sys, strategy, mws, []Child{{Name: "node", Props: node}})
 	if err != nil {
@@ -86,24 +103,52 @@ func TestIntensityEscalates(t *testing.T) {
 	t.Cleanup(func() { _ = Stop(sys, root) })
 	nodePID, podPID := pidOf(sys, "root/node"), pidOf(sys, "root/node/pod-1")
 	eventually(t, "pod spawned", func() bool { return reg.Count(KindPod) == 1 })
+	sys.Root.Send(nodePID, inc{})
 
 	for i := 1; i <= 2; i++ {
 		sys.Root.Send(podPID, chaosMsg)
 		eventually(t, "pod restarted", func() bool { return restartsOf(reg, podPID.Id) == i })
 		ask(t, sys, podPID, get{})
 	}
-	if restartsOf(reg, nodePID.Id) != 0 {
-		t.Fatal("node restarted too early")
-	}
-	sys.Root.Send(podPID, inc{})
-	// Third failure in the window: escalated; root restarts node, which
-	// spawns a fresh pod-1.
+	// Third failure in the window: the pod is stopped, the node sees it
+	// terminate and keeps running, with its state.
 	sys.Root.Send(podPID, chaosMsg)
-	eventually(t, "node restarted by escalation", func() bool { return restartsOf(reg, nodePID.Id) == 1 })
-	eventually(t, "pod respawned", func() bool { return restartsOf(reg, podPID.Id) == 0 })
-	if got := ask(t, sys, podPID, get{}); got != 0 {
-		t.Fatalf("pod state after escalation = %v", got)
+	eventually(t, "node saw the pod terminate", func() bool { return terminated.Load() == 1 })
+	eventually(t, "pod gone", func() bool { return reg.Count(KindPod) == 0 })
+	if got := ask(t, sys, nodePID, get{}); got != 1 {
+		t.Fatalf("node state = %v, want 1: the node was restarted", got)
 	}
+	if r := restartsOf(reg, nodePID.Id); r != 0 {
+		t.Fatalf("node restarts = %d, want 0", r)
+	}
+	if r := restartsOf(reg, root.Id); r != 0 {
+		t.Fatalf("root restarts = %d, want 0", r)
+	}
+}
+
+// TestSingletonEscalates: a singleton (here pleg) that fails more often
+// than its budget escalates to the root, whose guardian restarts it with
+// a fresh tree.
+func TestSingletonEscalates(t *testing.T) {
+	sys, reg, mws := observed(t, nil)
+	root, err := SpawnRoot(sys, fastStrategy(t, 2), mws, []Child{{Name: "pleg", Props: counterProps(mws)}, {Name: "status", Props: counterProps(mws)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = Stop(sys, root) })
+	pleg, status := pidOf(sys, "root/pleg"), pidOf(sys, "root/status")
+	sys.Root.Send(status, inc{})
+	for i := 1; i <= 2; i++ {
+		sys.Root.Send(pleg, chaosMsg)
+		eventually(t, "pleg restarted", func() bool { return restartsOf(reg, pleg.Id) == i })
+		ask(t, sys, pleg, get{})
+	}
+	sys.Root.Send(pleg, chaosMsg)
+	eventually(t, "root restarted by escalation", func() bool { return restartsOf(reg, root.Id) == 1 })
+	eventually(t, "status respawned fresh", func() bool {
+		res, err := sys.Root.RequestFuture(status, get{}, time.Second).Result()
+		return err == nil && res == 0
+	})
 }
 
 func TestRootFailingTooOftenIsStopped(t *testing.T) {
