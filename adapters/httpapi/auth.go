@@ -67,6 +67,12 @@ type AuthConfig struct {
 	// Access authorizes with SubjectAccessReviews (--authorization-mode
 	// Webhook); nil is AlwaysAllow.
 	Access AccessReviewer
+	// AnonymousRemoteWrites lets anonymous requests write and execute
+	// (WritesOrExecutes) from any peer under AlwaysAllow. False, the safe
+	// default: only from loopback peers; from elsewhere they get 403 (see
+	// anonymous.go). Authenticated users and Webhook authorization are not
+	// affected.
+	AnonymousRemoteWrites bool
 	// AuthorizedTTL and UnauthorizedTTL keep an access review's answer
 	// (the flags' defaults are 5m and 30s); 0 asks every time.
 	AuthorizedTTL   time.Duration
@@ -143,6 +149,9 @@ func UserFrom(ctx context.Context) (User, bool) {
 // Wrap authenticates every request (401 "Unauthorized" when it cannot),
 // then authorizes it (403 naming the user and attributes when denied, 500
 // when the authorizer fails), as the upstream kubelet's auth filter does.
+// Under AlwaysAllow an anonymous request that writes or executes from a
+// peer other than loopback gets 403 saying why, unless
+// AnonymousRemoteWrites (anonymous.go).
 func (a *Auth) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, ok, err := a.Authenticate(r)
@@ -156,11 +165,17 @@ func (a *Auth) Wrap(h http.Handler) http.Handler {
 			return
 		}
 		attrs := RequestAttributes(a.cfg.NodeName, r)
-		allowed, err := a.Authorize(r.Context(), u, attrs)
 		subs := make([]string, len(attrs))
 		for i, at := range attrs {
 			subs[i] = at.Subresource
 		}
+		if why := a.refuseAnonymousRemote(u, r); why != "" {
+			a.log.Info("refused an anonymous request from another machine", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			httpError(w, http.StatusForbidden, "Forbidden (user=%s, verb=%s, resource=nodes, subresource(s)=[%s]): %s",
+				u.Name, attrs[0].Verb, strings.Join(subs, " "), why)
+			return
+		}
+		allowed, err := a.Authorize(r.Context(), u, attrs)
 		if err != nil {
 			a.log.Error("authorization error", "user", u.Name, "verb", attrs[0].Verb, "subresource", subs, "err", err)
 			httpError(w, http.StatusInternalServerError, "Authorization error (user=%s, verb=%s, resource=nodes, subresource=%s)",

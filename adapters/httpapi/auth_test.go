@@ -455,3 +455,134 @@ func TestTTLCacheIsBounded(t *testing.T) {
 		t.Fatal("newest entry evicted")
 	}
 }
+
+// The safe default (issue 9, failure 7): under AlwaysAllow an anonymous
+// request that writes or executes from another machine gets 403 saying why
+// and how to open it; from loopback, or with credentials, or with the
+// opening flag, it goes through as before; reads go through from anywhere.
+func TestAnonymousRemoteWrites(t *testing.T) {
+	const remote, local = "192.0.2.7:40000", "127.0.0.1:40000"
+	tokens := &fakeTokens{users: map[string]authenticationv1.UserInfo{"good-token": {Username: "alice"}}}
+	allowAll := &fakeAccess{allow: func(authorizationv1.SubjectAccessReviewSpec) bool { return true }}
+	tests := []struct {
+		name         string
+		cfg          AuthConfig
+		method, path string
+		remote       string
+		header       map[string]string
+		wantCode     int
+		wantBody     string // substring
+	}{
+		// Refused: every write or execute path, from another machine.
+		{name: "push", method: "POST", path: "/pods", wantCode: 403,
+			wantBody: "Forbidden (user=system:anonymous, verb=create, resource=nodes, subresource(s)=[pods proxy]): anonymous requests may write or execute"},
+		{name: "remove pushed pod", method: "DELETE", path: "/pods/default/web", wantCode: 403, wantBody: "not from 192.0.2.7"},
+		{name: "exec GET (websocket)", method: "GET", path: "/exec/default/web/c?command=id", wantCode: 403,
+			wantBody: "--insecure-anonymous-remote-writes"},
+		{name: "exec POST (spdy)", method: "POST", path: "/exec/default/web/c?command=id", wantCode: 403},
+		{name: "attach", method: "GET", path: "/attach/default/web/c", wantCode: 403},
+		{name: "port-forward", method: "GET", path: "/portForward/default/web", wantCode: 403},
+		{name: "run", method: "POST", path: "/run/default/web/c", wantCode: 403},
+		{name: "debug actors", method: "GET", path: "/debug/actors", wantCode: 403},
+		{name: "debug pprof", method: "GET", path: "/debug/pprof/goroutine", wantCode: 403},
+		{name: "debug without slash", method: "GET", path: "/debug", wantCode: 403},
+		{name: "checkpoint", method: "POST", path: "/checkpoint/default/web/c", wantCode: 403},
+		{name: "dot segments", method: "GET", path: "/pods/../exec/default/web/c", wantCode: 403},
+		{name: "double slash", method: "GET", path: "//exec/default/web/c", wantCode: 403},
+		{name: "upgrade anywhere", method: "GET", path: "/pods", header: map[string]string{"Upgrade": "websocket"}, wantCode: 403},
+		{name: "put", method: "PUT", path: "/pods", wantCode: 403},
+		{name: "remote IPv6", method: "POST", path: "/pods", remote: "[2001:db8::1]:5000", wantCode: 403, wantBody: "not from 2001:db8::1"},
+		{name: "unparsable peer", method: "POST", path: "/pods", remote: "somewhere", wantCode: 403},
+		// Reads from anywhere.
+		{name: "list pods", method: "GET", path: "/pods", wantCode: 200},
+		{name: "container logs", method: "GET", path: "/containerLogs/default/web/c", wantCode: 200},
+		{name: "metrics", method: "HEAD", path: "/metrics", wantCode: 200},
+		{name: "healthz", method: "GET", path: "/healthz", wantCode: 200},
+		// Allowed: loopback peers.
+		{name: "push from 127.0.0.1", method: "POST", path: "/pods", remote: local, wantCode: 200},
+		{name: "exec from ::1", method: "GET", path: "/exec/default/web/c", remote: "[::1]:40000", wantCode: 200},
+		{name: "push from mapped loopback", method: "POST", path: "/pods", remote: "[::ffff:127.0.0.2]:1", wantCode: 200},
+		// Allowed: credentials, the opening flag, Webhook authorization.
+		{name: "token from another machine", cfg: AuthConfig{Tokens: tokens, TokenCacheTTL: time.Minute}, method: "POST", path: "/pods",
+			header: map[string]string{"Authorization": "Bearer good-token"}, wantCode: 200},
+		{name: "opened by flag", cfg: AuthConfig{AnonymousRemoteWrites: true}, method: "GET", path: "/exec/default/web/c", wantCode: 200},
+		{name: "webhook decides", cfg: AuthConfig{Access: allowAll, AuthorizedTTL: time.Minute}, method: "POST", path: "/pods", wantCode: 200},
+		// Anonymous off: 401 as before.
+		{name: "anonymous off", cfg: AuthConfig{Anonymous: false}, method: "POST", path: "/pods", wantCode: 401},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg
+			cfg.NodeName = "n1"
+			cfg.Anonymous = tt.name != "anonymous off"
+			cfg.Logger = slog.New(slog.DiscardHandler)
+			cfg.Clock = clocktesting.NewFakeClock(now)
+			a, err := NewAuth(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reached := false
+			h := a.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				reached = true
+				_, _ = io.WriteString(w, "ok")
+			}))
+			r := httptest.NewRequest(tt.method, "http://n1"+tt.path, nil)
+			r.RemoteAddr = remote
+			if tt.remote != "" {
+				r.RemoteAddr = tt.remote
+			}
+			for k, v := range tt.header {
+				r.Header.Set(k, v)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if rec.Code != tt.wantCode || !strings.Contains(rec.Body.String(), tt.wantBody) {
+				t.Fatalf("%s %s from %s: %d %q, want %d with %q", tt.method, tt.path, r.RemoteAddr, rec.Code, rec.Body.String(), tt.wantCode, tt.wantBody)
+			}
+			if reached != (tt.wantCode == 200) {
+				t.Fatalf("handler reached: %v with status %d", reached, rec.Code)
+			}
+		})
+	}
+}
+
+// The same through the real node API handler: a push or removal from
+// another machine without credentials never reaches the push source, one
+// from loopback does.
+func TestAnonymousRemotePushNeverReachesPushSource(t *testing.T) {
+	e := setup(t, nil)
+	a, err := NewAuth(AuthConfig{NodeName: "n1", Anonymous: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := a.Wrap(e.srv.Main())
+	send := func(method, path, body, peer string) (int, string) {
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		r := httptest.NewRequest(method, path, rd)
+		r.RemoteAddr = peer
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := send("POST", "/pods", podJSON, "198.51.100.9:1234"); code != http.StatusForbidden {
+		t.Fatalf("remote push: %d %q, want 403", code, body)
+	}
+	if code, body := send("DELETE", "/pods/web/nginx", "", "198.51.100.9:1234"); code != http.StatusForbidden {
+		t.Fatalf("remote removal: %d %q, want 403", code, body)
+	}
+	e.stubs.mu.Lock()
+	n := len(e.stubs.received)
+	e.stubs.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("the push source got %d messages from refused requests", n)
+	}
+	if code, body := send("POST", "/pods", podJSON, "127.0.0.1:1234"); code != http.StatusCreated {
+		t.Fatalf("loopback push: %d %q, want 201", code, body)
+	}
+	if code, body := send("DELETE", "/pods/web/nginx", "", "127.0.0.1:1234"); code != http.StatusOK {
+		t.Fatalf("loopback removal: %d %q, want 200", code, body)
+	}
+}

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,6 +51,11 @@ type options struct {
 	ChaosSeed                int64
 	ChaosKinds               string
 	ChaosDuration            time.Duration
+	// supervision (supervise in tree.go)
+	ActorMaxRestarts           int32
+	ActorRestartWindow         time.Duration
+	ActorRespawnBackoffInitial time.Duration
+	ActorRespawnBackoffMax     time.Duration
 	Verbosity                int
 	LogFormat                string
 	Version                  bool // --version: print it and quit
@@ -66,6 +73,10 @@ type options struct {
 	AuthorizationMode                string
 	AuthorizationWebhookAuthorized   time.Duration
 	AuthorizationWebhookUnauthorized time.Duration
+	// InsecureAnonymousRemoteWrites lifts the safe default: anonymous
+	// requests may write and execute from any address (README "Security
+	// defaults").
+	InsecureAnonymousRemoteWrites bool
 
 	// cluster mode
 	Kubeconfig                string
@@ -103,6 +114,10 @@ func defaultOptions() *options {
 		ImagePullBackoffInitial:  10 * time.Second,
 		ImagePullBackoffMax:      300 * time.Second,
 		ChaosKinds:               "pod,probe",
+		ActorMaxRestarts:           int32(supervisors.DefaultMaxRestarts),
+		ActorRestartWindow:         supervisors.DefaultWindow,
+		ActorRespawnBackoffInitial: time.Minute,
+		ActorRespawnBackoffMax:     5 * time.Minute,
 		LogFormat:                "text",
 		EnableDebuggingHandlers:  true,
 		MaxParallelPodStarts:     0,
@@ -150,6 +165,13 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.ChaosKillRate, "chaos-kill-rate", o.ChaosKillRate, "Chaos: panics injected per second into random live actors (0 disables).")
 	fs.Int64Var(&o.ChaosSeed, "chaos-seed", o.ChaosSeed, "Chaos: random seed (0 = time-based).")
 	fs.DurationVar(&o.ChaosDuration, "chaos-duration", o.ChaosDuration, "Chaos: stop injecting after this long (0 = until actorlet stops).")
+	fs.Int32Var(&o.ActorMaxRestarts, "actor-max-restarts", o.ActorMaxRestarts,
+		"Restarts an actor may have within --actor-restart-window; one more failure stops a pod or probe actor (spawned again after --actor-respawn-backoff-initial) "+
+			"and escalates any other to its parent; when the root fails too often actorlet exits with status 1.")
+	fs.DurationVar(&o.ActorRestartWindow, "actor-restart-window", o.ActorRestartWindow, "Sliding window in which --actor-max-restarts is counted.")
+	fs.DurationVar(&o.ActorRespawnBackoffInitial, "actor-respawn-backoff-initial", o.ActorRespawnBackoffInitial,
+		"First delay before a pod or probe actor stopped for failing too often is spawned again (doubles up to --actor-respawn-backoff-max); its containers keep running meanwhile.")
+	fs.DurationVar(&o.ActorRespawnBackoffMax, "actor-respawn-backoff-max", o.ActorRespawnBackoffMax, "Cap of the actor respawn back-off.")
 	fs.StringVar(&o.ChaosKinds, "chaos-kinds", o.ChaosKinds, "Chaos: actor kinds to crash, comma separated (pod,probe,pleg,image,status,node,source).")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the node's credentials: joins the cluster (cluster mode). Empty: standalone.")
 	fs.StringToStringVar(&o.NodeLabels, "node-labels", o.NodeLabels, "Labels to add when registering the node, key=value,...")
@@ -185,6 +207,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"How long an allowed answer of the authorization webhook is cached.")
 	fs.DurationVar(&o.AuthorizationWebhookUnauthorized, "authorization-webhook-cache-unauthorized-ttl", o.AuthorizationWebhookUnauthorized,
 		"How long a denied answer of the authorization webhook is cached.")
+	fs.BoolVar(&o.InsecureAnonymousRemoteWrites, "insecure-anonymous-remote-writes", o.InsecureAnonymousRemoteWrites,
+		"DANGEROUS. With --anonymous-auth and --authorization-mode=AlwaysAllow, let requests without credentials from any address, "+
+			"not only loopback, push and delete pods, exec, attach, port-forward and use /debug/ on --port: anyone who reaches it can run a privileged pod. "+
+			"Off by default (reads stay open to anonymous requests from anywhere, as upstream).")
 	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "Log verbosity (0 info, 4 and up debug).")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "Log format: text or json.")
 	fs.BoolVar(&o.Version, "version", o.Version, "Print version information and quit.")
@@ -217,10 +243,18 @@ func (o *options) validate() error {
 		{"pleg-relist-period", o.PLEGRelistPeriod}, {"pleg-relist-threshold", o.PLEGThreshold},
 		{"crashloop-backoff-initial", o.BackoffInitial}, {"crashloop-backoff-max", o.BackoffMax},
 		{"image-pull-backoff-initial", o.ImagePullBackoffInitial}, {"image-pull-backoff-max", o.ImagePullBackoffMax},
+		{"actor-restart-window", o.ActorRestartWindow},
+		{"actor-respawn-backoff-initial", o.ActorRespawnBackoffInitial}, {"actor-respawn-backoff-max", o.ActorRespawnBackoffMax},
 	} {
 		if d.v <= 0 {
 			bad("--%s must be positive, got %s", d.name, d.v)
 		}
+	}
+	if o.ActorMaxRestarts < 1 {
+		bad("--actor-max-restarts must be at least 1, got %d", o.ActorMaxRestarts)
+	}
+	if o.ActorRespawnBackoffMax < o.ActorRespawnBackoffInitial {
+		bad("--actor-respawn-backoff-max (%s) is below --actor-respawn-backoff-initial (%s)", o.ActorRespawnBackoffMax, o.ActorRespawnBackoffInitial)
 	}
 	if o.BackoffMax < o.BackoffInitial {
 		bad("--crashloop-backoff-max (%s) is below --crashloop-backoff-initial (%s)", o.BackoffMax, o.BackoffInitial)
@@ -403,4 +437,36 @@ func parseEndpoint(ep string) (kind string, rest string, err error) {
 		return "unix", ep, nil
 	}
 	return "", "", fmt.Errorf("%q: want unix:///path/to/socket or sim://", ep)
+}
+
+// nodeAPIExposure says who may do what on --port without credentials, as
+// the flags set it: one log line at start, at Warn when anonymous requests
+// may write and execute from other machines (--insecure-anonymous-remote-
+// writes), naming what is open and to whom. Nothing when --port is off.
+func (o *options) nodeAPIExposure() (level slog.Level, msg string, attrs []any, ok bool) {
+	if o.Port == 0 {
+		return 0, "", nil, false
+	}
+	listen := net.JoinHostPort(o.Address, strconv.Itoa(int(o.Port)))
+	reach := "any machine that reaches " + listen
+	if ip := net.ParseIP(o.Address); ip != nil && ip.IsLoopback() {
+		reach = "this machine only (--address " + o.Address + ")"
+	}
+	switch {
+	case !o.AnonymousAuth:
+		return slog.LevelInfo, "node API: requests without credentials are refused (--anonymous-auth=false)",
+			[]any{"address", listen}, true
+	case o.AuthorizationMode == authzWebhook:
+		return slog.LevelInfo, "node API: requests without credentials are authorized by the API server as system:anonymous (--authorization-mode=Webhook)",
+			[]any{"address", listen}, true
+	case o.InsecureAnonymousRemoteWrites:
+		return slog.LevelWarn, "NODE API OPEN WITHOUT CREDENTIALS: anyone may push and delete pods (privileged, hostPath / included), exec, attach, port-forward and use /debug/",
+			[]any{"open", "POST /pods, DELETE /pods/{namespace}/{name}, /exec/, /attach/, /portForward/, /run/, /debug/ as system:anonymous",
+				"to", reach, "because", "--insecure-anonymous-remote-writes with --anonymous-auth=true and --authorization-mode=AlwaysAllow",
+				"fix", "drop --insecure-anonymous-remote-writes, or set --anonymous-auth=false, or --authorization-mode=Webhook"}, true
+	default:
+		return slog.LevelInfo, "node API: requests without credentials may read from any address; push, exec, attach, port-forward and /debug/ only from loopback",
+			[]any{"address", listen, "reads", reach, "writes", "this machine only (loopback peers)",
+				"because", "--anonymous-auth=true and --authorization-mode=AlwaysAllow (upstream's flag defaults); --insecure-anonymous-remote-writes is off"}, true
+	}
 }

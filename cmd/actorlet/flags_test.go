@@ -2,12 +2,18 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 func TestBadFlagsExitTwo(t *testing.T) {
@@ -173,5 +179,91 @@ func TestNodeAPISecurityDefaultsAreUpstreams(t *testing.T) {
 	o.AnonymousAuth = false
 	if err := o.validate(); err != nil {
 		t.Fatalf("cluster-mode auth flags: %v", err)
+	}
+}
+
+// Issue 9, failure 7: a default run (upstream's flag defaults, --address
+// 0.0.0.0) refuses writes and exec without credentials from other machines
+// and says so at Info; --insecure-anonymous-remote-writes opens them and
+// the start-up log says so loudly (Warn), naming what is open to whom.
+func TestNodeAPIExposureAtStart(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantLevel  slog.Level
+		wantMsg    string
+		wantAttrs  map[string]string // substrings of attributes
+		remotePush int               // status of an anonymous POST /pods from another machine
+	}{
+		{name: "default", wantLevel: slog.LevelInfo,
+			wantMsg:    "may read from any address; push, exec, attach, port-forward and /debug/ only from loopback",
+			wantAttrs:  map[string]string{"address": "0.0.0.0:10250", "writes": "loopback"},
+			remotePush: http.StatusForbidden},
+		{name: "opened", args: []string{"--insecure-anonymous-remote-writes"}, wantLevel: slog.LevelWarn,
+			wantMsg: "NODE API OPEN WITHOUT CREDENTIALS",
+			wantAttrs: map[string]string{"to": "any machine that reaches 0.0.0.0:10250", "open": "POST /pods",
+				"because": "--insecure-anonymous-remote-writes"},
+			remotePush: http.StatusOK},
+		{name: "opened on loopback only", args: []string{"--insecure-anonymous-remote-writes", "--address", "127.0.0.1"},
+			wantLevel: slog.LevelWarn, wantMsg: "NODE API OPEN WITHOUT CREDENTIALS",
+			wantAttrs: map[string]string{"to": "this machine only (--address 127.0.0.1)"}, remotePush: http.StatusOK},
+		{name: "anonymous off", args: []string{"--anonymous-auth=false", "--insecure-anonymous-remote-writes"},
+			wantLevel: slog.LevelInfo, wantMsg: "requests without credentials are refused", remotePush: http.StatusUnauthorized},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := defaultOptions()
+			fs := pflag.NewFlagSet("actorlet", pflag.ContinueOnError)
+			o.addFlags(fs)
+			if err := fs.Parse(append(tt.args, "--root-dir", t.TempDir())); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.validate(); err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			secure, err := nodeAPISecurity(o, "n1", "127.0.0.1", nil, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var found map[string]any
+			var warns int
+			for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+				var rec map[string]any
+				if err := json.Unmarshal([]byte(line), &rec); err != nil {
+					t.Fatalf("log line %q: %v", line, err)
+				}
+				if rec["level"] == slog.LevelWarn.String() || rec["level"] == slog.LevelError.String() {
+					warns++
+				}
+				if msg, _ := rec["msg"].(string); strings.Contains(msg, tt.wantMsg) {
+					found = rec
+				}
+			}
+			if found == nil {
+				t.Fatalf("no start-up line with %q:\n%s", tt.wantMsg, buf.String())
+			}
+			if found["level"] != tt.wantLevel.String() {
+				t.Fatalf("level %v, want %v: %v", found["level"], tt.wantLevel, found)
+			}
+			if tt.wantLevel < slog.LevelWarn && warns > 0 {
+				t.Fatalf("a warning without the opening flag:\n%s", buf.String())
+			}
+			for k, want := range tt.wantAttrs {
+				if got, _ := found[k].(string); !strings.Contains(got, want) {
+					t.Errorf("attribute %s = %q, want it to contain %q", k, got, want)
+				}
+			}
+			// What the flags built does what the line says.
+			h := secure.auth.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+			r := httptest.NewRequest(http.MethodPost, "/pods", strings.NewReader("{}"))
+			r.RemoteAddr = "203.0.113.5:4444"
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if rec.Code != tt.remotePush {
+				t.Fatalf("anonymous POST /pods from another machine: %d %q, want %d", rec.Code, rec.Body.String(), tt.remotePush)
+			}
+		})
 	}
 }

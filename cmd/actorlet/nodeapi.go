@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -61,6 +62,9 @@ func nodeAPISecurity(o *options, nodeName, nodeIP string, kc *kube.Client, log *
 		UnauthorizedTTL: o.AuthorizationWebhookUnauthorized,
 		Logger:          log.With("component", "node-api-auth"),
 	}
+	// The safe default (README "Security defaults"): anonymous writes and
+	// exec only from loopback unless the flag opens them.
+	cfg.AnonymousRemoteWrites = o.InsecureAnonymousRemoteWrites
 	if o.ClientCAFile != "" {
 		pool, err := httpapi.LoadClientCAs(o.ClientCAFile)
 		if err != nil {
@@ -90,5 +94,8 @@ func nodeAPISecurity(o *options, nodeName, nodeIP string, kc *kube.Client, log *
 	out.auth = auth
 	log.Info("node API authentication", "anonymous", o.AnonymousAuth, "clientCA", o.ClientCAFile != "",
 		"tokenWebhook", o.AuthenticationTokenWebhook, "authorization", o.AuthorizationMode)
+	if lvl, msg, attrs, ok := o.nodeAPIExposure(); ok {
+		log.Log(context.Background(), lvl, msg, attrs...)
+	}
 	return out, nil
 }
