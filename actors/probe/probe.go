@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/actorlet/actorlet/errdefs"
 	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
 	"github.com/actorlet/actorlet/podspec"
@@ -245,6 +246,12 @@ func (a *Actor) handleDone(ctx actor.Context, m *done) {
 		a.d.Metrics.ObserveProbe(metricType(a.t.Kind), res, a.t.Container.Name, a.t.PodName, a.t.Namespace, string(a.t.PodUID), m.took)
 	}
 	if a.onHold {
+		return
+	}
+	if m.err != nil && errdefs.IsUnavailable(m.err) {
+		// As upstream (a prober error is thrown away): a probe the runtime
+		// could not run, because it is down, says nothing about the
+		// container; it neither counts towards a threshold nor resets one.
 		return
 	}
 	if ok == a.lastRun && a.resultRun > 0 {

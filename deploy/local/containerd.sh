@@ -6,6 +6,11 @@
 #   containerd.sh status  print the lines below and exit 0 if running, else exit 1
 #   containerd.sh down    remove every pod and container, stop containerd and its shims,
 #                         unmount, delete the bridge, iptables leftovers, state dir, cgroups
+#   containerd.sh stop-runtime   stop the containerd daemon only (a runtime outage): its shims,
+#                         containers, network and state stay; the socket stops answering
+#   containerd.sh start-runtime  start the daemon again on the same config and state; it reattaches
+#                         to the running shims (containerd 1.6 does), so containers keep their IDs
+#                         and processes; prints the lines below once CRI serves again
 #
 # On success `up` and `status` print exactly these lines on stdout (everything else goes to stderr):
 #   CONTAINER_RUNTIME_ENDPOINT=unix:///<dir>/containerd.sock
@@ -443,12 +448,36 @@ down() {
   log "down"
 }
 
+# stop_runtime: a runtime outage. Only the daemon goes (TERM, then KILL): shims keep their
+# containers running, and everything start_runtime needs stays in the state dir.
+stop_runtime() {
+  check_machine
+  exec 9>"$LOCK"
+  flock 9
+  [ -f "$CFG" ] || die "no containerd set up in $DIR (run: $0 up)"
+  stop_containerd
+  log "containerd stopped; $(our_shims | wc -l) shims left running"
+}
+
+# start_runtime: the end of the outage: the same daemon, config and state as before.
+start_runtime() {
+  check_machine
+  busybox_ref
+  exec 9>"$LOCK"
+  flock 9
+  [ -f "$CFG" ] || die "no containerd set up in $DIR (run: $0 up)"
+  start_containerd
+  print_lines
+}
+
 case "${1:-}" in
   up) up ;;
   status) status ;;
   down) down ;;
+  stop-runtime) stop_runtime ;;
+  start-runtime) start_runtime ;;
   *)
-    echo "usage: $0 up|status|down" >&2
+    echo "usage: $0 up|status|down|stop-runtime|start-runtime" >&2
     exit 2
     ;;
 esac
