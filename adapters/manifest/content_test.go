@@ -31,7 +31,7 @@ func TestSkippedManifestErrorsNameTheirContent(t *testing.T) {
 		changed string // another content with the same error
 		wantErr string
 	}{
-		{name: "undecodable", content: "kind: [", changed: "kind:  [", wantErr: "a.yaml: document 0"},
+		{name: "undecodable", content: "kind: [", changed: "kind:  [", wantErr: "a.yaml: document 1"},
 		{name: "invalid field", content: noImage, changed: noImage + "# edited\n", wantErr: "spec.containers[0].image: Required value"},
 		{name: "duplicate name", content: podYAML, changed: podYAML + "# edited\n", wantErr: "duplicate of the pod in"},
 	}

@@ -6,6 +6,7 @@
 package manifest
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
 )
 
 // typeMeta is what Decode reads first to dispatch on kind.
@@ -27,34 +29,116 @@ type rawList struct {
 	Items []json.RawMessage `json:"items"`
 }
 
+// Document is a pod decoded from a manifest and its place there.
+type Document struct {
+	Pod *v1.Pod
+	// Index is the document's number in its manifest, from 1: YAML
+	// documents as separated by "---" lines, or concatenated JSON objects.
+	Index int
+}
+
+// DocumentError is a document of a manifest left out: it did not decode,
+// or (from the listers) the pod it holds is invalid.
+type DocumentError struct {
+	Index int // from 1, as Document.Index
+	Err   error
+}
+
+func (e *DocumentError) Error() string { return fmt.Sprintf("document %d: %v", e.Index, e.Err) }
+
+func (e *DocumentError) Unwrap() error { return e.Err }
+
 // Decode reads one or more YAML or JSON documents (YAML separated by "---",
 // JSON objects concatenated). Each document is a Pod, a PodList or a List of
 // pods. Unknown fields are ignored, as the upstream kubelet does; a document
 // that is not an object, an unknown kind or apiVersion, or a field of the
 // wrong type is an error. Empty documents are skipped.
+//
+// Decode is all or nothing: any bad document is an error and gives no pods
+// (the push endpoint wants exactly one pod). DecodeDocuments keeps the good
+// documents of a manifest with bad ones.
 func Decode(data []byte) ([]*v1.Pod, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	docs, errs := DecodeDocuments(data)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	var pods []*v1.Pod
-	for doc := 0; ; doc++ {
+	for _, d := range docs {
+		pods = append(pods, d.Pod)
+	}
+	return pods, nil
+}
+
+// DecodeDocuments decodes each document of data on its own: the pods of the
+// documents that decode, and a *DocumentError for each that does not. A bad
+// YAML document does not hide the documents after it; in a stream of JSON
+// objects, a syntax error ends the stream (what follows it cannot be found
+// again), so it is the last error.
+func DecodeDocuments(data []byte) ([]Document, []error) {
+	if utilyaml.IsJSONBuffer(data) {
+		return decodeJSONStream(data)
+	}
+	var (
+		docs []Document
+		errs []error
+	)
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for index := 1; ; index++ {
+		chunk, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil { // reading a byte slice: cannot happen, but never loop on it
+			errs = append(errs, &DocumentError{Index: index, Err: err})
+			break
+		}
+		raw, err := yaml.YAMLToJSON(chunk)
+		if err != nil {
+			errs = append(errs, &DocumentError{Index: index, Err: err})
+			continue
+		}
+		docs, errs = addDocument(docs, errs, index, raw)
+	}
+	return docs, errs
+}
+
+// decodeJSONStream decodes concatenated JSON objects (the stream decoder
+// also takes a JSON object followed by YAML, as kubectl does).
+func decodeJSONStream(data []byte) ([]Document, []error) {
+	var (
+		docs []Document
+		errs []error
+	)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for index := 1; ; index++ {
 		var raw json.RawMessage
 		err := dec.Decode(&raw)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", doc, err)
+			errs = append(errs, &DocumentError{Index: index, Err: err})
+			break
 		}
-		raw = bytes.TrimSpace(raw)
-		if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-			continue
-		}
-		got, err := decodeObject(raw)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", doc, err)
-		}
-		pods = append(pods, got...)
+		docs, errs = addDocument(docs, errs, index, raw)
 	}
-	return pods, nil
+	return docs, errs
+}
+
+// addDocument decodes one document's JSON; an empty one adds nothing.
+func addDocument(docs []Document, errs []error, index int, raw []byte) ([]Document, []error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return docs, errs
+	}
+	got, err := decodeObject(raw)
+	if err != nil {
+		return docs, append(errs, &DocumentError{Index: index, Err: err})
+	}
+	for _, p := range got {
+		docs = append(docs, Document{Pod: p, Index: index})
+	}
+	return docs, errs
 }
 
 func decodeObject(raw json.RawMessage) ([]*v1.Pod, error) {

@@ -47,12 +47,12 @@ func TestDecode(t *testing.T) {
 		{name: "unknown kind", data: "apiVersion: v1\nkind: Deployment\n", wantErr: `kind: Unsupported value: "Deployment"`},
 		{name: "missing kind", data: "apiVersion: v1\nmetadata: {name: x}\n", wantErr: "kind: Required value"},
 		{name: "wrong apiVersion", data: "apiVersion: apps/v1\nkind: Pod\n", wantErr: `apiVersion: Unsupported value: "apps/v1"`},
-		{name: "bad yaml", data: "kind: Pod\nmetadata: [\n", wantErr: "document 0"},
+		{name: "bad yaml", data: "kind: Pod\nmetadata: [\n", wantErr: "document 1"},
 		{name: "scalar", data: "hello\n", wantErr: "not an object"},
 		{name: "sequence", data: "- a\n- b\n", wantErr: "not an object"},
 		{name: "wrong field type", data: "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  containers: 3\n", wantErr: "spec.containers"},
 		{name: "bad quantity", data: "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  containers:\n  - name: c\n    image: i\n    resources: {limits: {cpu: lots}}\n", wantErr: "quantities must match"},
-		{name: "second doc bad", data: podYAML + "---\nkind: Secret\napiVersion: v1\n", wantErr: "document 1"},
+		{name: "second doc bad", data: podYAML + "---\nkind: Secret\napiVersion: v1\n", wantErr: "document 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -351,9 +351,9 @@ func TestReadDirAndDirLister(t *testing.T) {
 		{name: "empty dir", files: map[string]string{}},
 		{name: "two files", files: map[string]string{"a.yaml": podYAML, "b.json": `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"api"},"spec":{"containers":[{"name":"c","image":"i"}]}}`}, wantPods: []string{"web-n1", "api-n1"}},
 		{name: "hidden and subdir skipped", files: map[string]string{".a.swp": "garbage: [", "sub": "<dir>", "a.yaml": podYAML}, wantPods: []string{"web-n1"}},
-		{name: "bad yaml file does not hide others", files: map[string]string{"a.yaml": "kind: [", "b.yaml": podYAML}, wantPods: []string{"web-n1"}, wantErrs: []string{"a.yaml: document 0"}},
-		{name: "invalid field named with file", files: map[string]string{"a.yaml": strings.Replace(podYAML, "    image: nginx:1.25\n", "", 1), "b.yaml": other}, wantPods: []string{"api-n1"}, wantErrs: []string{"a.yaml: pod default/web-n1: spec.containers[0].image: Required value"}},
-		{name: "duplicate name", files: map[string]string{"a.yaml": podYAML, "b.yaml": strings.Replace(podYAML, "1.25", "1.26", 1)}, wantPods: []string{"web-n1"}, wantErrs: []string{"b.yaml: pod default/web-n1: duplicate of the pod in"}},
+		{name: "bad yaml file does not hide others", files: map[string]string{"a.yaml": "kind: [", "b.yaml": podYAML}, wantPods: []string{"web-n1"}, wantErrs: []string{"a.yaml: document 1"}},
+		{name: "invalid field named with file", files: map[string]string{"a.yaml": strings.Replace(podYAML, "    image: nginx:1.25\n", "", 1), "b.yaml": other}, wantPods: []string{"api-n1"}, wantErrs: []string{"a.yaml: document 1: pod default/web-n1: spec.containers[0].image: Required value"}},
+		{name: "duplicate name", files: map[string]string{"a.yaml": podYAML, "b.yaml": strings.Replace(podYAML, "1.25", "1.26", 1)}, wantPods: []string{"web-n1"}, wantErrs: []string{"b.yaml: document 1: pod default/web-n1: duplicate of the pod in"}},
 		{name: "multi doc file", files: map[string]string{"a.yaml": podYAML + "---\n" + other}, wantPods: []string{"web-n1", "api-n1"}},
 	}
 	for _, tt := range tests {
@@ -392,7 +392,7 @@ func TestReadDirAndDirLister(t *testing.T) {
 }
 
 func TestFetchAndURLLister(t *testing.T) {
-	big := strings.Repeat("#", MaxBodyBytes+1)
+	big := strings.Repeat("#", MaxManifestBytes+1)
 	tests := []struct {
 		name        string
 		status      int
@@ -406,8 +406,8 @@ func TestFetchAndURLLister(t *testing.T) {
 		{name: "empty body", status: 200, body: "", wantPods: nil},
 		{name: "not found", status: 404, body: "nope", wantErr: "404 Not Found", unavailable: true},
 		{name: "server error", status: 500, body: podYAML, wantErr: "500", unavailable: true},
-		{name: "garbage", status: 200, body: "kind: [", wantErr: "document 0", unavailable: true},
-		{name: "too big", status: 200, body: big, wantErr: "body larger than", unavailable: true},
+		{name: "garbage", status: 200, body: "kind: [", wantErr: "document 1", unavailable: true},
+		{name: "too big", status: 200, body: big, wantErr: "body: larger than 3145728 bytes", unavailable: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

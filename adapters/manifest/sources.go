@@ -23,8 +23,12 @@ const (
 	SourcePush = "push"
 )
 
-// MaxBodyBytes bounds what Fetch reads from a manifest URL.
-const MaxBodyBytes = 10 << 20
+// MaxManifestBytes caps a manifest file and a manifest URL's body: 3 MiB,
+// the upstream API server's cap on a request body. A bigger file (or body)
+// is refused with an error naming it and the cap; nothing of it is read
+// past the cap. A pushed manifest has its own cap (the node API's
+// MaxBodyBytes).
+const MaxManifestBytes = 3 << 20
 
 // ContentError is a manifest (a file, or a URL's body) or a pod of it left
 // out, with a digest of the content it is about: the same error about
@@ -58,25 +62,39 @@ func contentErr(digest string, err error) error {
 
 // ReadDir decodes every regular file directly in dir (no recursion; symlinks
 // are followed; names starting with "." are skipped), in name order.
-// origins[i] is the path of the file pods[i] came from. A file that fails to
-// decode contributes an error naming the file and no pod; the others are
-// unaffected. A missing dir gives one error of class errdefs.ErrNotFound (the
-// caller may treat it as an empty dir); a dir that cannot be listed gives one
-// error of class errdefs.ErrUnavailable (the caller should keep what it had).
+// origins[i] is the path of the file pods[i] came from. A file larger than
+// MaxManifestBytes contributes an error and no pod; a document of a file that
+// fails to decode contributes an error naming the file and the document (from
+// 1), and the other documents of the file and the other files are unaffected.
+// A missing dir gives one error of class errdefs.ErrNotFound (the caller may
+// treat it as an empty dir); a dir that cannot be listed gives one error of
+// class errdefs.ErrUnavailable (the caller should keep what it had).
 func ReadDir(dir string) (pods []*v1.Pod, origins []string, errs []error) {
-	pods, origins, _, errs = readDir(dir)
+	items, _, errs := readDir(dir)
+	for _, it := range items {
+		pods = append(pods, it.pod)
+		origins = append(origins, it.origin)
+	}
 	return pods, origins, errs
 }
 
+// item is a decoded pod and where it came from: the file (or URL) and the
+// document in it.
+type item struct {
+	pod    *v1.Pod
+	origin string
+	index  int
+}
+
 // readDir is ReadDir that also gives the digest of each file read
-// (digests[path]); a file's decode error is a *ContentError.
-func readDir(dir string) (pods []*v1.Pod, origins []string, digests map[string]string, errs []error) {
+// (digests[path]); a file's errors are *ContentErrors.
+func readDir(dir string) (items []item, digests map[string]string, errs []error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil, nil, []error{errdefs.Wrap(errdefs.ErrNotFound, fmt.Errorf("manifest dir %s: %w", dir, err))}
+			return nil, nil, []error{errdefs.Wrap(errdefs.ErrNotFound, fmt.Errorf("manifest dir %s: %w", dir, err))}
 		}
-		return nil, nil, nil, []error{errdefs.Wrap(errdefs.ErrUnavailable, fmt.Errorf("manifest dir %s: %w", dir, err))}
+		return nil, nil, []error{errdefs.Wrap(errdefs.ErrUnavailable, fmt.Errorf("manifest dir %s: %w", dir, err))}
 	}
 	digests = map[string]string{}
 	for _, e := range entries {
@@ -94,38 +112,80 @@ func readDir(dir string) (pods []*v1.Pod, origins []string, digests map[string]s
 		if !info.Mode().IsRegular() {
 			continue
 		}
-		data, err := os.ReadFile(path)
+		data, err := readFile(path, info)
 		if err != nil {
 			if !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("%s: %w", path, err))
+				var big *tooBigError
+				if errors.As(err, &big) {
+					err = contentErr(digest(fmt.Appendf(nil, "%d %d", big.size, info.ModTime().UnixNano())), err)
+				}
+				errs = append(errs, err)
 			}
 			continue
 		}
 		digests[path] = digest(data)
-		got, err := Decode(data)
-		if err != nil {
+		docs, derrs := DecodeDocuments(data)
+		for _, err := range derrs {
 			errs = append(errs, contentErr(digests[path], fmt.Errorf("%s: %w", path, err)))
-			continue
 		}
-		for _, p := range got {
-			pods = append(pods, p)
-			origins = append(origins, path)
+		for _, d := range docs {
+			items = append(items, item{pod: d.Pod, origin: path, index: d.Index})
 		}
 	}
-	return pods, origins, digests, errs
+	return items, digests, errs
+}
+
+// tooBigError is a manifest over MaxManifestBytes.
+type tooBigError struct {
+	what string
+	size int64 // -1: unknown, more than the cap
+}
+
+func (e *tooBigError) Error() string {
+	if e.size < 0 {
+		return fmt.Sprintf("%s: larger than %d bytes (MaxManifestBytes), not read", e.what, MaxManifestBytes)
+	}
+	return fmt.Sprintf("%s: %d bytes, larger than %d bytes (MaxManifestBytes), not read", e.what, e.size, MaxManifestBytes)
+}
+
+// readFile reads a manifest file of at most MaxManifestBytes; info is its
+// stat (a file that grows past the cap while read is refused too).
+func readFile(path string, info os.FileInfo) ([]byte, error) {
+	if info.Size() > MaxManifestBytes {
+		return nil, &tooBigError{what: path, size: info.Size()}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(io.LimitReader(f, MaxManifestBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > MaxManifestBytes {
+		return nil, &tooBigError{what: path, size: -1}
+	}
+	return data, nil
 }
 
 // Fetch GETs url and decodes the body. Any failure of the fetch as a whole
-// (transport, a status other than 200, a body over MaxBodyBytes or one that
-// does not decode) is of class errdefs.ErrUnavailable. An empty body gives
-// no pods and no error.
+// (transport, a status other than 200, a body over MaxManifestBytes or a
+// document that does not decode) is of class errdefs.ErrUnavailable: a
+// URL's body is one answer, and upstream's HTTP source too keeps its pods
+// when the answer does not decode. An empty body gives no pods and no
+// error.
 func Fetch(ctx context.Context, client *http.Client, url string) ([]*v1.Pod, error) {
-	pods, _, err := fetch(ctx, client, url)
+	items, _, err := fetch(ctx, client, url)
+	var pods []*v1.Pod
+	for _, it := range items {
+		pods = append(pods, it.pod)
+	}
 	return pods, err
 }
 
 // fetch is Fetch that also gives the digest of the body.
-func fetch(ctx context.Context, client *http.Client, url string) ([]*v1.Pod, string, error) {
+func fetch(ctx context.Context, client *http.Client, url string) ([]item, string, error) {
 	if client == nil {
 		client = http.DefaultClient
 	}
@@ -141,25 +201,30 @@ func fetch(ctx context.Context, client *http.Client, url string) ([]*v1.Pod, str
 	if resp.StatusCode != http.StatusOK {
 		return nil, "", errdefs.Wrap(errdefs.ErrUnavailable, fmt.Errorf("manifest url %s: status %s", url, resp.Status))
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxManifestBytes+1))
 	if err != nil {
 		return nil, "", errdefs.Wrap(errdefs.ErrUnavailable, fmt.Errorf("manifest url %s: read body: %w", url, err))
 	}
-	if len(data) > MaxBodyBytes {
-		return nil, "", errdefs.Wrap(errdefs.ErrUnavailable, fmt.Errorf("manifest url %s: body larger than %d bytes", url, MaxBodyBytes))
+	if len(data) > MaxManifestBytes {
+		return nil, "", errdefs.Wrap(errdefs.ErrUnavailable, &tooBigError{what: "manifest url " + url + ": body", size: -1})
 	}
 	d := digest(data)
-	pods, err := Decode(data)
-	if err != nil {
-		return nil, "", contentErr(d, errdefs.Wrap(errdefs.ErrUnavailable, fmt.Errorf("manifest url %s: %w", url, err)))
+	docs, errs := DecodeDocuments(data)
+	if len(errs) > 0 {
+		return nil, "", contentErr(d, errdefs.Wrap(errdefs.ErrUnavailable, fmt.Errorf("manifest url %s: %w", url, errors.Join(errs...))))
 	}
-	return pods, d, nil
+	items := make([]item, len(docs))
+	for i, doc := range docs {
+		items[i] = item{pod: doc.Pod, origin: url, index: doc.Index}
+	}
+	return items, d, nil
 }
 
 // DirLister lists the static pods of a manifest directory: ReadDir, then
 // ApplyDefaults and Validate for each pod. It has the method of
 // actors/source.Lister. Pods that fail are left out with an error naming the
-// file and the field; a missing dir lists as empty (with an error).
+// file, the document and the field; a missing dir lists as empty (with an
+// error).
 type DirLister struct {
 	Dir      string
 	NodeName string
@@ -167,15 +232,17 @@ type DirLister struct {
 
 // List implements the source actors' Lister.
 func (l DirLister) List(ctx context.Context) ([]*v1.Pod, []error) {
-	pods, origins, digests, errs := readDir(l.Dir)
-	out, verrs := prepare(pods, origins, digests, SourceFile, l.NodeName)
+	items, digests, errs := readDir(l.Dir)
+	out, verrs := prepare(items, digests, SourceFile, l.NodeName)
 	return out, append(errs, verrs...)
 }
 
 // URLLister lists the pods served at a manifest URL: Fetch, then
 // ApplyDefaults and Validate for each pod. It has the method of
 // actors/source.Lister. A failed fetch returns an errdefs.ErrUnavailable
-// error and no pods: the source keeps what it had, as upstream does.
+// error and no pods: the source keeps what it had, as upstream does. A pod
+// that decodes but is invalid is left out with an error naming the URL, the
+// document and the field; the others run.
 type URLLister struct {
 	URL      string
 	NodeName string
@@ -184,15 +251,11 @@ type URLLister struct {
 
 // List implements the source actors' Lister.
 func (l URLLister) List(ctx context.Context) ([]*v1.Pod, []error) {
-	pods, d, err := fetch(ctx, l.Client, l.URL)
+	items, d, err := fetch(ctx, l.Client, l.URL)
 	if err != nil {
 		return nil, []error{err}
 	}
-	origins := make([]string, len(pods))
-	for i := range origins {
-		origins[i] = l.URL
-	}
-	out, errs := prepare(pods, origins, map[string]string{l.URL: d}, SourceURL, l.NodeName)
+	out, errs := prepare(items, map[string]string{l.URL: d}, SourceURL, l.NodeName)
 	if out == nil {
 		out = []*v1.Pod{}
 	}
@@ -201,30 +264,35 @@ func (l URLLister) List(ctx context.Context) ([]*v1.Pod, []error) {
 
 // prepare defaults and validates pods, dropping invalid ones and duplicates
 // (same namespace/name or UID: the first in name order wins). Each error is
-// a *ContentError with the digest of its origin (digests[origin]).
-func prepare(pods []*v1.Pod, origins []string, digests map[string]string, source, nodeName string) ([]*v1.Pod, []error) {
-	out := make([]*v1.Pod, 0, len(pods))
+// a *ContentError with the digest of its origin (digests[origin]) and names
+// the origin and the document.
+func prepare(items []item, digests map[string]string, source, nodeName string) ([]*v1.Pod, []error) {
+	out := make([]*v1.Pod, 0, len(items))
 	var errs []error
 	byName := map[string]string{}
 	byUID := map[string]string{}
-	for i, pod := range pods {
-		origin := origins[i]
+	for _, it := range items {
+		pod, origin := it.pod, it.origin
+		fail := func(format string, args ...any) {
+			err := &DocumentError{Index: it.index, Err: fmt.Errorf(format, args...)}
+			errs = append(errs, contentErr(digests[origin], fmt.Errorf("%s: %w", origin, err)))
+		}
 		if pod.Name == "" {
-			errs = append(errs, contentErr(digests[origin], fmt.Errorf("%s: metadata.name: Required value", origin)))
+			fail("metadata.name: Required value")
 			continue
 		}
 		ApplyDefaults(pod, source, nodeName, origin)
 		if err := Validate(pod); err != nil {
-			errs = append(errs, contentErr(digests[origin], fmt.Errorf("%s: pod %s/%s: %w", origin, pod.Namespace, pod.Name, err)))
+			fail("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 			continue
 		}
 		key := pod.Namespace + "/" + pod.Name
 		if first, ok := byName[key]; ok {
-			errs = append(errs, contentErr(digests[origin], fmt.Errorf("%s: pod %s: duplicate of the pod in %s, ignored", origin, key, first)))
+			fail("pod %s: duplicate of the pod in %s, ignored", key, first)
 			continue
 		}
 		if first, ok := byUID[string(pod.UID)]; ok {
-			errs = append(errs, contentErr(digests[origin], fmt.Errorf("%s: pod %s: metadata.uid %s: duplicate of the pod in %s, ignored", origin, key, pod.UID, first)))
+			fail("pod %s: metadata.uid %s: duplicate of the pod in %s, ignored", key, pod.UID, first)
 			continue
 		}
 		byName[key], byUID[string(pod.UID)] = origin, origin

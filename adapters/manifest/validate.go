@@ -5,38 +5,69 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// Validate checks what would break the node agent if it ran the pod: names,
-// containers, images, policies, ports, resources, probes, grace periods,
-// environment variables and volume mounts. Errors name the field, e.g.
-// "spec.containers[1].image: Required value". Fields that ApplyDefaults fills
-// (restartPolicy, imagePullPolicy, port protocol, probe thresholds) may be
-// empty, so a pod may be validated before or after defaulting.
+// Validate checks, as the API server's pod validation does, what a node can
+// check of a pod: its metadata (name, generateName, namespace, labels,
+// annotations and their total size, owner references, finalizers) and its
+// spec: containers (names, images, ports, env, volume mounts, resources,
+// probes, lifecycle hooks), volumes, host ports, policies, grace periods,
+// hostname and DNS settings. Errors name the field, e.g.
+// "spec.containers[1].image: Required value". Fields that ApplyDefaults
+// fills (restartPolicy, imagePullPolicy, port protocol, probe thresholds)
+// may be empty, so a pod may be validated before or after defaulting.
 func Validate(pod *v1.Pod) error {
 	if pod == nil {
 		return field.ErrorList{field.Required(field.NewPath("pod"), "")}.ToAggregate()
 	}
-	var errs field.ErrorList
-	meta := field.NewPath("metadata")
-	if pod.Name == "" {
-		errs = append(errs, field.Required(meta.Child("name"), "name is required"))
-	} else {
-		for _, msg := range validation.IsDNS1123Subdomain(pod.Name) {
-			errs = append(errs, field.Invalid(meta.Child("name"), pod.Name, msg))
-		}
-	}
-	if pod.Namespace != "" {
-		for _, msg := range validation.IsDNS1123Label(pod.Namespace) {
-			errs = append(errs, field.Invalid(meta.Child("namespace"), pod.Namespace, msg))
-		}
-	}
+	errs := validateMeta(&pod.ObjectMeta, field.NewPath("metadata"))
 	errs = append(errs, validateSpec(&pod.Spec, field.NewPath("spec"))...)
 	return errs.ToAggregate()
+}
+
+// maxShown bounds a value quoted in an error: a huge name or value must not
+// make a huge error (an HTTP answer, a log line).
+const maxShown = 128
+
+// shown is s, cut to maxShown bytes.
+func shown(s string) string {
+	if len(s) > maxShown {
+		return s[:maxShown] + fmt.Sprintf("... (%d bytes)", len(s))
+	}
+	return s
+}
+
+// validateMeta is the API server's ValidateObjectMeta for a pod: the name a
+// DNS subdomain; the namespace a DNS label; labels, annotations (keys, 256
+// KiB in total), owner references and finalizers as upstream.
+func validateMeta(meta *metav1.ObjectMeta, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if meta.Name == "" {
+		if meta.GenerateName == "" {
+			errs = append(errs, field.Required(path.Child("name"), "name is required"))
+		}
+	} else {
+		for _, msg := range validation.IsDNS1123Subdomain(meta.Name) {
+			errs = append(errs, field.Invalid(path.Child("name"), shown(meta.Name), msg))
+		}
+	}
+	if g := meta.GenerateName; g != "" {
+		// A prefix: a trailing dash is allowed.
+		for _, msg := range apivalidation.NameIsDNSSubdomain(g, true) {
+			errs = append(errs, field.Invalid(path.Child("generateName"), shown(g), msg))
+		}
+	}
+	// The names are checked above (with short values); a namespace is set
+	// by ApplyDefaults and may be empty before.
+	noName := func(string, bool) []string { return nil }
+	errs = append(errs, apivalidation.ValidateObjectMeta(meta, meta.Namespace != "", noName, path)...)
+	return errs
 }
 
 var (
@@ -44,6 +75,8 @@ var (
 	pullPolicies    = sets.New(string(v1.PullAlways), string(v1.PullIfNotPresent), string(v1.PullNever))
 	protocols       = sets.New(string(v1.ProtocolTCP), string(v1.ProtocolUDP), string(v1.ProtocolSCTP))
 	dnsPolicies     = sets.New(string(v1.DNSClusterFirst), string(v1.DNSClusterFirstWithHostNet), string(v1.DNSDefault), string(v1.DNSNone))
+
+	terminationMessagePolicies = sets.New(string(v1.TerminationMessageReadFile), string(v1.TerminationMessageFallbackToLogsOnError))
 )
 
 func validateSpec(spec *v1.PodSpec, path *field.Path) field.ErrorList {
@@ -64,18 +97,29 @@ func validateSpec(spec *v1.PodSpec, path *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(path.Child("activeDeadlineSeconds"), *d, "must be greater than 0"))
 	}
 
+	errs = append(errs, validatePodSettings(spec, path)...)
+
 	volumes := sets.New[string]()
-	for i, vol := range spec.Volumes {
-		errs = append(errs, validateName(vol.Name, path.Child("volumes").Index(i).Child("name"), volumes)...)
+	for i := range spec.Volumes {
+		vp := path.Child("volumes").Index(i)
+		errs = append(errs, validateName(spec.Volumes[i].Name, vp.Child("name"), volumes)...)
+		errs = append(errs, validateVolumeSource(&spec.Volumes[i].VolumeSource, vp)...)
 	}
 
 	names := sets.New[string]()
 	for i := range spec.InitContainers {
-		errs = append(errs, validateContainer(&spec.InitContainers[i], path.Child("initContainers").Index(i), names, volumes)...)
+		c, cp := &spec.InitContainers[i], path.Child("initContainers").Index(i)
+		errs = append(errs, validateContainer(c, cp, names, volumes)...)
+		errs = append(errs, validateInitOnly(c, cp)...)
 	}
 	for i := range spec.Containers {
-		errs = append(errs, validateContainer(&spec.Containers[i], path.Child("containers").Index(i), names, volumes)...)
+		c, cp := &spec.Containers[i], path.Child("containers").Index(i)
+		errs = append(errs, validateContainer(c, cp, names, volumes)...)
+		if c.RestartPolicy != nil {
+			errs = append(errs, field.Forbidden(cp.Child("restartPolicy"), "may not be set for non-init containers"))
+		}
 	}
+	errs = append(errs, validateHostPorts(spec, path)...)
 	return errs
 }
 
@@ -102,6 +146,11 @@ func validateContainer(c *v1.Container, path *field.Path, names, volumes sets.Se
 
 	if strings.TrimSpace(c.Image) == "" {
 		errs = append(errs, field.Required(path.Child("image"), ""))
+	} else if strings.TrimSpace(c.Image) != c.Image {
+		errs = append(errs, field.Invalid(path.Child("image"), shown(c.Image), "must not have leading or trailing whitespace"))
+	}
+	if p := c.TerminationMessagePolicy; p != "" && !terminationMessagePolicies.Has(string(p)) {
+		errs = append(errs, field.NotSupported(path.Child("terminationMessagePolicy"), p, sets.List(terminationMessagePolicies)))
 	}
 	if p := c.ImagePullPolicy; p != "" && !pullPolicies.Has(string(p)) {
 		errs = append(errs, field.NotSupported(path.Child("imagePullPolicy"), p, sets.List(pullPolicies)))
@@ -145,8 +194,10 @@ func validateContainer(c *v1.Container, path *field.Path, names, volumes sets.Se
 		if env.Value != "" && env.ValueFrom != nil {
 			errs = append(errs, field.Invalid(ep.Child("valueFrom"), "", "may not be specified when `value` is not empty"))
 		}
+		errs = append(errs, validateEnvSource(env.ValueFrom, ep.Child("valueFrom"))...)
 	}
 
+	mountPaths := sets.New[string]()
 	for i, m := range c.VolumeMounts {
 		mp := path.Child("volumeMounts").Index(i)
 		if m.Name == "" {
@@ -154,33 +205,42 @@ func validateContainer(c *v1.Container, path *field.Path, names, volumes sets.Se
 		} else if !volumes.Has(m.Name) {
 			errs = append(errs, field.NotFound(mp.Child("name"), m.Name))
 		}
-		if m.MountPath == "" {
-			errs = append(errs, field.Required(mp.Child("mountPath"), ""))
-		}
+		errs = append(errs, validateMount(&m, mp, mountPaths)...)
 	}
 
 	errs = append(errs, validateResources(&c.Resources, path.Child("resources"))...)
 	errs = append(errs, validateProbe(c.LivenessProbe, path.Child("livenessProbe"), true, portNames)...)
 	errs = append(errs, validateProbe(c.ReadinessProbe, path.Child("readinessProbe"), false, portNames)...)
 	errs = append(errs, validateProbe(c.StartupProbe, path.Child("startupProbe"), true, portNames)...)
+	if l := c.Lifecycle; l != nil {
+		errs = append(errs, validateHook(l.PostStart, path.Child("lifecycle", "postStart"))...)
+		errs = append(errs, validateHook(l.PreStop, path.Child("lifecycle", "preStop"))...)
+	}
+	errs = append(errs, validateSecurityContext(c.SecurityContext, path.Child("securityContext"))...)
 	return errs
 }
 
 func validateResources(r *v1.ResourceRequirements, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for name, q := range r.Limits {
-		if q.Sign() < 0 {
-			errs = append(errs, field.Invalid(path.Child("limits").Key(string(name)), q.String(), "must be greater than or equal to 0"))
-		}
+		p := path.Child("limits").Key(string(name))
+		errs = append(errs, validateResourceName(name, p)...)
+		errs = append(errs, validateQuantity(name, q, p)...)
 	}
 	for name, q := range r.Requests {
 		p := path.Child("requests").Key(string(name))
-		if q.Sign() < 0 {
-			errs = append(errs, field.Invalid(p, q.String(), "must be greater than or equal to 0"))
+		errs = append(errs, validateResourceName(name, p)...)
+		if qerrs := validateQuantity(name, q, p); len(qerrs) > 0 {
+			errs = append(errs, qerrs...)
 			continue
 		}
-		if limit, ok := r.Limits[name]; ok && q.Cmp(limit) > 0 {
+		limit, ok := r.Limits[name]
+		switch {
+		case ok && q.Cmp(limit) > 0:
 			errs = append(errs, field.Invalid(p, q.String(), fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
+		case isExtendedResource(name) && (!ok || q.Cmp(limit) != 0):
+			// Extended resources cannot be overcommitted.
+			errs = append(errs, field.Invalid(p, q.String(), fmt.Sprintf("must be equal to %s limit of %s", name, limit.String())))
 		}
 	}
 	return errs
