@@ -91,3 +91,13 @@ bench: build
 	cd hack/benchplot && $(GO) run . -cdf ../../$(BENCH_DIR)/start-latency-cdf.svg -timeline ../../$(BENCH_DIR)/standalone-sim-10000-timeline.svg \
 		../../$(BENCH_DIR)/standalone-sim-10000.json ../../$(BENCH_DIR)/standalone-sim-1000.json ../../$(BENCH_DIR)/standalone-sim-100.json ../../$(BENCH_DIR)/containerd-50.json
 	cd hack/benchplot && $(GO) run . -markdown ../../docs/BENCHMARKS.md $$(ls ../../$(BENCH_DIR)/*.json)
+
+# The soak of docs/BENCHMARKS.md (not part of `make bench`: it runs an
+# hour): chaos plus churn, the agent's RSS, goroutines, open files and disk
+# entries sampled every 10 s; exit 1 when one grows or an invariant breaks.
+SOAK_DURATION ?= 60m
+.PHONY: soak
+soak: build
+	@mkdir -p $(BENCH_DIR)
+	./$(BENCH_BIN) bench --scenario soak --duration $(SOAK_DURATION) --pods 50 --churn-rate 5 --chaos-kill-rate 5 \
+		--sample-interval 10s --out $(BENCH_DIR)/soak.json

@@ -75,5 +75,8 @@ type PushResult struct {
 // re-sends its pods (OpSet) to the NodeActor; the NodeActor, asked by a
 // restarted StatusActor, has every PodActor republish its status; a
 // PodActor republishes its status. Used when a restarted actor has lost
-// what it was told.
-type Resync struct{}
+// what it was told. The NodeActor answers a StatusActor's Resync with
+// ResyncPods, echoing Ask.
+type Resync struct {
+	Ask uint64
+}

@@ -175,7 +175,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.handleStarted(ctx)
 	case *messages.Resync:
-		a.handleResync(ctx)
+		a.handleResync(ctx, m)
 	case *messages.PodUpdate:
 		a.handlePodUpdate(ctx, m)
 	case *messages.SourceSynced:
@@ -221,8 +221,21 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 }
 
 // handleResync has every PodActor republish its status and republishes the
-// admission failures (a restarted StatusActor asks for it).
-func (a *Actor) handleResync(ctx actor.Context) {
+// admission failures (a restarted StatusActor asks for it). The StatusActor
+// is told first which pods it gets back (ResyncPods): a PodActor killing
+// its pod publishes nothing more, and one whose pod is terminated is
+// forgotten already, so neither is awaited.
+func (a *Actor) handleResync(ctx actor.Context, m *messages.Resync) {
+	uids := make([]types.UID, 0, len(a.pods)+len(a.rejected))
+	for uid, e := range a.pods {
+		if e.pod != nil && e.killing == nil && !e.stopping {
+			uids = append(uids, uid)
+		}
+	}
+	for uid := range a.rejected {
+		uids = append(uids, uid)
+	}
+	ctx.Send(a.status, &messages.ResyncPods{Ask: m.Ask, UIDs: uids})
 	for _, e := range a.pods {
 		ctx.Send(e.pid, &messages.Resync{})
 	}

@@ -137,6 +137,9 @@ func StatusResolver(sys *actor.ActorSystem, status *actor.PID, timeout time.Dura
 		if err != nil {
 			return "", nil, fmt.Errorf("ask status actor (%s): %w: %v", status.Id, errdefs.ErrUnavailable, err)
 		}
+		if u, ok := res.(*messages.StatusUnavailable); ok {
+			return "", nil, fmt.Errorf("%w: %s", errdefs.ErrUnavailable, u.Reason)
+		}
 		found, ok := res.(*messages.PodFound)
 		if !ok {
 			return "", nil, fmt.Errorf("status actor: unexpected answer %T", res)

@@ -31,6 +31,7 @@ const (
 	DefaultMaxBodyBytes    = 1 << 20
 	DefaultHealthThreshold = 3 * time.Minute // upstream PLEG relist threshold
 	readHeaderTimeout      = 10 * time.Second
+	retryAfterSeconds      = "1" // Retry-After of a 503 while the pod status is rebuilt
 	shutdownTimeout        = 10 * time.Second
 )
 
@@ -66,13 +67,22 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock for health checks; default the real clock.
 	Clock clock.PassiveClock
+	// Singletons are the actors /healthz probes besides the PLEG (healthz.go):
+	// each must be running and answer a probe within HealthProbeTimeout.
+	Singletons []Singleton
+	// HealthProbeTimeout bounds each probe of /healthz. Default 5s.
+	HealthProbeTimeout time.Duration
+	// HealthCacheTTL is how long a /healthz result is reused, so that a
+	// storm of health checks does not flood the mailboxes. Default 1s.
+	HealthCacheTTL time.Duration
 }
 
 // Server serves the node API.
 type Server struct {
-	cfg Config
-	log *slog.Logger
-	clk clock.PassiveClock
+	cfg    Config
+	log    *slog.Logger
+	clk    clock.PassiveClock
+	health *health
 }
 
 // New checks cfg and fills in defaults.
@@ -102,7 +112,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, clk: cfg.Clock}, nil
+	if cfg.HealthProbeTimeout <= 0 {
+		cfg.HealthProbeTimeout = DefaultHealthProbeTimeout
+	}
+	if cfg.HealthCacheTTL <= 0 {
+		cfg.HealthCacheTTL = DefaultHealthCacheTTL
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, clk: cfg.Clock, health: newHealth(cfg)}, nil
 }
 
 // Healthz serves GET /healthz alone.
@@ -251,50 +267,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
-	res, aerr := s.ask(r, s.cfg.PLEG, "PLEG", &messages.GetHealth{})
-	if aerr != nil {
-		httpError(w, http.StatusInternalServerError, "[-]pleg: %s\nhealthz check failed", aerr.msg)
-		return
-	}
-	var h messages.Health
-	switch m := res.(type) {
-	case *messages.Health:
-		if m != nil {
-			h = *m
-		}
-	case messages.Health:
-		h = m
-	default:
-		httpError(w, http.StatusInternalServerError, "[-]pleg: unexpected answer %T\nhealthz check failed", res)
-		return
-	}
-	threshold := h.Threshold
-	if threshold <= 0 {
-		threshold = DefaultHealthThreshold
-	}
-	var failed []string
-	switch {
-	case h.LastRelist.IsZero():
-		failed = append(failed, "[-]pleg: no successful relist yet")
-	default:
-		if age := s.clk.Since(h.LastRelist); age > threshold {
-			failed = append(failed, fmt.Sprintf("[-]pleg: last relist %s ago, threshold %s", age.Round(time.Second), threshold))
-		}
-	}
-	if h.RuntimeErr != "" {
-		failed = append(failed, "[-]runtime: "+h.RuntimeErr)
-	}
-	if len(failed) > 0 {
-		s.log.Warn("healthz failed", "checks", failed)
-		httpError(w, http.StatusInternalServerError, "%s\nhealthz check failed", strings.Join(failed, "\n"))
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_, _ = io.WriteString(w, "ok")
-}
-
 func (s *Server) handleGetPods(w http.ResponseWriter, r *http.Request) {
 	res, aerr := s.ask(r, s.cfg.Status, "status actor", &messages.GetPods{})
 	if aerr != nil {
@@ -309,6 +281,11 @@ func (s *Server) handleGetPods(w http.ResponseWriter, r *http.Request) {
 		}
 	case messages.PodList:
 		items = m.Items
+	case *messages.StatusUnavailable:
+		// Never a partial list: the client is told to come back.
+		w.Header().Set("Retry-After", retryAfterSeconds)
+		httpError(w, http.StatusServiceUnavailable, "list pods: %s; retry later", m.Reason)
+		return
 	default:
 		httpError(w, http.StatusInternalServerError, "list pods: unexpected answer %T", res)
 		return

@@ -215,13 +215,13 @@ func TestRoutes(t *testing.T) {
 		{name: "healthz alone", handler: (*Server).Healthz, method: "GET", path: "/healthz", wantCode: 200, wantBody: []string{"ok"}},
 		{name: "healthz stale pleg", handler: (*Server).ReadOnly, method: "GET", path: "/healthz",
 			stub:     func(s *stubs) { s.health.LastRelist = now.Add(-4 * time.Minute) },
-			wantCode: 500, wantBody: []string{"[-]pleg: last relist 4m0s ago, threshold 3m0s", "healthz check failed"}, unwantBody: []string{"runtime"}},
+			wantCode: 500, wantBody: []string{"[-]pleg failed: last relist 4m0s ago, threshold 3m0s", "[+]runtime ok", "healthz check failed"}, unwantBody: []string{"[-]runtime"}},
 		{name: "healthz runtime error", handler: (*Server).Main, method: "GET", path: "/healthz",
 			stub:     func(s *stubs) { s.health.RuntimeErr = "rpc error: connection refused" },
-			wantCode: 500, wantBody: []string{"[-]runtime: rpc error: connection refused"}, unwantBody: []string{"[-]pleg"}},
+			wantCode: 500, wantBody: []string{"[-]runtime failed: rpc error: connection refused", "[+]pleg ok"}, unwantBody: []string{"[-]pleg"}},
 		{name: "healthz no relist yet", handler: (*Server).Main, method: "GET", path: "/healthz",
 			stub:     func(s *stubs) { s.health.LastRelist = time.Time{} },
-			wantCode: 500, wantBody: []string{"[-]pleg: no successful relist yet"}},
+			wantCode: 500, wantBody: []string{"[-]pleg failed: no successful relist yet"}},
 		{name: "list pods", handler: (*Server).ReadOnly, method: "GET", path: "/pods", wantCode: 200,
 			wantBody: []string{`"kind":"PodList"`, `"apiVersion":"v1"`, `"name":"web"`, `"phase":"Running"`}},
 		{name: "list no pods", handler: (*Server).Main, method: "GET", path: "/pods", stub: func(s *stubs) { s.pods = nil },
@@ -335,7 +335,7 @@ func TestTimeouts(t *testing.T) {
 		wantCode int
 		want     string
 	}{
-		{name: "healthz", target: func(c *Config, p *actor.PID) { c.PLEG = p }, method: "GET", path: "/healthz", wantCode: 500, want: "[-]pleg: PLEG"},
+		{name: "healthz", target: func(c *Config, p *actor.PID) { c.PLEG = p }, method: "GET", path: "/healthz", wantCode: 500, want: "[-]pleg failed: PLEG"},
 		{name: "pods", target: func(c *Config, p *actor.PID) { c.Status = p }, method: "GET", path: "/pods", wantCode: 503, want: "did not answer within 100ms"},
 		{name: "push", target: func(c *Config, p *actor.PID) { c.Push = p }, method: "POST", path: "/pods", body: podJSON, wantCode: 503, want: "push source"},
 		{name: "delete", target: func(c *Config, p *actor.PID) { c.Push = p }, method: "DELETE", path: "/pods/a/b", wantCode: 503, want: "did not answer"},
@@ -343,7 +343,7 @@ func TestTimeouts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := setup(t, func(c *Config) {
-				c.RequestTimeout = 100 * time.Millisecond
+				c.RequestTimeout, c.HealthProbeTimeout = 100*time.Millisecond, 100*time.Millisecond
 				tt.target(c, silent(c.System))
 			})
 			start := time.Now()

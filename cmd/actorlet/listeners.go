@@ -37,9 +37,22 @@ func newNodeAPI(w *wiring, t *tree) (*httpapi.Server, error) {
 			httpapi.StatusResolver(t.sys, status, 0), w.log.With("component", "container-logs")),
 		Streaming: httpapi.NewStreaming(httpapi.StatusResolver(t.sys, status, 0), w.rt.client,
 			w.log.With("component", "streaming")),
-		Logger: w.log,
-		Clock:  w.clk,
+		Logger:     w.log,
+		Clock:      w.clk,
+		Singletons: singletons(w, t),
 	})
+}
+
+// singletons are the actors of the tree /healthz probes: every actor
+// treeActors spawns in this configuration (the PodActors and ProbeActors
+// under the node come and go with their pods and are not probed).
+func singletons(w *wiring, t *tree) []httpapi.Singleton {
+	on, _, _ := plan(treeActors(w))
+	out := make([]httpapi.Singleton, 0, len(on))
+	for _, a := range on {
+		out = append(out, httpapi.Singleton{Name: a.name, PID: t.pid(a.name)})
+	}
+	return out
 }
 
 // listener is one HTTP server of the agent.

@@ -26,10 +26,11 @@ const (
 	ScenarioChaos         = "chaos"
 	ScenarioProbes        = "probes"
 	ScenarioClusterSim    = "cluster-sim"
+	ScenarioSoak          = "soak"
 )
 
 // Scenarios lists every scenario name.
-var Scenarios = []string{ScenarioStandaloneSim, ScenarioContainerd, ScenarioChurn, ScenarioChaos, ScenarioProbes, ScenarioClusterSim}
+var Scenarios = []string{ScenarioStandaloneSim, ScenarioContainerd, ScenarioChurn, ScenarioChaos, ScenarioProbes, ScenarioClusterSim, ScenarioSoak}
 
 // Pod sources of the standalone scenarios.
 const (
@@ -69,6 +70,11 @@ type Options struct {
 	// ChaosKillRate in crashes per second (chaos, default 20).
 	ChaosKillRate float64
 	ChaosSeed     int64
+	// ChurnRate paces churn, chaos and soak: pods replaced per second
+	// (0: every caller as fast as it goes; soak's default is 5).
+	ChurnRate float64
+	// SampleEvery is soak's sampling interval (default 10 s).
+	SampleEvery time.Duration
 	// Timeout bounds the wait for the goal (default 10 min).
 	Timeout time.Duration
 	// RootDir for the agent (default a temp dir, removed unless KeepDir).
@@ -109,8 +115,27 @@ func (o *Options) defaults() error {
 			o.Pods = 50
 		case ScenarioChurn, ScenarioChaos, ScenarioProbes:
 			o.Pods = 100
+		case ScenarioSoak:
+			o.Pods = soakDefaultPods
 		default:
 			o.Pods = 1000
+		}
+	}
+	if o.ChurnRate < 0 {
+		return fmt.Errorf("--churn-rate must not be negative, got %g", o.ChurnRate)
+	}
+	if o.Scenario == ScenarioSoak {
+		if o.Duration <= 0 {
+			o.Duration = time.Hour
+		}
+		if o.ChurnRate == 0 {
+			o.ChurnRate = soakDefaultChurnRate
+		}
+		if o.ChaosKillRate <= 0 {
+			o.ChaosKillRate = soakDefaultKillRate
+		}
+		if o.SampleEvery <= 0 {
+			o.SampleEvery = soakDefaultSampleEvery
 		}
 	}
 	if o.Duration <= 0 {
@@ -172,9 +197,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			err = runStart(ctx, o, r, ep)
 		}
 	case ScenarioChurn:
-		err = runChurn(ctx, o, r, false)
+		err = runChurn(ctx, o, r, churnMode{})
 	case ScenarioChaos:
-		err = runChurn(ctx, o, r, true)
+		err = runChurn(ctx, o, r, churnMode{chaos: true})
+	case ScenarioSoak:
+		err = runChurn(ctx, o, r, churnMode{chaos: true, soak: true})
+		thinSoak(r)
 	case ScenarioProbes:
 		err = runProbes(ctx, o, r)
 	case ScenarioClusterSim:
@@ -230,6 +258,9 @@ type sessionConfig struct {
 	// feed, when set, replaces /pods polling: it calls the observer until
 	// ctx is done (cluster: a watch on the API server).
 	feed func(ctx context.Context, obs *observer)
+	// pollEvery, when set, is the shortest interval between /pods polls
+	// (default 20 ms).
+	pollEvery time.Duration
 }
 
 // open starts the agent (or connects to the user's) and the instruments.
@@ -307,6 +338,9 @@ func openWith(ctx context.Context, o Options, cfg sessionConfig) (*session, erro
 	s.cancel = cancel
 	s.samp = startSampler(cctx, s.a, s.start, 200*time.Millisecond)
 	s.obs = newObserver(s.a.roURL, goal, s.start, s.a.client(2*time.Minute, 0))
+	if cfg.pollEvery > 0 {
+		s.obs.minInterval = cfg.pollEvery
+	}
 	s.wg.Add(1)
 	if cfg.feed != nil {
 		go func() { defer s.wg.Done(); cfg.feed(cctx, s.obs) }()

@@ -16,15 +16,27 @@ import (
 // Chaos kinds the chaos scenario crashes (every kind of the tree).
 const chaosKinds = "pod,pleg,image,status,node,source"
 
+// churnMode says what runChurn adds to plain churn.
+type churnMode struct {
+	chaos bool
+	// soak samples the agent's footprint every o.SampleEvery and fails
+	// the run when a series grows (soak.go).
+	soak bool
+}
+
 // runChurn keeps o.Pods callers busy for o.Duration: each creates a pod,
 // waits until it is Running, deletes it and starts again; the last pod of
-// each caller stays. With chaos the agent also crashes random actors at
+// each caller stays. With o.ChurnRate > 0 the callers are paced: each
+// holds its Running pod until it gets one of ChurnRate tokens a second,
+// then deletes it and creates the next (so about o.Pods pods live at any
+// time). With chaos the agent also crashes random actors at
 // o.ChaosKillRate for the same duration. Then it waits until the node
 // converges (exactly the kept pods, Running, in the runtime and on /pods)
 // and checks the invariants through the CRI.
-func runChurn(ctx context.Context, o Options, r *Result, chaos bool) error {
+func runChurn(ctx context.Context, o Options, r *Result, mode churnMode) error {
+	chaos := mode.chaos
 	var extra []string
-	r.Churn = &Churn{}
+	r.Churn = &Churn{ChurnRate: o.ChurnRate}
 	if chaos {
 		r.Churn.ChaosKillRate = o.ChaosKillRate
 		extra = []string{
@@ -34,11 +46,19 @@ func runChurn(ctx context.Context, o Options, r *Result, chaos bool) error {
 			"--chaos-kinds", chaosKinds,
 		}
 	}
-	s, err := open(ctx, o, "sim://"+simQuery(o.Sim), GoalRunning, extra...)
+	cfg := sessionConfig{runtime: "sim://" + simQuery(o.Sim), goal: GoalRunning, extra: extra}
+	if mode.soak {
+		cfg.pollEvery = soakPollEvery
+	}
+	s, err := openWith(ctx, o, cfg)
 	if err != nil {
 		return err
 	}
 	defer s.close(ctx, r)
+	var soak *soakSampler
+	if mode.soak {
+		soak = s.startSoak(ctx, r)
+	}
 
 	type kept struct{ name, uid string }
 	var (
@@ -60,6 +80,14 @@ func runChurn(ctx context.Context, o Options, r *Result, chaos bool) error {
 		mu.Unlock()
 	}
 	end := s.start.Add(o.Duration)
+	endC := make(chan struct{})
+	endTimer := time.AfterFunc(time.Until(end), func() { close(endC) })
+	defer endTimer.Stop()
+	var tokens chan struct{}
+	if o.ChurnRate > 0 {
+		tokens = make(chan struct{})
+		go pace(ctx, tokens, endC, o.ChurnRate)
+	}
 	var wg sync.WaitGroup
 	for w := range o.Pods {
 		wg.Add(1)
@@ -88,11 +116,24 @@ func runChurn(ctx context.Context, o Options, r *Result, chaos bool) error {
 				case <-ctx.Done():
 					return
 				}
-				if time.Now().After(end) {
+				keep := func() {
 					mu.Lock()
 					desired = append(desired, kept{c.name, c.uid})
 					mu.Unlock()
+				}
+				if time.Now().After(end) {
+					keep()
 					return
+				}
+				if tokens != nil {
+					select {
+					case <-tokens:
+					case <-endC:
+						keep()
+						return
+					case <-ctx.Done():
+						return
+					}
 				}
 				gone := s.obs.markDeleted(c.name)
 				d0 := time.Now()
@@ -120,6 +161,9 @@ func runChurn(ctx context.Context, o Options, r *Result, chaos bool) error {
 	}
 	wg.Wait()
 	loadEnd := time.Now()
+	if soak != nil {
+		s.finishSoak(r, soak)
+	}
 	if chaos {
 		// Converge from the end of chaos, which the agent logs.
 		for !s.a.logContains("chaos injector stopped") && time.Since(loadEnd) < time.Minute && s.started {
@@ -173,7 +217,30 @@ func runChurn(ctx context.Context, o Options, r *Result, chaos bool) error {
 	if r.Violations > 0 {
 		return fmt.Errorf("node did not converge: %d invariant violations", r.Violations)
 	}
+	if r.Soak != nil {
+		return r.Soak.leakErr()
+	}
 	return nil
+}
+
+// pace sends rate tokens a second on tokens until end or ctx is done; a
+// token no caller is ready for is dropped.
+func pace(ctx context.Context, tokens chan<- struct{}, end <-chan struct{}, rate float64) {
+	t := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-end:
+			return
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case tokens <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (c *pushClient) retriesOrZero() int64 {

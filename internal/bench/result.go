@@ -59,8 +59,10 @@ type Churn struct {
 	Converged       bool    `json:"converged"`
 	ChaosKillRate   float64 `json:"chaos_kill_rate,omitempty"`
 	ChaosCrashes    int     `json:"chaos_crashes,omitempty"`
-	ActorRestarts   float64 `json:"actor_restarts,omitempty"`
-	HTTPRetries     int     `json:"http_retries,omitempty"`
+	// ChurnRate is the pacing (pods replaced per second), 0 if none.
+	ChurnRate     float64 `json:"churn_rate,omitempty"`
+	ActorRestarts float64 `json:"actor_restarts,omitempty"`
+	HTTPRetries   int     `json:"http_retries,omitempty"`
 }
 
 // Probes holds what the probes scenario adds: the probe period as seen by
@@ -127,6 +129,7 @@ type Result struct {
 
 	Churn  *Churn  `json:"churn,omitempty"`
 	Probes *Probes `json:"probes,omitempty"`
+	Soak   *Soak   `json:"soak,omitempty"`
 
 	// How the run was observed: /pods polls (count and mean duration),
 	// and the agent's command line.
@@ -210,7 +213,10 @@ func (r *Result) Summary() string {
 	if len(r.APIRequestsPerPod) > 0 {
 		fmt.Fprintf(&b, ", API writes %.2f per pod (%s)", r.APIWritesPerPod, apiSummary(r.APIRequestsPerPod))
 	}
-	if r.Scenario == ScenarioChaos || r.Violations > 0 {
+	if r.Soak != nil {
+		fmt.Fprintf(&b, ", soak: %s", r.Soak.summary())
+	}
+	if r.Scenario == ScenarioChaos || r.Scenario == ScenarioSoak || r.Violations > 0 {
 		fmt.Fprintf(&b, ", violations %d", r.Violations)
 	}
 	return b.String()
