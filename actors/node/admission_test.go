@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/actorlet/actorlet/messages"
 )
 
 func TestFitsRejectsWhatDoesNotFit(t *testing.T) {
@@ -117,5 +119,97 @@ func TestPredicates(t *testing.T) {
 	a.track(a.pods["u-web"], -1)
 	if reason, _ := a.predicates(withPorts("u-7", v1.ContainerPort{ContainerPort: 80, HostPort: 8080})); reason != "" {
 		t.Fatalf("port still taken after its pod went: %s", reason)
+	}
+}
+
+// withRequests is mkPod with container requests ("cpu", "2", "memory", ...).
+func withRequests(uid string, kv ...string) *v1.Pod {
+	p := mkPod(uid, "img:1")
+	req := v1.ResourceList{}
+	for i := 0; i < len(kv); i += 2 {
+		req[v1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	p.Spec.Containers[0].Resources.Requests = req
+	return p
+}
+
+// Pods of every source are admitted against the node's allocatable, with
+// upstream's reasons and messages; a pod that fits runs. Before issue 9
+// only API pods were checked, and only for cpu and memory: every rejection
+// below ran.
+func TestStandaloneResourceAdmission(t *testing.T) {
+	h := newHarness(t, Config{NodeName: "n1", MaxPods: 4, Allocatable: v1.ResourceList{
+		v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi"),
+		v1.ResourceEphemeralStorage: resource.MustParse("10Gi")}})
+	h.run([]step{
+		{
+			name: "what does not fit is rejected, whatever its source; what fits runs",
+			do: sendAll(
+				set(messages.SourceFile, withRequests("huge-cpu", "cpu", "100000000"), withRequests("fits", "cpu", "3", "memory", "1Gi", "ephemeral-storage", "1Gi")),
+				add(messages.SourcePush, withRequests("huge-mem", "memory", "999Pi")),
+				set(messages.SourceURL, withRequests("huge-disk", "ephemeral-storage", "20Gi")),
+				add(messages.SourcePush, withRequests("too-much-with-fits", "cpu", "1500m")),
+			),
+			pods: map[string]string{"fits": "SyncPod img:1", "huge-cpu": "", "huge-mem": "", "huge-disk": "", "too-much-with-fits": ""},
+			status: []string{"update huge-cpu Failed OutOfcpu", "update huge-mem Failed OutOfmemory",
+				"update huge-disk Failed OutOfephemeral-storage", "update too-much-with-fits Failed OutOfcpu"},
+		},
+	})
+	wantMsg := map[string]string{
+		"huge-cpu":           "Node didn't have enough resource: cpu, requested: 100000000000, used: 0, capacity: 4000",
+		"huge-mem":           "Node didn't have enough resource: memory, requested: 1124774006935781376, used: 1073741824, capacity: 8589934592",
+		"huge-disk":          "Node didn't have enough resource: ephemeral-storage, requested: 21474836480, used: 1073741824, capacity: 10737418240",
+		"too-much-with-fits": "Node didn't have enough resource: cpu, requested: 1500, used: 3000, capacity: 4000",
+	}
+	h.rec.mu.Lock()
+	defer h.rec.mu.Unlock()
+	for uid, want := range wantMsg {
+		p := h.rec.last[types.UID(uid)]
+		if p == nil {
+			t.Errorf("pod %s: no status", uid)
+		} else if p.Status.Message != want {
+			t.Errorf("pod %s: status %v, want message %q", uid, p.Status, want)
+		}
+	}
+}
+
+// The pod count is checked for every source too, before the resources.
+func TestOutOfPodsBeforeResources(t *testing.T) {
+	h := newHarness(t, Config{NodeName: "n1", MaxPods: 1, Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}})
+	h.run([]step{{
+		name:   "the second pod is OutOfpods even though it does not fit either",
+		do:     sendAll(add(messages.SourcePush, withRequests("a", "cpu", "1")), add(messages.SourcePush, withRequests("b", "cpu", "2"))),
+		pods:   map[string]string{"a": "SyncPod img:1", "b": ""},
+		status: []string{"update b Failed OutOfpods"},
+	}})
+}
+
+func TestPodRequest(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	ctr := func(cpu string, sidecar bool) v1.Container {
+		c := v1.Container{Name: "c", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}}}
+		if sidecar {
+			c.RestartPolicy = &always
+		}
+		return c
+	}
+	tests := []struct {
+		name string
+		spec v1.PodSpec
+		want string
+	}{
+		{name: "sum of containers", spec: v1.PodSpec{Containers: []v1.Container{ctr("1", false), ctr("500m", false)}}, want: "1500m"},
+		{name: "a bigger init container", spec: v1.PodSpec{InitContainers: []v1.Container{ctr("2", false)}, Containers: []v1.Container{ctr("1", false)}}, want: "2"},
+		{name: "sidecars run with the containers", spec: v1.PodSpec{InitContainers: []v1.Container{ctr("1", true)}, Containers: []v1.Container{ctr("1", false)}}, want: "2"},
+		{name: "an init container after a sidecar", spec: v1.PodSpec{InitContainers: []v1.Container{ctr("1", true), ctr("2", false)}, Containers: []v1.Container{ctr("500m", false)}}, want: "3"},
+		{name: "overhead", spec: v1.PodSpec{Containers: []v1.Container{ctr("1", false)}, Overhead: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")}}, want: "1250m"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := podRequest(&v1.Pod{Spec: tt.spec}, v1.ResourceCPU)
+			if got.Cmp(resource.MustParse(tt.want)) != 0 {
+				t.Fatalf("request %s, want %s", got.String(), tt.want)
+			}
+		})
 	}
 }

@@ -3,7 +3,6 @@
 package node
 
 import (
-	"fmt"
 	"log/slog"
 	"maps"
 	goruntime "runtime"
@@ -13,7 +12,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -43,8 +41,10 @@ type Config struct {
 	// SourcePIDs are asked to resend their pods when the NodeActor starts,
 	// so a restarted NodeActor rebuilds its view.
 	SourcePIDs []*actor.PID
-	// Allocatable cpu and memory: API pods whose requests do not fit are
-	// rejected (OutOfcpu, OutOfmemory), as upstream. Empty: no check.
+	// Allocatable cpu, memory and ephemeral-storage: pods of every source
+	// whose requests do not fit what the admitted pods leave are rejected
+	// (OutOfcpu, OutOfmemory, OutOfephemeral-storage), as upstream (admit.go).
+	// A resource missing: not checked.
 	Allocatable v1.ResourceList
 	// MaxParallelStarts bounds the pods starting at once (StartSlot); 0: no
 	// bound.
@@ -154,7 +154,7 @@ func (a *Actor) track(e *entry, sign int) {
 	if a.requested == nil {
 		a.requested = v1.ResourceList{}
 	}
-	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+	for _, name := range admittedResources {
 		q := podRequest(e.pod, name)
 		if q.IsZero() {
 			continue
@@ -340,16 +340,9 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 		a.reject(ctx, p, source, reason, msg)
 		return
 	}
-	if a.cfg.MaxPods > 0 && a.active() >= a.cfg.MaxPods {
-		a.reject(ctx, p, source, "OutOfpods",
-			fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", a.active(), a.cfg.MaxPods))
+	if reason, msg := a.fits(p); reason != "" {
+		a.reject(ctx, p, source, reason, msg)
 		return
-	}
-	if source == messages.SourceAPI {
-		if reason, msg := a.fits(p); reason != "" {
-			a.reject(ctx, p, source, reason, msg)
-			return
-		}
 	}
 	if reason, msg := a.predicates(p); reason != "" {
 		a.reject(ctx, p, source, reason, msg)
@@ -370,56 +363,6 @@ func (a *Actor) spawn(ctx actor.Context, p *v1.Pod, source string) {
 	a.pods[p.UID] = e
 	a.track(e, 1)
 	ctx.Send(pid, &messages.SyncPod{Pod: p.DeepCopy()})
-}
-
-// fits checks the pod's cpu and memory requests against what the admitted
-// pods leave of the allocatable resources.
-func (a *Actor) fits(p *v1.Pod) (reason, msg string) {
-	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-		capacity, ok := a.cfg.Allocatable[name]
-		if !ok {
-			continue
-		}
-		want := podRequest(p, name)
-		if want.IsZero() {
-			continue
-		}
-		used := a.requested[name].DeepCopy()
-		total := used.DeepCopy()
-		total.Add(want)
-		if total.Cmp(capacity) > 0 {
-			return "OutOf" + string(name), fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
-				name, quantityValue(name, want), quantityValue(name, used), quantityValue(name, capacity))
-		}
-	}
-	return "", ""
-}
-
-func quantityValue(name v1.ResourceName, q resource.Quantity) int64 {
-	if name == v1.ResourceCPU {
-		return q.MilliValue()
-	}
-	return q.Value()
-}
-
-// podRequest is the pod's effective request: the larger of the sum over
-// its containers and the largest init container (as upstream).
-func podRequest(p *v1.Pod, name v1.ResourceName) resource.Quantity {
-	sum := resource.Quantity{}
-	for _, c := range p.Spec.Containers {
-		if q, ok := c.Resources.Requests[name]; ok {
-			sum.Add(q)
-		}
-	}
-	for _, c := range p.Spec.InitContainers {
-		if q, ok := c.Resources.Requests[name]; ok && q.Cmp(sum) > 0 {
-			sum = q.DeepCopy()
-		}
-	}
-	if q, ok := p.Spec.Overhead[name]; ok {
-		sum.Add(q)
-	}
-	return sum
 }
 
 // gracefulDelete kills an API pod whose deletion was requested, with the

@@ -1,0 +1,104 @@
+package node
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Resource admission, as the upstream kubelet's predicate admit handler
+// (pkg/kubelet/lifecycle/predicate.go, the scheduler's NodeResourcesFit):
+// a pod of any source (file, URL, push, API) is admitted only if the pods
+// already admitted leave room for its requests in the node's allocatable.
+//
+// Upstream treats static pods as critical: when one does not fit, its
+// CriticalPodAdmissionHandler first evicts lower-priority pods to make room.
+// actorlet does not preempt: a pod that does not fit is rejected whatever
+// its source or priority (Failed with OutOf<resource>), and runs once it is
+// sent again (a changed manifest, a new push) after room was made.
+
+// admittedResources are the resources checked against Config.Allocatable
+// (besides the pod count, against Config.MaxPods).
+var admittedResources = []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage}
+
+// Admission reasons for resources: "OutOf" + the resource's name, as
+// upstream.
+const (
+	ReasonOutOfPods             = "OutOfpods"
+	ReasonOutOfCPU              = "OutOfcpu"
+	ReasonOutOfMemory           = "OutOfmemory"
+	ReasonOutOfEphemeralStorage = "OutOfephemeral-storage"
+)
+
+// fits checks the pod count against MaxPods, then the pod's cpu, memory and
+// ephemeral-storage requests against what the admitted pods leave of the
+// allocatable resources. The message is upstream's: "Node didn't have
+// enough resource: cpu, requested: 1000, used: 500, capacity: 1200" (cpu
+// in millicores, the others in bytes).
+func (a *Actor) fits(p *v1.Pod) (reason, msg string) {
+	if a.cfg.MaxPods > 0 && a.active() >= a.cfg.MaxPods {
+		return ReasonOutOfPods, fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", a.active(), a.cfg.MaxPods)
+	}
+	for _, name := range admittedResources {
+		capacity, ok := a.cfg.Allocatable[name]
+		if !ok {
+			continue
+		}
+		want := podRequest(p, name)
+		if want.IsZero() {
+			continue
+		}
+		used := a.requested[name].DeepCopy()
+		total := used.DeepCopy()
+		total.Add(want)
+		if total.Cmp(capacity) > 0 {
+			return "OutOf" + string(name), fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
+				name, quantityValue(name, want), quantityValue(name, used), quantityValue(name, capacity))
+		}
+	}
+	return "", ""
+}
+
+func quantityValue(name v1.ResourceName, q resource.Quantity) int64 {
+	if name == v1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
+}
+
+// podRequest is the pod's effective request: the larger of the sum over
+// its containers and the largest init container, plus the pod overhead (as
+// upstream; sidecars are counted with the containers).
+func podRequest(p *v1.Pod, name v1.ResourceName) resource.Quantity {
+	sum := resource.Quantity{}
+	for _, c := range p.Spec.Containers {
+		if q, ok := c.Resources.Requests[name]; ok {
+			sum.Add(q)
+		}
+	}
+	// Init containers run one at a time, each with the sidecars started
+	// before it; sidecars then run along the containers.
+	sidecars := resource.Quantity{}
+	initMax := resource.Quantity{}
+	for _, c := range p.Spec.InitContainers {
+		q := c.Resources.Requests[name]
+		q = q.DeepCopy()
+		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			sidecars.Add(q)
+			continue
+		}
+		q.Add(sidecars)
+		if q.Cmp(initMax) > 0 {
+			initMax = q
+		}
+	}
+	sum.Add(sidecars)
+	if initMax.Cmp(sum) > 0 {
+		sum = initMax
+	}
+	if q, ok := p.Spec.Overhead[name]; ok {
+		sum.Add(q)
+	}
+	return sum
+}
