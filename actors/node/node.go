@@ -60,6 +60,13 @@ type Config struct {
 	Sweeper            Sweeper
 	HousekeepingPeriod time.Duration
 	Clock              clock.WithDelayedExecution
+	// RespawnBackoff (default DefaultRespawnBackoff), doubling up to
+	// RespawnBackoffMax (default DefaultRespawnBackoffMax), is how long a
+	// PodActor stopped by its supervisor stays down (respawn.go).
+	RespawnBackoff, RespawnBackoffMax time.Duration
+	// Events records events about pods (a PodActor stopped for failing
+	// too often); nil: none.
+	Events Recorder
 }
 
 // New returns the NodeActor producer.
@@ -83,6 +90,12 @@ func New(cfg Config, status *actor.PID, podProps PodProps, m Metrics, log *slog.
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.RespawnBackoff <= 0 {
+		cfg.RespawnBackoff = DefaultRespawnBackoff
+	}
+	if cfg.RespawnBackoffMax < cfg.RespawnBackoff {
+		cfg.RespawnBackoffMax = max(DefaultRespawnBackoffMax, cfg.RespawnBackoff)
+	}
 	return func() actor.Actor {
 		return &Actor{cfg: cfg, status: status, podProps: podProps, m: m, log: log}
 	}
@@ -103,6 +116,8 @@ type entry struct {
 	// deleting: the API server asked for a graceful deletion; once nothing
 	// runs, the pod is deleted from the API for good.
 	deleting bool
+	// w: the PodActor stopped by its supervisor and its respawn.
+	w worker
 }
 
 // Actor is the NodeActor.
@@ -122,6 +137,7 @@ type Actor struct {
 	haveRuntime bool
 
 	self         actorkit.Self
+	closing      bool // stopping or restarting: children end with it
 	housekeeping actorkit.Timer
 	sweeping     bool // a sweep is in flight
 
@@ -193,8 +209,14 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handleStartSlot(ctx, m.UID)
 	case *messages.StartDone:
 		a.releaseSlot(ctx, m.UID)
+	case *actor.Restarting, *actor.Stopping:
+		a.closing = true
+	case *actor.Terminated:
+		a.handleChildTerminated(ctx, m.Who)
 	case *actorkit.Fired:
-		a.handleFired(m)
+		if !a.handleRespawnFired(ctx, m) {
+			a.handleFired(m)
+		}
 	case *swept:
 		a.handleSwept(m)
 	}
@@ -237,7 +259,9 @@ func (a *Actor) handleResync(ctx actor.Context, m *messages.Resync) {
 	}
 	ctx.Send(a.status, &messages.ResyncPods{Ask: m.Ask, UIDs: uids})
 	for _, e := range a.pods {
-		ctx.Send(e.pid, &messages.Resync{})
+		if !a.resyncDown(ctx, e) {
+			ctx.Send(e.pid, &messages.Resync{})
+		}
 	}
 	for _, p := range a.rejected {
 		ctx.Send(a.status, &messages.PodStatusUpdate{Pod: p.DeepCopy()})
@@ -392,7 +416,7 @@ func (a *Actor) gracefulDelete(ctx actor.Context, p *v1.Pod, source string) {
 		(kill.GracePeriod != nil && *kill.GracePeriod < *e.killing.GracePeriod) {
 		// A shorter grace period (a second, forced delete) wins.
 		e.killing = kill
-		ctx.Send(e.pid, kill)
+		a.sendKill(ctx, p.UID, e)
 	}
 	a.track(e, 1)
 }
@@ -432,7 +456,7 @@ func (a *Actor) remove(ctx actor.Context, uid types.UID, source string) {
 	a.track(e, -1)
 	a.releaseSlot(ctx, uid)
 	e.killing = &messages.KillPod{UID: uid, Reason: "removed from source " + source}
-	ctx.Send(e.pid, e.killing)
+	a.sendKill(ctx, uid, e)
 	a.handOver(e, uid, source)
 }
 

@@ -51,16 +51,17 @@ type options struct {
 	ChaosSeed                int64
 	ChaosKinds               string
 	ChaosDuration            time.Duration
-	// supervision (supervise in tree.go)
-	ActorMaxRestarts           int32
-	ActorRestartWindow         time.Duration
-	ActorRespawnBackoffInitial time.Duration
-	ActorRespawnBackoffMax     time.Duration
 	Verbosity                int
 	LogFormat                string
 	Version                  bool // --version: print it and quit
 	EnableDebuggingHandlers  bool
 	MaxParallelPodStarts     int32
+
+	// supervision (supervise in tree.go)
+	ActorMaxRestarts           int32
+	ActorRestartWindow         time.Duration
+	ActorRespawnBackoffInitial time.Duration
+	ActorRespawnBackoffMax     time.Duration
 
 	// node API security (upstream names and defaults)
 	TLSCertFile                      string
@@ -114,13 +115,14 @@ func defaultOptions() *options {
 		ImagePullBackoffInitial:  10 * time.Second,
 		ImagePullBackoffMax:      300 * time.Second,
 		ChaosKinds:               "pod,probe",
+		LogFormat:                "text",
+		EnableDebuggingHandlers:  true,
+		MaxParallelPodStarts:     0,
+
 		ActorMaxRestarts:           int32(supervisors.DefaultMaxRestarts),
 		ActorRestartWindow:         supervisors.DefaultWindow,
 		ActorRespawnBackoffInitial: time.Minute,
 		ActorRespawnBackoffMax:     5 * time.Minute,
-		LogFormat:                "text",
-		EnableDebuggingHandlers:  true,
-		MaxParallelPodStarts:     0,
 
 		AnonymousAuth:                    true,
 		AuthenticationTokenWebhookTTL:    2 * time.Minute,
