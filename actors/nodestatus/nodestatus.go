@@ -17,6 +17,8 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/actorlet/actorlet/errdefs"
@@ -35,6 +37,11 @@ type API interface {
 // Leaser renews the node's Lease.
 type Leaser interface {
 	RenewLease(ctx context.Context, node *v1.Node, durationSeconds int32, now time.Time) error
+}
+
+// Recorder records events (client-go's record.EventRecorder satisfies it).
+type Recorder interface {
+	Eventf(object kruntime.Object, eventtype, reason, messageFmt string, args ...any)
 }
 
 // Machine gives the system info and the capacity (cpu, memory, storage).
@@ -60,6 +67,12 @@ type Config struct {
 	Timeout         time.Duration
 	// Status, when set, is told the Node's UID (mirror pods are owned by it).
 	Status *actor.PID
+	// Events, when set, records the Node's events (NodeReady, NodeNotReady).
+	Events Recorder
+	// RetryBase is the first retry after a failed status patch or lease
+	// renewal, doubling up to the update period (status) or a quarter of the
+	// lease (lease); upstream's lease controller starts at 200 ms.
+	RetryBase time.Duration
 }
 
 // New returns the producer. pleg answers GetHealth.
@@ -78,6 +91,9 @@ func New(cfg Config, api API, leaser Leaser, machine Machine, pleg *actor.PID, c
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.RetryBase <= 0 {
+		cfg.RetryBase = 200 * time.Millisecond
 	}
 	if log == nil {
 		log = slog.Default()
@@ -110,6 +126,8 @@ type Actor struct {
 	infoErr      error
 	machineKnown bool
 	again        bool           // a report was asked while a call was in flight
+	patchFails   int            // status patches failed in a row (the API server is unreachable)
+	leaseFails   int            // lease renewals failed in a row
 	statusTimer  actorkit.Timer // every UpdateFrequency: read the machine, ask PLEG's health
 	leaseTimer   actorkit.Timer // every LeaseDuration/4: renew the Lease
 	retryTimer   actorkit.Timer // after a failed registration
@@ -166,10 +184,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handlePatched(m)
 	case *renewed:
 		if a.self.Mine(m) {
-			a.renewing = false
-			if m.err != nil {
-				a.log.Warn("lease renewal failed", "err", m.err)
-			}
+			a.handleRenewed(m)
 		}
 	}
 }
@@ -334,13 +349,80 @@ func (a *Actor) handlePatched(m *patched) {
 		a.node = nil
 		a.register()
 	case m.err != nil:
-		a.log.Warn("node status update failed", "err", m.err)
+		// Kept, and tried again sooner than the next period: the status
+		// and its conditions reach the API server as soon as it answers.
+		a.patchFails++
+		d := min(actorkit.Backoff{Base: a.cfg.RetryBase, Cap: a.cfg.UpdateFrequency}.Delay(a.patchFails), a.cfg.UpdateFrequency)
+		if a.patchFails == 1 {
+			a.log.Warn("node status update failed, retrying", "retry_in", d, "err", m.err)
+		} else {
+			a.log.Debug("node status update failed, retrying", "failures", a.patchFails, "retry_in", d, "err", m.err)
+		}
+		a.statusTimer.Arm(a.self, d)
 	default:
-		a.node = m.node
+		if a.patchFails > 0 {
+			a.log.Info("node status updated again", "after_failures", a.patchFails)
+			a.patchFails = 0
+		}
 		if !m.read {
 			a.lastReport = a.clk.Now()
+			a.readyEvent(a.node, m.node)
+		}
+		a.node = m.node
+	}
+}
+
+// readyEvent records NodeReady or NodeNotReady when a patch changed the
+// Ready condition's status in the API server, as upstream.
+func (a *Actor) readyEvent(before, after *v1.Node) {
+	if a.cfg.Events == nil || after == nil {
+		return
+	}
+	was, now := readyStatus(before), readyStatus(after)
+	if was == now || now == "" {
+		return
+	}
+	reason := "NodeNotReady"
+	if now == v1.ConditionTrue {
+		reason = "NodeReady"
+	}
+	ref := &v1.ObjectReference{Kind: "Node", Name: after.Name, UID: types.UID(after.Name)}
+	a.cfg.Events.Eventf(ref, v1.EventTypeNormal, reason, "Node %s status is now: %s", after.Name, reason)
+}
+
+func readyStatus(n *v1.Node) v1.ConditionStatus {
+	if n == nil {
+		return ""
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status
 		}
 	}
+	return ""
+}
+
+// handleRenewed takes a lease renewal's result: a failure is tried again
+// with a back-off (200 ms doubling, at most the renewal period), so the
+// Lease is renewed soon after the API server is back.
+func (a *Actor) handleRenewed(m *renewed) {
+	a.renewing = false
+	if m.err == nil {
+		if a.leaseFails > 0 {
+			a.log.Info("lease renewed again", "after_failures", a.leaseFails)
+			a.leaseFails = 0
+		}
+		return
+	}
+	a.leaseFails++
+	period := a.cfg.LeaseDuration / 4
+	d := min(actorkit.Backoff{Base: a.cfg.RetryBase, Cap: period}.Delay(a.leaseFails), period)
+	if a.leaseFails == 1 {
+		a.log.Warn("lease renewal failed, retrying", "retry_in", d, "err", m.err)
+	} else {
+		a.log.Debug("lease renewal failed, retrying", "failures", a.leaseFails, "retry_in", d, "err", m.err)
+	}
+	a.leaseTimer.Arm(a.self, d)
 }
 
 func (a *Actor) renew() {

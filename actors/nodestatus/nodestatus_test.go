@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/actorlet/actorlet/errdefs"
@@ -30,6 +32,30 @@ type fakeAPI struct {
 	patches  int
 	renewals int
 	failNext string // "patch-notfound"
+	down     bool   // the API server does not answer: every call fails (Unavailable)
+	failed   int    // calls failed because down
+}
+
+var errDown = errdefs.Wrap(errdefs.ErrUnavailable, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused"))
+
+// isDown counts a failed call; call with mu held.
+func (f *fakeAPI) isDown() bool {
+	if f.down {
+		f.failed++
+	}
+	return f.down
+}
+
+func (f *fakeAPI) setDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
+}
+
+func (f *fakeAPI) failures() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failed
 }
 
 var (
@@ -41,6 +67,9 @@ var (
 func (f *fakeAPI) GetNode(_ context.Context, name string) (*v1.Node, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.isDown() {
+		return nil, errDown
+	}
 	if f.node == nil {
 		return nil, errdefs.Wrap(errdefs.ErrNotFound, errors.New("nodes "+name+" not found"))
 	}
@@ -59,6 +88,9 @@ func (f *fakeAPI) CreateNode(_ context.Context, n *v1.Node) (*v1.Node, error) {
 func (f *fakeAPI) PatchNodeStatus(_ context.Context, name string, _, st *v1.NodeStatus) (*v1.Node, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.isDown() {
+		return nil, errDown
+	}
 	if f.failNext == "patch-notfound" || f.node == nil {
 		f.failNext = ""
 		f.node = nil
@@ -81,6 +113,9 @@ func (f *fakeAPI) PatchNodeMeta(_ context.Context, _ string, labels map[string]s
 func (f *fakeAPI) RenewLease(context.Context, *v1.Node, int32, time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.isDown() {
+		return errDown
+	}
 	f.renewals++
 	return nil
 }
@@ -107,13 +142,34 @@ type harness struct {
 	sys    *actor.ActorSystem
 	clk    *clocktesting.FakeClock
 	api    *fakeAPI
+	events *fakeRecorder
 	mu     sync.Mutex
 	health messages.Health
 }
 
+// fakeRecorder keeps the events recorded, as "reason: message".
+type fakeRecorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+var _ Recorder = (*fakeRecorder)(nil)
+
+func (f *fakeRecorder) Eventf(_ kruntime.Object, _, reason, messageFmt string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, reason+": "+fmt.Sprintf(messageFmt, args...))
+}
+
+func (f *fakeRecorder) got() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.events...)
+}
+
 func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })),
-		clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), api: &fakeAPI{}}
+		clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), api: &fakeAPI{}, events: &fakeRecorder{}}
 	h.health = messages.Health{LastRelist: h.clk.Now(), Threshold: 3 * time.Minute}
 	pleg := h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if _, ok := c.Message().(*messages.GetHealth); ok {
@@ -125,7 +181,7 @@ func newHarness(t *testing.T) *harness {
 	}))
 	cfg := Config{NodeName: "n1", NodeIP: "192.0.2.7", Hostname: "n1", Labels: map[string]string{"pool": "a"}, MaxPods: 110,
 		KubeReserved: v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")}, KubeletVersion: "v1.36.4-actorlet",
-		RuntimeVersion: "sim://0.1.0", Port: 10250}
+		RuntimeVersion: "sim://0.1.0", Port: 10250, Events: h.events}
 	pid := h.sys.Root.Spawn(actor.PropsFromProducer(New(cfg, h.api, h.api, fakeMachine{}, pleg, h.clk, quiet)))
 	t.Cleanup(func() { h.sys.Root.Stop(pid) })
 	return h
@@ -241,4 +297,77 @@ func TestDeletedNodeIsRegisteredAgain(t *testing.T) {
 	h.setHealth(func(hl *messages.Health) { hl.RuntimeErr = "changed" }) // forces a patch
 	h.clk.Step(10 * time.Second)
 	h.waitNode("registered again", func(_ *v1.Node, creates, _, _ int) bool { return creates == 2 })
+}
+
+// TestRuntimeDownRecordsNodeEvents: the Ready condition's changes are
+// recorded as the Node's events, as upstream (NodeNotReady, NodeReady).
+func TestRuntimeDownRecordsNodeEvents(t *testing.T) {
+	h := newHarness(t)
+	h.waitNode("Ready", func(n *v1.Node, _, _, _ int) bool { return ready(n) != nil && ready(n).Status == v1.ConditionTrue })
+	h.setHealth(func(hl *messages.Health) { hl.RuntimeErr = "connection refused" })
+	h.clk.Step(10 * time.Second)
+	h.waitNode("NotReady", func(n *v1.Node, _, _, _ int) bool { return ready(n).Status == v1.ConditionFalse })
+	h.setHealth(func(hl *messages.Health) { hl.RuntimeErr = ""; hl.LastRelist = h.clk.Now() })
+	h.clk.Step(10 * time.Second)
+	h.waitNode("Ready again", func(n *v1.Node, _, _, _ int) bool { return ready(n).Status == v1.ConditionTrue })
+	want := []string{"NodeReady: Node n1 status is now: NodeReady", "NodeNotReady: Node n1 status is now: NodeNotReady",
+		"NodeReady: Node n1 status is now: NodeReady"}
+	actortest.EventuallyDetail(t, "the events of the runtime outage", func() bool {
+		return strings.Join(h.events.got(), "|") == strings.Join(want, "|")
+	}, func() string { return fmt.Sprintf("events %q, want %q", h.events.got(), want) })
+}
+
+// TestAPIOutageRetriesWithBackoff: while the API server does not answer,
+// a status patch and a lease renewal that failed are tried again after a
+// back-off (200 ms, doubling, at most the period), not only at the next
+// period, so the node is reported soon after the API server is back. On the
+// old code the next try came only with the next period (10 s).
+func TestAPIOutageRetriesWithBackoff(t *testing.T) {
+	h := newHarness(t)
+	h.waitNode("Ready and the lease renewed", func(n *v1.Node, _, patches, renewals int) bool {
+		return patches >= 1 && renewals >= 1 && ready(n).Status == v1.ConditionTrue
+	})
+	h.api.setDown(true)
+	// The runtime goes down too: the Ready condition changes and must be
+	// patched; the period's tick tries the patch and the lease, both fail.
+	h.setHealth(func(hl *messages.Health) { hl.RuntimeErr = "connection refused" })
+	h.clk.Step(10 * time.Second)
+	actortest.Eventually(t, "the patch and the renewal failed", func() bool { return h.api.failures() >= 2 })
+	// Failures keep being retried while it is down, faster than the
+	// period: three more of each within 10 s of fake time (the back-off
+	// is 200 ms, 400 ms, 800 ms, ...).
+	failed := h.api.failures()
+	h.stepUntil("three more retries of the patch and the lease", 8*time.Second, func() bool { return h.api.failures() >= failed+6 })
+	_, _, patches, renewals := h.api.snapshot()
+	h.api.setDown(false)
+	// Back: the status and the lease are written within the back-off,
+	// before the period's next tick would have tried.
+	h.stepUntil("a patch and a renewal after the outage", 8*time.Second, func() bool {
+		_, _, p, r := h.api.snapshot()
+		return p > patches && r > renewals
+	})
+	n, _, _, _ := h.api.snapshot()
+	if ready(n).Status != v1.ConditionFalse || !strings.Contains(ready(n).Message, "container runtime is down") {
+		t.Errorf("Ready after the outage %+v, want False: container runtime is down", ready(n))
+	}
+}
+
+// stepUntil steps the fake clock 100 ms at a time, giving the actor up to
+// 20 ms of real time after each step to act, until cond holds; it fails the
+// test when limit of fake time passes first.
+func (h *harness) stepUntil(what string, limit time.Duration, cond func() bool) {
+	h.t.Helper()
+	for stepped := time.Duration(0); ; stepped += 100 * time.Millisecond {
+		for deadline := time.Now().Add(20 * time.Millisecond); time.Now().Before(deadline); {
+			if cond() {
+				return
+			}
+			runtime.Gosched()
+		}
+		if stepped >= limit {
+			_, c, p, r := h.api.snapshot()
+			h.t.Fatalf("%s: not within %s of fake time (creates %d patches %d renewals %d failed calls %d)", what, limit, c, p, r, h.api.failures())
+		}
+		h.clk.Step(100 * time.Millisecond)
+	}
 }
