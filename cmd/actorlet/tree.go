@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -122,6 +126,35 @@ type tree struct {
 	root    *actor.PID
 	reg     *supervisors.Registry
 	sources []string
+	// gone is closed once the root has terminated; before stop, that is
+	// the tree giving up (cause says why).
+	gone   <-chan struct{}
+	giveUp *giveUpNote
+}
+
+// giveUpNote keeps why the root was stopped by its guardian (the
+// strategy's OnGiveUp), for the error the agent exits with.
+type giveUpNote struct {
+	mu sync.Mutex
+	g  *supervisors.GiveUp
+}
+
+func (n *giveUpNote) set(g supervisors.GiveUp) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.g == nil {
+		n.g = &g
+	}
+}
+
+// cause is the error of a tree gone while actorlet runs.
+func (t *tree) cause() error {
+	t.giveUp.mu.Lock()
+	defer t.giveUp.mu.Unlock()
+	if g := t.giveUp.g; g != nil {
+		return fmt.Errorf("the actor tree is gone: %s; exiting so that the service manager restarts actorlet (running pods are adopted)", g)
+	}
+	return errors.New("the actor tree is gone (root terminated); exiting so that the service manager restarts actorlet (running pods are adopted)")
 }
 
 func (t *tree) pid(child string) *actor.PID { return rootChild(t.sys, child) }
@@ -141,7 +174,8 @@ func (t *tree) stop(log *slog.Logger) {
 // spawnTree starts an actor system and spawns treeActors under its root,
 // each with the supervision of supervise.
 func spawnTree(ctx context.Context, w *wiring) (*tree, error) {
-	reg, strategy, mws := supervise(w)
+	note := &giveUpNote{}
+	reg, strategy, mws := supervise(w, note.set)
 	w.props = func(p actor.Producer) *actor.Props {
 		return actor.PropsFromProducer(p, actor.WithReceiverMiddleware(mws...), actor.WithSupervisor(strategy))
 	}
@@ -162,13 +196,21 @@ func spawnTree(ctx context.Context, w *wiring) (*tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("actor tree: %w", err)
 	}
-	return &tree{sys: w.sys, root: root, reg: reg, sources: sources}, nil
+	gone, err := supervisors.WatchRoot(w.sys, root)
+	if err != nil {
+		_ = supervisors.Stop(w.sys, root)
+		return nil, fmt.Errorf("actor tree: %w", err)
+	}
+	return &tree{sys: w.sys, root: root, reg: reg, sources: sources, gone: gone, giveUp: note}, nil
 }
 
 // supervise returns what supervises every actor: the registry (the live
 // tree, stats per kind, chaos victims; the actor metrics read it), the
-// restart strategy and the receiver middlewares.
-func supervise(w *wiring) (*supervisors.Registry, actor.SupervisorStrategy, []actor.ReceiverMiddleware) {
+// restart strategy (--actor-max-restarts in --actor-restart-window; pod
+// and probe actors beyond it are stopped and respawned by their parent,
+// the others escalate; onGiveUp hears of the root stopped for good) and
+// the receiver middlewares.
+func supervise(w *wiring, onGiveUp func(supervisors.GiveUp)) (*supervisors.Registry, actor.SupervisorStrategy, []actor.ReceiverMiddleware) {
 	m := w.m
 	m.InitActorKinds(supervisors.KindNode, supervisors.KindPod, supervisors.KindProbe, supervisors.KindPLEG,
 		supervisors.KindImage, supervisors.KindStatus, supervisors.KindSource)
@@ -181,7 +223,9 @@ func supervise(w *wiring) (*supervisors.Registry, actor.SupervisorStrategy, []ac
 		}
 		return out
 	})
-	strategy := supervisors.NewStrategy(supervisors.StrategyConfig{}, w.clk, w.log, m.IncActorRestart)
+	strategy := supervisors.NewStrategy(supervisors.StrategyConfig{
+		MaxRestarts: int(w.o.ActorMaxRestarts), Window: w.o.ActorRestartWindow, OnGiveUp: onGiveUp,
+	}, w.clk, w.log, m.IncActorRestart)
 	mws := supervisors.Middlewares(reg, w.log, func(kind string, _ any, _ []byte) { m.IncActorPanic(kind) })
 	return reg, strategy, mws
 }
@@ -236,6 +280,9 @@ func nodeActor(w *wiring) actor.Producer {
 		NodeLabels:        nodestatus.Labels(w.name, o.NodeLabels),
 		MaxParallelStarts: int(o.MaxParallelPodStarts),
 		Sweeper:           files, Clock: w.clk,
+		RespawnBackoff:    o.ActorRespawnBackoffInitial,
+		RespawnBackoffMax: o.ActorRespawnBackoffMax,
+		Events:            w.cluster.recorder(w.log),
 	}, w.pid("status"), podProps, w.m, w.log)
 }
 
@@ -264,26 +311,45 @@ func podDeps(w *wiring, files *podfiles.Files) pod.Deps {
 	}
 }
 
-// allocatable is the node's cpu and memory minus --kube-reserved and
-// --system-reserved: what API pods are admitted against.
+// Upstream's default hard eviction thresholds (--eviction-hard), which
+// upstream also keeps out of the allocatable: memory.available<100Mi and
+// nodefs.available<10%.
+var (
+	evictionHardMemory        = resource.MustParse("100Mi")
+	evictionHardNodefsPercent = int64(10)
+)
+
+// allocatable is what pods of every source are admitted against: the
+// node's cpu, memory and ephemeral-storage (the filesystem holding
+// --root-dir) minus --kube-reserved, --system-reserved and, for memory and
+// ephemeral-storage, the hard eviction threshold, as upstream's node
+// allocatable. A resource the machine does not tell is not checked.
 func allocatable(ctx context.Context, o *options, log *slog.Logger) v1.ResourceList {
-	_, capacity, err := (&host.Machine{}).Info(ctx)
+	_, capacity, err := (&host.Machine{RootDir: o.RootDir}).Info(ctx)
 	if err != nil {
-		log.Warn("machine capacity unknown, admitting pods without a cpu/memory check", "err", err)
-		return nil
+		log.Warn("machine capacity partly unknown, admitting pods without checking what is missing",
+			"known", slices.Sorted(maps.Keys(capacity)), "err", err)
 	}
 	kube, _ := parseResources(o.KubeReserved) // validated with the flags
 	sys, _ := parseResources(o.SystemReserved)
+	eviction := v1.ResourceList{v1.ResourceMemory: evictionHardMemory}
+	if q, ok := capacity[v1.ResourceEphemeralStorage]; ok {
+		eviction[v1.ResourceEphemeralStorage] = *resource.NewQuantity(q.Value()*evictionHardNodefsPercent/100, resource.BinarySI)
+	}
 	out := v1.ResourceList{}
-	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage} {
 		q, ok := capacity[name]
 		if !ok {
 			continue
 		}
-		for _, r := range []v1.ResourceList{kube, sys} {
+		q = q.DeepCopy()
+		for _, r := range []v1.ResourceList{kube, sys, eviction} {
 			if rq, ok := r[name]; ok {
 				q.Sub(rq)
 			}
+		}
+		if q.Sign() < 0 {
+			q = *resource.NewQuantity(0, q.Format)
 		}
 		out[name] = q
 	}
