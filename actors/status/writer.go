@@ -56,7 +56,7 @@ func NewWithAPI(node *actor.PID, api API, cfg WriterConfig, clk clock.WithDelaye
 		cfg.RetryBase = 500 * time.Millisecond
 	}
 	if cfg.RetryMax <= 0 {
-		cfg.RetryMax = 30 * time.Second
+		cfg.RetryMax = 10 * time.Second // upstream's status manager syncs every 10 s
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
@@ -85,6 +85,12 @@ type writer struct {
 	inflight int
 	queue    []types.UID
 	retry    actorkit.Timer // the earliest retryAt of any pod
+	// failing: a write failed (the API server did not answer) and none
+	// has succeeded since. The first success after that retries every
+	// pod waiting on its back-off at once: the API server is back, so
+	// what changed during the outage is flushed now, not up to RetryMax
+	// later.
+	failing bool
 }
 
 // apiPod is one pod's write state.
@@ -345,6 +351,10 @@ func (w *writer) handleDone(m *writeDone) {
 	switch {
 	case m.err == nil:
 		st.failures, st.retryAt = 0, time.Time{}
+		if w.failing {
+			w.failing = false
+			defer w.retryAllNow()
+		}
 		switch m.op {
 		case "patch", "refresh":
 			st.written = m.pod.Status.DeepCopy()
@@ -384,12 +394,29 @@ func (w *writer) handleDone(m *writeDone) {
 		w.do(st, "refresh")
 		return
 	default:
+		w.failing = true
 		st.failures++
 		d := actorkit.Backoff{Base: w.cfg.RetryBase, Cap: w.cfg.RetryMax}.Delay(st.failures)
 		st.retryAt = w.clk.Now().Add(d)
 		w.log.Warn("pod status write failed, keeping the newest status", "pod", st.ns+"/"+st.name, "op", m.op, "retry_in", d, "err", m.err)
 	}
 	w.flush(st)
+}
+
+// retryAllNow: the API server answers again; every pod waiting on its
+// back-off is written now (their failure counts stay until each succeeds).
+func (w *writer) retryAllNow() {
+	n := 0
+	for _, st := range w.pods {
+		if !st.retryAt.IsZero() {
+			st.retryAt = time.Time{}
+			n++
+		}
+	}
+	if n > 0 {
+		w.log.Info("API server answers again, flushing the pod status kept meanwhile", "pods", n)
+		w.flushDue()
+	}
 }
 
 // refreshMirror adopts an existing mirror pod (ours from before a restart,
