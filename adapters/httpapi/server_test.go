@@ -21,6 +21,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/yaml"
 
+	"github.com/actorlet/actorlet/errdefs"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -34,6 +35,8 @@ type stubs struct {
 	pushed   map[string]*v1.Pod // ns/name
 	pushErr  string
 	received []any
+	// rebuilding: the status stub answers StatusUnavailable with it.
+	rebuilding string
 }
 
 func (s *stubs) note(m any) {
@@ -70,6 +73,16 @@ func setup(t *testing.T, mutate func(*Config)) *env {
 		return pid
 	}
 	status := spawn(func(c actor.Context) {
+		st.mu.Lock()
+		rebuilding := st.rebuilding
+		st.mu.Unlock()
+		switch c.Message().(type) {
+		case *messages.GetPods, *messages.GetPod:
+			if rebuilding != "" {
+				c.Respond(&messages.StatusUnavailable{Reason: rebuilding, Missing: 2, Expected: 3})
+				return
+			}
+		}
 		switch m := c.Message().(type) {
 		case *messages.GetPods:
 			st.mu.Lock()
@@ -301,6 +314,27 @@ func TestPodListDecodes(t *testing.T) {
 	}
 	if list.Kind != "PodList" || list.APIVersion != "v1" || len(list.Items) != 1 || list.Items[0].UID != "u-web" {
 		t.Fatalf("list = %+v", list)
+	}
+}
+
+// While the StatusActor rebuilds its view, /pods answers 503 with its
+// reason and a Retry-After (never a 200 with a short list), on both ports;
+// the logs/exec resolver reports the pod unavailable, not "not found".
+func TestPodsWhileStatusRebuilds(t *testing.T) {
+	const reason = "the status actor is rebuilding its view of the pods: 2 of 3 pods not reported again yet"
+	e := setup(t, nil)
+	e.stubs.mu.Lock()
+	e.stubs.rebuilding = reason
+	e.stubs.mu.Unlock()
+	for _, h := range []http.Handler{e.srv.ReadOnly(), e.srv.Main()} {
+		code, body, hdr := do(t, h, "GET", "/pods", "")
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, reason) || hdr.Get("Retry-After") == "" {
+			t.Fatalf("GET /pods = %d, Retry-After %q, body %q; want 503 with the reason and a Retry-After", code, hdr.Get("Retry-After"), body)
+		}
+	}
+	_, _, err := StatusResolver(e.sys, e.srv.cfg.Status, time.Second)(context.Background(), "default", "web")
+	if !errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), reason) {
+		t.Fatalf("resolve during a rebuild: %v; want unavailable with the reason", err)
 	}
 }
 
