@@ -7,8 +7,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -57,13 +59,32 @@ func (m *Machine) Info(_ context.Context) (v1.NodeSystemInfo, v1.ResourceList, e
 	}
 	capacity[v1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
 	if m.RootDir != "" {
-		var st syscall.Statfs_t
-		if err := syscall.Statfs(m.RootDir, &st); err != nil {
-			return info, capacity, fmt.Errorf("statfs %s: %w", m.RootDir, err)
+		size, err := fsSize(m.RootDir)
+		if err != nil {
+			return info, capacity, err
 		}
-		capacity[v1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(st.Blocks)*st.Bsize, resource.BinarySI)
+		capacity[v1.ResourceEphemeralStorage] = *resource.NewQuantity(size, resource.BinarySI)
 	}
 	return info, capacity, nil
+}
+
+// fsSize is the size of the filesystem holding dir, or that will hold it:
+// a dir not made yet (a first start) is measured at its nearest existing
+// parent.
+func fsSize(dir string) (int64, error) {
+	p := filepath.Clean(dir)
+	for {
+		var st syscall.Statfs_t
+		err := syscall.Statfs(p, &st)
+		if err == nil {
+			return int64(st.Blocks) * st.Bsize, nil
+		}
+		parent := filepath.Dir(p)
+		if !errors.Is(err, syscall.ENOENT) || parent == p {
+			return 0, fmt.Errorf("statfs %s: %w", p, err)
+		}
+		p = parent
+	}
 }
 
 func readTrim(p string) string {

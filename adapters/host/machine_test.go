@@ -44,3 +44,18 @@ func TestMachineInfo(t *testing.T) {
 		t.Error("no error for a meminfo without MemTotal")
 	}
 }
+
+// A root dir not made yet (a first start) is measured on the filesystem
+// that will hold it, so the ephemeral storage is still known (and admitted
+// against).
+func TestEphemeralStorageOfARootDirNotMadeYet(t *testing.T) {
+	base := t.TempDir()
+	made, err := fsSize(base)
+	if err != nil || made <= 0 {
+		t.Fatalf("fsSize(%s) = %d, %v", base, made, err)
+	}
+	got, err := fsSize(filepath.Join(base, "not", "yet"))
+	if err != nil || got != made {
+		t.Fatalf("fsSize of a dir not made yet = %d, %v; want %d as its parent", got, err, made)
+	}
+}
