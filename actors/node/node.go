@@ -140,6 +140,9 @@ type Actor struct {
 	closing      bool // stopping or restarting: children end with it
 	housekeeping actorkit.Timer
 	sweeping     bool // a sweep is in flight
+	// resyncAsks are StatusActor Resyncs answered once every source is
+	// synced.
+	resyncAsks []uint64
 
 	// Kept up to date on every change of an entry (no walk over all pods
 	// per update): admitted pods by source kind and their requests.
@@ -230,6 +233,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.nActive, a.nStatic, a.nAPI, a.requested, a.hostPorts, a.names = 0, 0, 0, v1.ResourceList{}, nil, nil
 	a.starting, a.waiting = map[types.UID]bool{}, nil
 	a.runtime, a.haveRuntime, a.sweeping = nil, false, false
+	a.resyncAsks = nil
 	a.self = actorkit.Start(ctx, a.cfg.Clock)
 	a.housekeeping = actorkit.NewTimer("housekeeping")
 	if a.cfg.Sweeper != nil {
@@ -246,8 +250,27 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 // admission failures (a restarted StatusActor asks for it). The StatusActor
 // is told first which pods it gets back (ResyncPods): a PodActor killing
 // its pod publishes nothing more, and one whose pod is terminated is
-// forgotten already, so neither is awaited.
+// forgotten already, so neither is awaited. Until every source has
+// delivered its pods (a NodeActor restarted too) the set is not known: it
+// is sent once they have (markSynced).
 func (a *Actor) handleResync(ctx actor.Context, m *messages.Resync) {
+	if a.allSynced() {
+		a.answerResync(ctx, m.Ask)
+	} else {
+		a.resyncAsks = append(a.resyncAsks, m.Ask)
+	}
+	for _, e := range a.pods {
+		if !a.resyncDown(ctx, e) {
+			ctx.Send(e.pid, &messages.Resync{})
+		}
+	}
+	for _, p := range a.rejected {
+		ctx.Send(a.status, &messages.PodStatusUpdate{Pod: p.DeepCopy()})
+	}
+}
+
+// answerResync tells the StatusActor the pods whose status it gets again.
+func (a *Actor) answerResync(ctx actor.Context, ask uint64) {
 	uids := make([]types.UID, 0, len(a.pods)+len(a.rejected))
 	for uid, e := range a.pods {
 		if e.pod != nil && e.killing == nil && !e.stopping {
@@ -257,15 +280,7 @@ func (a *Actor) handleResync(ctx actor.Context, m *messages.Resync) {
 	for uid := range a.rejected {
 		uids = append(uids, uid)
 	}
-	ctx.Send(a.status, &messages.ResyncPods{Ask: m.Ask, UIDs: uids})
-	for _, e := range a.pods {
-		if !a.resyncDown(ctx, e) {
-			ctx.Send(e.pid, &messages.Resync{})
-		}
-	}
-	for _, p := range a.rejected {
-		ctx.Send(a.status, &messages.PodStatusUpdate{Pod: p.DeepCopy()})
-	}
+	ctx.Send(a.status, &messages.ResyncPods{Ask: ask, UIDs: uids})
 }
 
 func (a *Actor) allSynced() bool {
@@ -283,6 +298,12 @@ func (a *Actor) markSynced(ctx actor.Context, source string) {
 	}
 	a.synced[source] = true
 	a.log.Info("source synced", "source", source)
+	if a.allSynced() {
+		for _, ask := range a.resyncAsks {
+			a.answerResync(ctx, ask)
+		}
+		a.resyncAsks = nil
+	}
 	a.killOrphans(ctx)
 }
 

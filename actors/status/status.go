@@ -387,7 +387,8 @@ func (a *Actor) endRebuild(ctx actor.Context, why string) {
 func (a *Actor) unavailable() *messages.StatusUnavailable {
 	if !a.rb.answered {
 		return &messages.StatusUnavailable{
-			Reason: "the status actor is rebuilding its view of the pods: the node actor has not said yet which pods it holds",
+			Reason: "the status actor is rebuilding its view of the pods: the node actor has not said yet which pods it holds " +
+				"(it answers once every pod source has delivered its pods)",
 		}
 	}
 	n := len(a.rb.missing)
