@@ -123,6 +123,12 @@ func (a *apiSource) handleUpsert(ctx actor.Context, p *v1.Pod) {
 	}
 	old, ok := a.pods[p.UID]
 	a.pods[p.UID] = p
+	if !ok || !apiequality.Semantic.DeepEqual(old.Status, p.Status) {
+		// The StatusActor writes its own status again where another
+		// writer changed it (e.g. Ready=False from the node lifecycle
+		// controller after an API server outage).
+		ctx.Send(a.status, &messages.PodAPIStatus{UID: p.UID, ResourceVersion: p.ResourceVersion, Status: p.Status.DeepCopy()})
+	}
 	if ok && !relevant(old, p) {
 		return
 	}

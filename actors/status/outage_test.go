@@ -5,6 +5,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/actorlet/actorlet/messages"
 )
 
 // TestWriterFlushesEverythingOnceTheAPIAnswers: after an API server outage
@@ -38,4 +40,40 @@ func TestWriterFlushesEverythingOnceTheAPIAnswers(t *testing.T) {
 	h.waitFor("a written as soon as the API server answered b", func() bool {
 		return h.api.get("a").Status.Phase == v1.PodRunning
 	})
+}
+
+// TestWriterWritesItsStatusAgainOverAnotherWriter: after an API server
+// outage the node lifecycle controller marks the node's pods not ready in
+// the API server; the pod watch brings that status (newer than what the
+// writer wrote) and the writer writes the pod's own status again, as
+// upstream's status manager reconciles. The echo of its own write (not
+// newer) changes nothing. On the old code the API pod kept Ready=False until
+// the pod's status changed on the node.
+func TestWriterWritesItsStatusAgainOverAnotherWriter(t *testing.T) {
+	h := newWriterHarness(t)
+	p := apiPodWith("a", "uid-a", v1.PodPending)
+	p.ResourceVersion = "10"
+	h.api.pods["default/a"] = p
+	ours := apiPodWith("a", "uid-a", v1.PodRunning)
+	ours.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+	h.update(ours)
+	h.waitFor("Running and Ready written", func() bool { return h.api.count("patch a Running") == 1 })
+	// The echo of our write (same resourceVersion) changes nothing.
+	h.sys.Root.Send(h.pid, &messages.PodAPIStatus{UID: "uid-a", ResourceVersion: "10", Status: h.api.get("a").Status.DeepCopy()})
+	// The node lifecycle controller's write: Ready=False, a newer version.
+	marked := h.api.get("a").Status.DeepCopy()
+	marked.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "NodeNotReady"}}
+	h.api.mu.Lock()
+	h.api.pods["default/a"].Status = *marked.DeepCopy()
+	h.api.pods["default/a"].ResourceVersion = "12"
+	h.api.mu.Unlock()
+	h.sys.Root.Send(h.pid, &messages.PodAPIStatus{UID: "uid-a", ResourceVersion: "12", Status: marked})
+	h.waitFor("Ready=True written again", func() bool {
+		c := h.api.get("a").Status.Conditions
+		return len(c) == 1 && c[0].Status == v1.ConditionTrue
+	})
+	_ = h.sys.Root.RequestFuture(h.pid, &messages.GetPods{}, time.Second).Wait()
+	if n := h.api.count("patch a"); n != 2 {
+		t.Fatalf("%d patches, want 2 (ours, then ours again over the controller's)", n)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -102,6 +103,7 @@ type apiPod struct {
 	apiUID    types.UID     // UID of the API object (the mirror's for static pods)
 	desired   *v1.PodStatus // newest status to write
 	written   *v1.PodStatus // what the API server holds, as far as we know
+	writtenRV string        // the resourceVersion written was read at
 	inflight  bool
 	queued    bool
 	retryAt   time.Time
@@ -147,6 +149,8 @@ func (w *writer) receive(m any) bool {
 		w.flushDue()
 	case *messages.MirrorPod:
 		w.handleMirror(m)
+	case *messages.PodAPIStatus:
+		w.handleAPIStatus(m)
 	default:
 		return false
 	}
@@ -166,7 +170,7 @@ func (w *writer) update(p *v1.Pod) {
 		if !st.static {
 			st.apiUID = p.UID
 		} else if m, ok := w.mirrors[p.Namespace+"/"+p.Name]; ok && m.Annotations[annotationMirror] == p.Annotations[annotationHash] {
-			st.apiUID, st.written = m.UID, m.Status.DeepCopy()
+			st.apiUID, st.written, st.writtenRV = m.UID, m.Status.DeepCopy(), m.ResourceVersion
 		}
 		w.pods[p.UID] = st
 	}
@@ -228,10 +232,48 @@ func (w *writer) handleMirror(m *messages.MirrorPod) {
 			st.apiUID, st.written = "", nil
 			w.flush(st)
 		case !m.Deleted && st.apiUID == "" && m.Pod.Annotations[annotationMirror] == st.spec.Annotations[annotationHash]:
-			st.apiUID, st.written = m.Pod.UID, m.Pod.Status.DeepCopy()
+			st.apiUID, st.written, st.writtenRV = m.Pod.UID, m.Pod.Status.DeepCopy(), m.Pod.ResourceVersion
 			w.flush(st)
+		case !m.Deleted && st.apiUID == m.Pod.UID:
+			w.takeAPIStatus(st, m.Pod.ResourceVersion, &m.Pod.Status)
 		}
 	}
+}
+
+// handleAPIStatus: the API server holds this status of a pod now.
+func (w *writer) handleAPIStatus(m *messages.PodAPIStatus) {
+	if st := w.pods[m.UID]; st != nil && !st.static && m.Status != nil {
+		w.takeAPIStatus(st, m.ResourceVersion, m.Status)
+	}
+}
+
+// takeAPIStatus makes a status the API server holds, newer than the last
+// one written or read, what is written; where another writer changed it
+// (the node lifecycle controller marks the pods of a node that stopped
+// reporting not ready), the pod's own status is written again, as
+// upstream's status manager reconciles. The echo of our own writes is no
+// newer and changes nothing.
+func (w *writer) takeAPIStatus(st *apiPod, rv string, status *v1.PodStatus) {
+	if st.inflight || st.written == nil || !newerRV(rv, st.writtenRV) {
+		return
+	}
+	if apiequality.Semantic.DeepEqual(*status, *st.written) {
+		st.writtenRV = rv
+		return
+	}
+	st.written, st.writtenRV = status.DeepCopy(), rv
+	if st.desired != nil && !apiequality.Semantic.DeepEqual(*st.desired, *st.written) {
+		w.log.Info("pod status changed in the API server by another writer, writing ours again", "pod", st.ns+"/"+st.name)
+	}
+	w.flush(st)
+}
+
+// newerRV: resourceVersion a is newer than b. They are etcd revisions
+// (decimal) in practice; where either is not, nothing is taken as newer.
+func newerRV(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x > y
 }
 
 func (w *writer) flushDue() {
@@ -357,9 +399,9 @@ func (w *writer) handleDone(m *writeDone) {
 		}
 		switch m.op {
 		case "patch", "refresh":
-			st.written = m.pod.Status.DeepCopy()
+			st.written, st.writtenRV = m.pod.Status.DeepCopy(), m.pod.ResourceVersion
 		case "create-mirror":
-			st.apiUID, st.written = m.pod.UID, m.pod.Status.DeepCopy()
+			st.apiUID, st.written, st.writtenRV = m.pod.UID, m.pod.Status.DeepCopy(), m.pod.ResourceVersion
 			w.log.Info("mirror pod created", "pod", st.ns+"/"+st.name, "uid", m.pod.UID)
 		case "delete", "delete-mirror":
 			w.log.Info("pod deleted from the API server", "pod", st.ns+"/"+st.name, "mirror", m.op == "delete-mirror")
@@ -423,7 +465,7 @@ func (w *writer) retryAllNow() {
 // or a stale one to replace).
 func (w *writer) refreshMirror(st *apiPod) {
 	if m, ok := w.mirrors[st.ns+"/"+st.name]; ok && m.Annotations[annotationMirror] == st.spec.Annotations[annotationHash] {
-		st.apiUID, st.written = m.UID, m.Status.DeepCopy()
+		st.apiUID, st.written, st.writtenRV = m.UID, m.Status.DeepCopy(), m.ResourceVersion
 		w.flush(st)
 		return
 	}
