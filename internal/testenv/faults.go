@@ -46,6 +46,7 @@ func NewPrivateContainerd(t testing.TB, bridge, subnet string) *PrivateContainer
 		if _, stderr, err := runScriptEnv(c.root, "containerd.sh", c.env, 2*time.Minute, "down"); err != nil {
 			t.Errorf("containerd.sh down (%s): %v\n%s", dir, err, tail(stderr, 20))
 		}
+		_ = os.Remove(dir + ".lock") // the script's lock file, beside its dir
 	})
 	vals := c.run(t, scriptTimeout, "containerd", "up")
 	c.ContainerdEnv = ContainerdEnv{Endpoint: vals["CONTAINER_RUNTIME_ENDPOINT"], BusyboxImage: vals["BUSYBOX_IMAGE"], PauseImage: vals["PAUSE_IMAGE"]}
@@ -101,6 +102,7 @@ func NewPrivateControlPlane(t testing.TB, apiPort, etcdPort int) *PrivateControl
 		if _, stderr, err := runScriptEnv(c.root, "controlplane.sh", c.env, 2*time.Minute, "down"); err != nil {
 			t.Errorf("controlplane.sh down (%s): %v\n%s", dir, err, tail(stderr, 20))
 		}
+		_ = os.Remove(dir + ".lock")
 	})
 	vals := runPart(t, c.root, "controlplane.sh", c.env, scriptBudget(t, controlPlaneTimeout), "up")
 	c.ControlPlaneEnv = ControlPlaneEnv{AdminKubeconfig: vals["ADMIN_KUBECONFIG"], Kubectl: vals["KUBECTL"],
