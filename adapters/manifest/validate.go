@@ -52,6 +52,9 @@ func validateMeta(meta *metav1.ObjectMeta, path *field.Path) field.ErrorList {
 		if meta.GenerateName == "" {
 			errs = append(errs, field.Required(path.Child("name"), "name is required"))
 		}
+	} else if len(meta.Name) > validation.DNS1123SubdomainMaxLength {
+		// Only the length: a huge name is not worth matching.
+		errs = append(errs, field.Invalid(path.Child("name"), shown(meta.Name), validation.MaxLenError(validation.DNS1123SubdomainMaxLength)))
 	} else {
 		for _, msg := range validation.IsDNS1123Subdomain(meta.Name) {
 			errs = append(errs, field.Invalid(path.Child("name"), shown(meta.Name), msg))
