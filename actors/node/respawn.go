@@ -53,8 +53,10 @@ type worker struct {
 	down    bool
 	respawn actorkit.Timer
 	// reported is the status published for the pod while it is down
-	// (republished on Resync); nil until the StatusActor answered.
+	// (republished on Resync); nil until the StatusActor answered. msg
+	// says what happened.
 	reported *v1.Pod
+	msg      string
 	// stops in a row (the back-off's exponent) and when the PodActor was
 	// last respawned: one that lived 2x the cap since starts over.
 	stops     int
@@ -112,6 +114,7 @@ func (a *Actor) workerDown(ctx actor.Context, uid types.UID, e *entry) {
 	}
 	msg := fmt.Sprintf("The pod's worker (its actor) failed too often and was stopped (%d in a row); "+
 		"the pod's containers keep running unmanaged and the worker is started again in %s", e.w.stops, delay)
+	e.w.msg = msg
 	a.log.Warn("pod actor failed too often and was stopped; spawning it again after a back-off",
 		"pod", e.pod.Namespace+"/"+e.pod.Name, "uid", uid, "stops", e.w.stops, "respawn_in", delay)
 	if a.cfg.Events != nil {
@@ -221,8 +224,14 @@ func (a *Actor) resyncDown(ctx actor.Context, e *entry) bool {
 	if !e.w.down {
 		return false
 	}
-	if e.w.reported != nil {
-		ctx.Send(a.status, &messages.PodStatusUpdate{Pod: e.w.reported.DeepCopy()})
+	if e.pod == nil || e.killing != nil {
+		return true // nothing to report (the StatusActor does not wait for it)
 	}
+	p := e.w.reported
+	if p == nil {
+		// Asked before the last status was read: unknown, not guessed.
+		p = workerFailedStatus(e.pod, nil, false, e.w.msg, metav1.NewTime(a.cfg.Clock.Now()))
+	}
+	ctx.Send(a.status, &messages.PodStatusUpdate{Pod: p.DeepCopy()})
 	return true
 }
