@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -389,7 +390,13 @@ func parseSleep(args []string) (time.Duration, error) {
 		if err != nil || f < 0 || f > 1e9 {
 			return 0, fmt.Errorf("sleep: invalid number '%s'", a)
 		}
-		total += time.Duration(f * float64(mult))
+		// Longer than a Duration holds (292 years) is forever; the
+		// conversion would overflow to a negative or short sleep.
+		x := f * float64(mult)
+		if x >= float64(math.MaxInt64-total) {
+			return -1, nil
+		}
+		total += time.Duration(x)
 	}
 	return total, nil
 }
