@@ -387,7 +387,7 @@ func parseSleep(args []string) (time.Duration, error) {
 			a, mult = strings.TrimSuffix(a, "d"), 24*time.Hour
 		}
 		f, err := strconv.ParseFloat(a, 64)
-		if err != nil || f < 0 || f > 1e9 {
+		if err != nil || !(f >= 0 && f <= 1e9) { // NaN too
 			return 0, fmt.Errorf("sleep: invalid number '%s'", a)
 		}
 		// Longer than a Duration holds (292 years) is forever; the
