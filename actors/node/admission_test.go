@@ -1,7 +1,9 @@
 package node
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -211,5 +213,33 @@ func TestPodRequest(t *testing.T) {
 				t.Fatalf("request %s, want %s", got.String(), tt.want)
 			}
 		})
+	}
+}
+
+// A source's set is admitted oldest first (config.seen, or the creation
+// time), whatever its order: after a NodeActor restart the pods that ran
+// get the room again, not a pod rejected before that sorts first.
+func TestAdmissionOldestFirst(t *testing.T) {
+	seen := func(p *v1.Pod, at string) *v1.Pod {
+		p.Annotations = map[string]string{seenAnnotation: at}
+		return p
+	}
+	h := newHarness(t, Config{NodeName: "n1", Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}})
+	h.run([]step{{
+		name: "b, seen first, runs; a, seen later, is rejected",
+		do: sendAll(set(messages.SourceFile,
+			seen(withRequests("a", "cpu", "1"), "2026-01-01T10:00:00.5Z"),
+			seen(withRequests("b", "cpu", "1"), "2026-01-01T10:00:00.1Z"))),
+		pods:   map[string]string{"a": "", "b": "SyncPod img:1"},
+		status: []string{"update a Failed OutOfcpu"},
+	}})
+	pods := []*v1.Pod{mkPod("x", "i"), seen(mkPod("y", "i"), "2026-01-01T10:00:00Z"), mkPod("z", "i")}
+	pods[0].CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 11, 0, 0, 0, time.UTC))
+	var got []types.UID
+	for _, p := range admissionOrder(pods) {
+		got = append(got, p.UID)
+	}
+	if fmt.Sprint(got) != "[y x z]" {
+		t.Fatalf("order %v, want [y x z] (oldest first, no time last)", got)
 	}
 }

@@ -2,6 +2,8 @@ package node
 
 import (
 	"fmt"
+	"slices"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -101,4 +103,44 @@ func podRequest(p *v1.Pod, name v1.ResourceName) resource.Quantity {
 		sum.Add(q)
 	}
 	return sum
+}
+
+// seenAnnotation is the upstream kubelet's kubernetes.io/config.seen, the
+// time a node-local source first saw a pod.
+const seenAnnotation = "kubernetes.io/config.seen"
+
+// admissionOrder is pods oldest first, as upstream admits them (by
+// creation time; a static pod by the time its source first saw it), so
+// that a NodeActor rebuilding its view after a restart admits the pods that
+// were running before those that arrived later and were rejected: room
+// goes to the same pods again. Pods with neither time keep their order,
+// after the others.
+func admissionOrder(pods []*v1.Pod) []*v1.Pod {
+	out := slices.Clone(pods)
+	when := func(p *v1.Pod) time.Time {
+		if p == nil {
+			return time.Time{}
+		}
+		if !p.CreationTimestamp.IsZero() {
+			return p.CreationTimestamp.Time
+		}
+		t, _ := time.Parse(time.RFC3339Nano, p.Annotations[seenAnnotation])
+		return t
+	}
+	slices.SortStableFunc(out, func(a, b *v1.Pod) int {
+		ta, tb := when(a), when(b)
+		switch {
+		case ta.IsZero() || tb.IsZero():
+			if ta.IsZero() == tb.IsZero() {
+				return 0
+			}
+			if ta.IsZero() {
+				return 1
+			}
+			return -1
+		default:
+			return ta.Compare(tb)
+		}
+	})
+	return out
 }

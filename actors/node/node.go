@@ -324,7 +324,7 @@ func (a *Actor) handlePodUpdate(ctx actor.Context, m *messages.PodUpdate) {
 				a.remove(ctx, uid, m.Source)
 			}
 		}
-		for _, p := range m.Pods {
+		for _, p := range admissionOrder(m.Pods) {
 			a.upsert(ctx, p, m.Source)
 		}
 		a.sources[m.Source] = next
