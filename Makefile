@@ -101,3 +101,18 @@ soak: build
 	@mkdir -p $(BENCH_DIR)
 	./$(BENCH_BIN) bench --scenario soak --duration $(SOAK_DURATION) --pods 50 --churn-rate 5 --chaos-kill-rate 5 \
 		--sample-interval 10s --out $(BENCH_DIR)/soak.json
+
+# Native Go fuzzing (README "Tests"): each target for FUZZTIME, one at a
+# time (go test -fuzz takes one target). `make test` already runs the seeds
+# and the regression cases in testdata/fuzz/; a new failing input is
+# written there.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := ./adapters/manifest:FuzzDecodeAndValidate ./adapters/httpapi:FuzzNodeAPI \
+	./podspec:FuzzCRILabels ./adapters/cri/sim:FuzzShellParser
+.PHONY: fuzz
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "== $$fn ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
