@@ -28,6 +28,13 @@ func Validate(pod *v1.Pod) error {
 	}
 	errs := validateMeta(&pod.ObjectMeta, field.NewPath("metadata"))
 	errs = append(errs, validateSpec(&pod.Spec, field.NewPath("spec"))...)
+	for _, e := range errs {
+		// apimachinery's validators quote values whole (what shown cut
+		// already is at most maxShown and a short suffix).
+		if v, ok := e.BadValue.(string); ok && len(v) > 2*maxShown {
+			e.BadValue = shown(v)
+		}
+	}
 	return errs.ToAggregate()
 }
 

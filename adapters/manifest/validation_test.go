@@ -48,6 +48,8 @@ func TestValidateAsTheAPIServer(t *testing.T) {
 			wantErr: []string{`metadata.labels: Invalid value: "bad key!"`}},
 		{name: "label value", mutate: func(p *v1.Pod) { p.Labels = map[string]string{"app": "not valid!"} },
 			wantErr: []string{`metadata.labels: Invalid value: "not valid!"`}},
+		{name: "huge label value, value cut", mutate: func(p *v1.Pod) { p.Labels = map[string]string{"app": strings.Repeat("a", 1<<20)} },
+			wantErr: []string{"metadata.labels: Invalid value", "(1048576 bytes)"}},
 		{name: "label value too long", mutate: func(p *v1.Pod) { p.Labels = map[string]string{"app": strings.Repeat("a", 64)} },
 			wantErr: []string{"metadata.labels: Invalid value", "must be no more than 63 bytes"}},
 		{name: "good labels and annotations", mutate: func(p *v1.Pod) {
