@@ -84,6 +84,10 @@ type Probing struct {
 	// Props wraps a ProbeActor's producer (middlewares, supervisor); nil:
 	// plain props.
 	Props func(actor.Producer) *actor.Props
+	// RespawnBackoff (default 1 m), doubling up to RespawnBackoffMax
+	// (default 5 m), is how long a ProbeActor stopped by its supervisor
+	// (it failed too often) stays down (probes.go).
+	RespawnBackoff, RespawnBackoffMax time.Duration
 }
 
 // Deps are a PodActor's collaborators.
@@ -221,6 +225,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handleStarted(ctx)
 	case *actor.Restarting, *actor.Stopping:
 		a.stopTimers()
+		a.probes.closing = true // the ProbeActors end with it
 	case *actor.Stopped:
 	case *messages.SyncPod:
 		a.handleSyncPod(ctx, m)
@@ -244,9 +249,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.ProbeResult:
 		a.handleProbeResult(ctx, m)
 	case *actor.Terminated:
-		if a.probes.stopped(m.Who) {
-			a.syncProbes(ctx)
-		}
+		a.handleProbeTerminated(ctx, m.Who)
 	case *actorkit.Fired:
 		a.handleFired(ctx, m)
 	case *checkpointLoaded:
@@ -293,6 +296,9 @@ func (a *Actor) stopTimers() {
 }
 
 func (a *Actor) handleFired(ctx actor.Context, m *actorkit.Fired) {
+	if a.probeRespawnFired(ctx, m) {
+		return
+	}
 	switch {
 	case a.wake.Fired(a.self, m):
 		a.kick(ctx)

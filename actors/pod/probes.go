@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -63,10 +64,17 @@ type probeSet struct {
 	results  map[string]*ctrResult  // by container ID
 	kills    map[string]killReq     // by container ID
 	loaded   bool                   // the checkpoint was read
+
+	// down are the ProbeActors their supervisor stopped (they failed too
+	// often), by name, until their respawn; closing: the PodActor stops or
+	// restarts, its ProbeActors end with it.
+	down    map[string]*probeDown
+	closing bool
 }
 
 func newProbeSet() probeSet {
-	return probeSet{children: map[string]*probeChild{}, stopping: map[string]bool{}, results: map[string]*ctrResult{}, kills: map[string]killReq{}}
+	return probeSet{children: map[string]*probeChild{}, stopping: map[string]bool{}, down: map[string]*probeDown{},
+		results: map[string]*ctrResult{}, kills: map[string]killReq{}}
 }
 
 // stopped records a stopped ProbeActor; true when it was one of the pod's.
@@ -189,6 +197,9 @@ func (a *Actor) syncProbes(ctx actor.Context) {
 	for name, t := range want {
 		if _, ok := a.probes.children[name]; ok || a.probes.stopping[ctx.Self().Id+"/"+name] {
 			continue // running, or its predecessor has not stopped yet
+		}
+		if d := a.probes.down[name]; d != nil && d.timer.Armed() {
+			continue // stopped by its supervisor: back after its back-off
 		}
 		deps := probe.Deps{Handlers: a.d.Probes.Handlers, Clock: a.d.Clock, Metrics: a.d.Probes.Metrics, Log: a.d.Log}
 		pid, err := ctx.SpawnNamed(a.d.Probes.Props(probe.New(t, deps)), name)
@@ -343,4 +354,80 @@ func (a *Actor) saveCheckpoint() {
 		return
 	}
 	a.d.Files.SaveCheckpoint(a.uid, b)
+}
+
+// probeDown is a ProbeActor its supervisor stopped, and its back-off.
+type probeDown struct {
+	timer     actorkit.Timer
+	stops     int       // in a row: the back-off's exponent
+	respawned time.Time // when it was last spawned again
+}
+
+const probeRespawnPrefix = "probe-respawn/"
+
+// handleProbeTerminated handles the end of a ProbeActor: one the PodActor
+// stopped lets syncProbes spawn its successor; one that ended unasked was
+// stopped by its supervisor for failing too often: it is reported and
+// spawned again after a long back-off, the pod and its other probes go on
+// (its last result stands meanwhile).
+func (a *Actor) handleProbeTerminated(ctx actor.Context, who *actor.PID) {
+	if a.probes.stopped(who) {
+		a.syncProbes(ctx)
+		return
+	}
+	if a.probes.closing || who == nil {
+		return
+	}
+	for name, ch := range a.probes.children {
+		if ch.pid != who {
+			continue
+		}
+		delete(a.probes.children, name)
+		a.probeFailedTooOften(name)
+		return
+	}
+}
+
+func (a *Actor) probeFailedTooOften(name string) {
+	base, capd := a.d.Probes.RespawnBackoff, a.d.Probes.RespawnBackoffMax
+	if base <= 0 {
+		base = time.Minute
+	}
+	if capd < base {
+		capd = max(5*time.Minute, base)
+	}
+	d := a.probes.down[name]
+	if d == nil {
+		d = &probeDown{timer: actorkit.NewTimer(probeRespawnPrefix + name)}
+		a.probes.down[name] = d
+	}
+	now := a.d.Clock.Now()
+	if !d.respawned.IsZero() && now.Sub(d.respawned) >= 2*capd {
+		d.stops = 0 // it ran long enough: a new series
+	}
+	d.stops++
+	delay := actorkit.Backoff{Base: base, Cap: capd}.Delay(d.stops)
+	d.timer.Arm(a.self, delay)
+	a.log.Warn("probe actor failed too often and was stopped; spawning it again after a back-off",
+		"probe", name, "stops", d.stops, "respawn_in", delay)
+	a.event(v1.EventTypeWarning, ReasonProbeWorkerFailed, name+"/"+fmt.Sprint(d.stops),
+		"Probe %s: its worker failed too often and was stopped (%d in a row); it is started again in %s", name, d.stops, delay)
+}
+
+// ReasonProbeWorkerFailed is the event reason of a ProbeActor stopped for
+// failing too often.
+const ReasonProbeWorkerFailed = "ProbeWorkerFailed"
+
+// probeRespawnFired lets a stopped ProbeActor be spawned again once its
+// back-off ended; false when m is no probe respawn timer's.
+func (a *Actor) probeRespawnFired(ctx actor.Context, m *actorkit.Fired) bool {
+	name, ok := strings.CutPrefix(m.Name, probeRespawnPrefix)
+	if !ok {
+		return false
+	}
+	if d := a.probes.down[name]; d != nil && d.timer.Fired(a.self, m) {
+		d.respawned = a.d.Clock.Now()
+		a.syncProbes(ctx)
+	}
+	return true
 }

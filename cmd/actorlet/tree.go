@@ -304,9 +304,11 @@ func podDeps(w *wiring, files *podfiles.Files) pod.Deps {
 		Volumes:      w.pid("volumes"),
 		Events:       w.cluster.recorder(w.log),
 		Probes: pod.Probing{
-			Handlers: probe.Handlers{Exec: rt, HTTP: pr, TCP: pr, GRPC: pr},
-			Metrics:  w.m,
-			Props:    w.props,
+			Handlers:          probe.Handlers{Exec: rt, HTTP: pr, TCP: pr, GRPC: pr},
+			Metrics:           w.m,
+			Props:             w.props,
+			RespawnBackoff:    o.ActorRespawnBackoffInitial,
+			RespawnBackoffMax: o.ActorRespawnBackoffMax,
 		},
 	}
 }
