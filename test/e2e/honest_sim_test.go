@@ -149,3 +149,54 @@ func TestE2ESimPodsNeverPartialUnderChaos(t *testing.T) {
 		return resp.StatusCode == http.StatusOK, fmt.Errorf("%d %s", resp.StatusCode, b)
 	})
 }
+
+// TestE2ESimHealthzFailsWhileASingletonIsDown crashes the ImageActor again
+// as soon as it is back (a restart budget it stays within), so its
+// supervisor's back-off grows past the health probe's 5 s bound: while its
+// mailbox waits out the back-off, /healthz fails naming it (the old
+// /healthz checked only the PLEG and said "ok"), and passes again once
+// the chaos stops.
+func TestE2ESimHealthzFailsWhileASingletonIsDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos runs 40 s; skipped with -short")
+	}
+	a := startAgent(t, agentOpts{extra: []string{
+		"--chaos-kill-rate", "3", "--chaos-duration", "40s", "--chaos-seed", "5", "--chaos-kinds", "image",
+		"--actor-max-restarts", "1000", "--actor-restart-window", "60s",
+	}})
+	client := &http.Client{Timeout: 30 * time.Second}
+	healthz := func() (int, string, error) {
+		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", a.hzPort))
+		if err != nil {
+			return 0, "", err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+	var body string
+	testenv.WaitFor(t, 45*time.Second, "healthz fails naming the ImageActor", func() (bool, error) {
+		code, b, err := healthz()
+		if err != nil {
+			return false, err
+		}
+		body = b
+		return code == http.StatusInternalServerError &&
+			strings.Contains(b, "[-]actor-images failed: actor (root/images) did not answer within 5s\n"), fmt.Errorf("%d %q", code, b)
+	})
+	for _, want := range []string{"[+]actor-node ok\n", "[+]actor-status ok\n", "[+]pleg ok\n", "healthz check failed"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("failing healthz lacks %q:\n%s", want, body)
+		}
+	}
+	testenv.WaitFor(t, time.Minute, "chaos stopped", func() (bool, error) {
+		return a.logContains("chaos injector stopped"), nil
+	})
+	testenv.WaitFor(t, time.Minute, "healthz passes again", func() (bool, error) {
+		code, b, err := healthz()
+		if err != nil {
+			return false, err
+		}
+		return code == http.StatusOK && b == "ok", fmt.Errorf("%d %q", code, b)
+	})
+}
