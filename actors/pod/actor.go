@@ -20,7 +20,7 @@
 // and stops), env.go (a container's environment), plan.go (the next step,
 // a pure function), status.go (the pod status, a pure function),
 // runtime.go (the snapshot and how it is read and updated), probes.go
-// (ProbeActors and their checkpoint), files.go (the host files it needs,
+// (ProbeActors, their checkpoint and their respawn), files.go (the host files it needs,
 // behind interfaces), and one small value type per concern: gate.go,
 // retry.go, slot.go, images.go, volumes.go, events.go, deadline.go.
 package pod
