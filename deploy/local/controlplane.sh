@@ -13,6 +13,10 @@
 #   controlplane.sh node-kubeconfig NAME  a kubeconfig for the node NAME (system:node:NAME in group
 #                                         system:nodes); prints NODE_KUBECONFIG=<path>
 #   controlplane.sh down                  stop the four processes (ours only) and remove the state dir
+#   controlplane.sh stop-apiserver        stop kube-apiserver only (an API server outage): etcd, the
+#                                         controller manager, the scheduler, the PKI and the port stay
+#   controlplane.sh start-apiserver       start kube-apiserver again on the same port, PKI and etcd; waits
+#                                         until /readyz is ok and prints the lines below
 #   controlplane.sh gomod                 regenerate deploy/controlplane/go.mod from k8s.io/kubernetes's
 #                                         own go.mod (after changing K8S_VERSION below), then go mod tidy
 #
@@ -597,7 +601,30 @@ down() {
   log "down"
 }
 
+# stop_apiserver: an API server outage. Only kube-apiserver goes; clients see connection refused
+# on its port until start_apiserver.
+stop_apiserver() {
+  lock
+  versions
+  load_ports || die "no control plane in $DIR (run: $0 up)"
+  ours kube-apiserver >/dev/null || die "kube-apiserver is not running"
+  stop_one kube-apiserver
+  log "kube-apiserver stopped (port $API_PORT closed)"
+}
+
+# start_apiserver_again: the end of the outage, with the same flags, port, PKI and etcd as before.
+start_apiserver_again() {
+  lock
+  versions
+  load_ports || die "no control plane in $DIR (run: $0 up)"
+  ours etcd >/dev/null || die "etcd is not running (run: $0 up)"
+  ours kube-apiserver >/dev/null || start_apiserver
+  print_lines
+}
+
 case "${1:-}" in
+  stop-apiserver) stop_apiserver ;;
+  start-apiserver) start_apiserver_again ;;
   build)
     check_machine
     build
@@ -610,7 +637,7 @@ case "${1:-}" in
   down) down ;;
   gomod) gomod ;;
   *)
-    echo "usage: $0 build|up|status|node-kubeconfig NAME|down|gomod" >&2
+    echo "usage: $0 build|up|status|node-kubeconfig NAME|down|stop-apiserver|start-apiserver|gomod" >&2
     exit 2
     ;;
 esac
