@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	goruntime "runtime"
+	"slices"
 	"sort"
 	"time"
 
@@ -252,11 +253,18 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 // its pod publishes nothing more, and one whose pod is terminated is
 // forgotten already, so neither is awaited. Until every source has
 // delivered its pods (a NodeActor restarted too) the set is not known: it
-// is sent once they have (markSynced).
+// is sent once they have (markSynced), or when the StatusActor asks again
+// (after its ResyncEvery, 10 s): a source that is down for good (an
+// unreachable manifest URL) must not keep the pods of the others unread.
 func (a *Actor) handleResync(ctx actor.Context, m *messages.Resync) {
-	if a.allSynced() {
+	switch i := slices.Index(a.resyncAsks, m.Ask); {
+	case a.allSynced():
 		a.answerResync(ctx, m.Ask)
-	} else {
+	case i >= 0:
+		a.resyncAsks = slices.Delete(a.resyncAsks, i, i+1)
+		a.log.Warn("answering the status actor before every pod source delivered its pods", "synced", a.synced)
+		a.answerResync(ctx, m.Ask)
+	default:
 		a.resyncAsks = append(a.resyncAsks, m.Ask)
 	}
 	for _, e := range a.pods {
