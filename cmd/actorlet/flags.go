@@ -38,6 +38,7 @@ type options struct {
 	ReadOnlyPort             int32
 	HealthzPort              int32
 	HealthzBindAddress       string
+	HealthzProbeTimeout      time.Duration
 	MaxPods                  int32
 	SyncFrequency            time.Duration
 	RuntimeRequestTimeout    time.Duration
@@ -105,6 +106,7 @@ func defaultOptions() *options {
 		ReadOnlyPort:             10255,
 		HealthzPort:              10248,
 		HealthzBindAddress:       "127.0.0.1",
+		HealthzProbeTimeout:      5 * time.Second,
 		MaxPods:                  110,
 		SyncFrequency:            time.Minute,
 		RuntimeRequestTimeout:    2 * time.Minute,
@@ -155,6 +157,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Int32Var(&o.ReadOnlyPort, "read-only-port", o.ReadOnlyPort, "Read-only port of the node API, no authentication (0 disables).")
 	fs.Int32Var(&o.HealthzPort, "healthz-port", o.HealthzPort, "Port of the healthz endpoint (0 disables).")
 	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "IP address of the healthz endpoint.")
+	fs.DurationVar(&o.HealthzProbeTimeout, "healthz-probe-timeout", o.HealthzProbeTimeout,
+		"/healthz fails when a singleton actor (node, status, pleg, ...) does not answer a probe within this.")
 	fs.Int32Var(&o.MaxPods, "max-pods", o.MaxPods, "Number of pods that can run on this node.")
 	fs.DurationVar(&o.SyncFrequency, "sync-frequency", o.SyncFrequency, "Max period between re-inspections of each running pod.")
 	fs.DurationVar(&o.RuntimeRequestTimeout, "runtime-request-timeout", o.RuntimeRequestTimeout, "Timeout of every runtime request (except long-running ones).")
@@ -243,6 +247,7 @@ func (o *options) validate() error {
 		{"file-check-frequency", o.FileCheckFrequency}, {"http-check-frequency", o.HTTPCheckFrequency},
 		{"sync-frequency", o.SyncFrequency}, {"runtime-request-timeout", o.RuntimeRequestTimeout},
 		{"pleg-relist-period", o.PLEGRelistPeriod}, {"pleg-relist-threshold", o.PLEGThreshold},
+		{"healthz-probe-timeout", o.HealthzProbeTimeout},
 		{"crashloop-backoff-initial", o.BackoffInitial}, {"crashloop-backoff-max", o.BackoffMax},
 		{"image-pull-backoff-initial", o.ImagePullBackoffInitial}, {"image-pull-backoff-max", o.ImagePullBackoffMax},
 		{"actor-restart-window", o.ActorRestartWindow},

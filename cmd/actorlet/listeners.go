@@ -37,9 +37,10 @@ func newNodeAPI(w *wiring, t *tree) (*httpapi.Server, error) {
 			httpapi.StatusResolver(t.sys, status, 0), w.log.With("component", "container-logs")),
 		Streaming: httpapi.NewStreaming(httpapi.StatusResolver(t.sys, status, 0), w.rt.client,
 			w.log.With("component", "streaming")),
-		Logger:     w.log,
-		Clock:      w.clk,
-		Singletons: singletons(w, t),
+		Logger:             w.log,
+		Clock:              w.clk,
+		Singletons:         singletons(w, t),
+		HealthProbeTimeout: w.o.HealthzProbeTimeout,
 	})
 }
 
