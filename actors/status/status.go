@@ -316,11 +316,16 @@ func (a *Actor) checkRebuilt(ctx actor.Context) bool {
 		a.log.Info("pod status view rebuilt", "pods", len(a.pods), "expected", a.rb.expected,
 			"waitingReads", n, "took", a.clk.Since(a.rb.since))
 	}
+	var list *messages.PodList // one list for every waiting GetPods: read only
 	for _, w := range a.rb.waiting {
-		if w.get != nil {
+		switch {
+		case w.get != nil:
 			ctx.Send(w.to, a.find(w.get.Namespace, w.get.Name))
-		} else {
-			ctx.Send(w.to, a.list())
+		case list == nil:
+			list = a.list()
+			fallthrough
+		default:
+			ctx.Send(w.to, list)
 		}
 	}
 	a.rb.waiting, a.rb.missing = nil, nil
