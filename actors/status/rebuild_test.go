@@ -268,3 +268,32 @@ func TestStatusActorAsksANodeSpawnedAfterIt(t *testing.T) {
 		t.Fatalf("pods %v", summary(got))
 	}
 }
+
+// In cluster mode (NewWithAPI) the StatusActor rebuilds the same way, on
+// the writer's clock.
+func TestClusterStatusActorWaitsForItsRebuild(t *testing.T) {
+	h := &rebuildHarness{t: t, sys: newSystem(), clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	h.nodeP, h.node = spawnNodeStub(h.sys)
+	h.pid = h.sys.Root.Spawn(actor.PropsFromProducer(NewWithAPI(h.nodeP, newFakeAPI(), WriterConfig{}, h.clk, quiet),
+		actor.WithReceiverMiddleware(actortest.Barrier())))
+	t.Cleanup(func() { _ = h.sys.Root.StopFuture(h.pid).Wait() })
+	actortest.Eventually(t, "the first Resync", func() bool { return h.node.count() == 1 })
+	list := h.ask(&messages.GetPods{})
+	h.notAnswered("GetPods before the node's answer", list)
+	h.clk.Step(DefaultReadWait)
+	if r := h.reply("GetPods", list); !isUnavailable(r) {
+		t.Fatalf("GetPods after the read wait: %s", describe(r))
+	}
+	h.answer("u1")
+	list = h.ask(&messages.GetPods{})
+	h.notAnswered("GetPods with u1 missing", list)
+	h.send(update("default", "a", "u1", v1.PodRunning))
+	if r, ok := h.reply("GetPods", list).(*messages.PodList); !ok || len(r.Items) != 1 {
+		t.Fatalf("GetPods once rebuilt: %s", describe(r))
+	}
+}
+
+func isUnavailable(r any) bool {
+	_, ok := r.(*messages.StatusUnavailable)
+	return ok
+}
