@@ -125,7 +125,7 @@ func (a *Actor) workerDown(ctx actor.Context, uid types.UID, e *entry) {
 	seq := e.w.seq
 	f := ctx.RequestFuture(a.status, &messages.GetPod{Namespace: e.pod.Namespace, Name: e.pod.Name}, statusAskTimeout)
 	ctx.ReenterAfter(f, func(res any, err error) {
-		if cur := a.pods[uid]; cur != e || !e.w.down || e.w.seq != seq || e.pod == nil || e.killing != nil {
+		if cur := a.pods[uid]; a.closing || cur != e || !e.w.down || e.w.seq != seq || e.pod == nil || e.killing != nil {
 			return
 		}
 		var last *v1.Pod
