@@ -36,15 +36,20 @@ func TestE2ESimProbeDensity1000(t *testing.T) {
 		got := a.probeTotal(t) - base
 		return got >= 2*n, fmt.Errorf("%.0f probes since all were Ready", got)
 	})
-	const window = 20 * time.Second
-	// Each sample is timed at the middle of its scrape.
+	// Then count 10 more probes per pod: no pod may be probed more often
+	// than its period (a correctness bound, whatever the load). The achieved
+	// period is a figure of the machine's load, logged here and measured by
+	// the bench (`actorlet bench --scenario probes`), never asserted.
 	sample := func() (float64, time.Duration, time.Time) {
 		before := time.Now()
 		c, cpu := a.probeTotal(t), a.cpuTime(t)
-		return c, cpu, before.Add(time.Since(before) / 2)
+		return c, cpu, before.Add(time.Since(before) / 2) // timed at the middle of its scrape
 	}
 	c0, cpu0, t0 := sample()
-	time.Sleep(window)
+	testenv.WaitFor(t, 5*time.Minute, "ten more probes per pod", func() (bool, error) {
+		got := a.probeTotal(t) - c0
+		return got >= 10*n, fmt.Errorf("%.0f probes of %d", got, 10*n)
+	})
 	c1, cpu1, t1 := sample()
 	elapsed := t1.Sub(t0)
 	probes := c1 - c0
@@ -53,9 +58,13 @@ func TestE2ESimProbeDensity1000(t *testing.T) {
 	t.Logf("1000 pods, exec readiness probe every 1s: %.0f probes in %s = %.1f/s; mean period %s (drift %+.1f%%); CPU %.2f cores (%.0f us per probe, agent + embedded sim)",
 		probes, elapsed.Round(time.Millisecond), probes/elapsed.Seconds(), period.Round(time.Millisecond),
 		(period.Seconds()-1)*100, cpu, (cpu1-cpu0).Seconds()/probes*1e6)
-	if period > 1100*time.Millisecond || period < 900*time.Millisecond {
-		t.Fatalf("mean probe period %s, want 1s within 10%%", period)
+	// A scrape may land just before or after a round of probes: allow one
+	// round more than the window holds.
+	if max := float64(n) * (elapsed.Seconds() + 1); probes > max {
+		t.Fatalf("%.0f probes in %s: more than one per pod per second (at most %.0f)", probes, elapsed, max)
 	}
+	// And every pod is still Ready after the window.
+	waitAll(t, a, n, time.Minute, "Ready", isReady)
 }
 
 // probeTotal sums prober_probe_total over all series.
