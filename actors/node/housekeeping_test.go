@@ -75,9 +75,27 @@ func newSweepHarness(t *testing.T, sources ...string) (*harness, *fakeSweeper, f
 }
 
 // sweepAgain ticks until the NodeActor starts sweep number n (the one
-// before it has reported back) and returns its keep set.
+// before it has reported back) and returns its keep set. Unless the test
+// holds the sweeps itself, sweep n is held until it has been seen: a sweep
+// that reported back at once could otherwise let a tick start sweep n+1
+// before the count is read.
 func sweepAgain(t *testing.T, sw *fakeSweeper, tick func(), n int) []types.UID {
 	t.Helper()
+	sw.mu.Lock()
+	var own chan struct{}
+	if sw.gate == nil {
+		own = make(chan struct{})
+		sw.gate = own
+	}
+	sw.mu.Unlock()
+	if own != nil {
+		defer func() {
+			sw.mu.Lock()
+			sw.gate = nil
+			sw.mu.Unlock()
+			close(own)
+		}()
+	}
 	actortest.Eventually(t, "a new sweep", func() bool {
 		tick()
 		return len(sw.sweeps()) >= n
