@@ -136,6 +136,12 @@ type Actor struct {
 	runtime  []types.UID           // last RuntimePods
 	// haveRuntime: a RuntimePods arrived (this incarnation).
 	haveRuntime bool
+	// finished: API pods whose graceful deletion ended here (nothing runs,
+	// the StatusActor holds the final delete), until the API source drops
+	// them. A later update of one (the echo of its last status patch) is
+	// not a new deletion, and a restarted StatusActor gets the final
+	// delete again on its Resync.
+	finished map[types.UID]*messages.PodForget
 
 	self         actorkit.Self
 	closing      bool // stopping or restarting: children end with it
@@ -231,6 +237,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.synced = map[string]bool{}
 	a.pods = map[types.UID]*entry{}
 	a.rejected = map[types.UID]*v1.Pod{}
+	a.finished = map[types.UID]*messages.PodForget{}
 	a.nActive, a.nStatic, a.nAPI, a.requested, a.hostPorts, a.names = 0, 0, 0, v1.ResourceList{}, nil, nil
 	a.starting, a.waiting = map[types.UID]bool{}, nil
 	a.runtime, a.haveRuntime, a.sweeping = nil, false, false
@@ -274,6 +281,9 @@ func (a *Actor) handleResync(ctx actor.Context, m *messages.Resync) {
 	}
 	for _, p := range a.rejected {
 		ctx.Send(a.status, &messages.PodStatusUpdate{Pod: p.DeepCopy()})
+	}
+	for _, f := range a.finished {
+		ctx.Send(a.status, &messages.PodForget{UID: f.UID, Namespace: f.Namespace, Name: f.Name, DeleteFromAPI: true})
 	}
 }
 
@@ -423,6 +433,9 @@ func (a *Actor) spawn(ctx actor.Context, p *v1.Pod, source string) {
 func (a *Actor) gracefulDelete(ctx actor.Context, p *v1.Pod, source string) {
 	kill := &messages.KillPod{UID: p.UID, GracePeriod: p.DeletionGracePeriodSeconds, Reason: "deleted from the API server"}
 	e, ok := a.pods[p.UID]
+	if _, done := a.finished[p.UID]; done && !ok {
+		return // its deletion ended here; the StatusActor deletes it
+	}
 	if !ok {
 		delete(a.rejected, p.UID)
 		// Not running here (or not any more): a PodActor still cleans up
@@ -467,6 +480,9 @@ func (a *Actor) reject(ctx actor.Context, p *v1.Pod, source, reason, msg string)
 }
 
 func (a *Actor) remove(ctx actor.Context, uid types.UID, source string) {
+	if source == messages.SourceAPI {
+		delete(a.finished, uid)
+	}
 	if rp, ok := a.rejected[uid]; ok && rp.Annotations[rejectedBy] == source {
 		delete(a.rejected, uid)
 		ctx.Send(a.status, &messages.PodForget{UID: uid})
@@ -576,6 +592,9 @@ func (a *Actor) handleTerminated(ctx actor.Context, m *messages.PodTerminated) {
 		forget.Namespace, forget.Name = e.pod.Namespace, e.pod.Name
 	}
 	ctx.Send(a.status, forget)
+	if e.deleting && e.source == messages.SourceAPI {
+		a.finished[m.UID] = forget
+	}
 	if e.killing == nil {
 		a.track(e, -1)
 		e.killing = &messages.KillPod{UID: m.UID, Reason: "terminated"}
