@@ -95,8 +95,8 @@ func (o *ObjectCache) get(ctx context.Context, resource string, example runtime.
 	o.mu.Lock()
 	w, ok := o.watches[key]
 	if !ok {
-		lw := cache.NewListWatchFromClient(o.c.cs.CoreV1().RESTClient(), resource, namespace,
-			fields.OneTermEqualSelector("metadata.name", name))
+		lw := quickReconnect(cache.NewListWatchFromClient(o.c.cs.CoreV1().RESTClient(), resource, namespace,
+			fields.OneTermEqualSelector("metadata.name", name)))
 		inf := cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{})
 		w = &objWatch{store: inf.GetStore(), synced: inf.HasSynced, stop: make(chan struct{})}
 		o.watches[key] = w

@@ -2,9 +2,15 @@ package kube
 
 import (
 	"context"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -12,8 +18,8 @@ import (
 // selector spec.nodeName) until ctx is done. upsert and remove are called
 // for every change, synced once the first list is in.
 func (c *Client) WatchPods(ctx context.Context, upsert, remove func(*v1.Pod), synced func()) {
-	lw := cache.NewListWatchFromClient(c.cs.CoreV1().RESTClient(), "pods", v1.NamespaceAll,
-		fields.OneTermEqualSelector("spec.nodeName", c.nodeName))
+	lw := quickReconnect(cache.NewListWatchFromClient(c.cs.CoreV1().RESTClient(), "pods", v1.NamespaceAll,
+		fields.OneTermEqualSelector("spec.nodeName", c.nodeName)))
 	inf := cache.NewSharedIndexInformer(lw, &v1.Pod{}, 0, cache.Indexers{})
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -42,4 +48,76 @@ func (c *Client) WatchPods(ctx context.Context, upsert, remove func(*v1.Pod), sy
 		}
 	}()
 	<-ctx.Done()
+}
+
+// Reconnection pacing of the watches while the API server does not answer.
+const (
+	reconnectBase = 200 * time.Millisecond
+	reconnectMax  = 2 * time.Second
+)
+
+// quickReconnect makes a watch reconnect within reconnectMax of the API
+// server's return. client-go's reflector backs off up to 30 s (jittered to
+// 60 s) when a list or watch is refused, so after an outage of a minute the
+// node would go on for up to another minute without seeing its pods'
+// changes (a pod the node lifecycle controller marked not ready stays so).
+// Here a call refused because the API server is down (connection refused or
+// reset, EOF, 503 while it shuts down or starts) is tried again in place,
+// 200 ms doubling to 2 s, until it answers or ctx ends; any other error goes
+// to the reflector as before.
+func quickReconnect(lw cache.ListerWatcher) cache.ListerWatcher {
+	return &reconnecting{inner: cache.ToListerWatcherWithContext(lw), base: reconnectBase, max: reconnectMax}
+}
+
+type reconnecting struct {
+	inner     cache.ListerWatcherWithContext
+	base, max time.Duration
+}
+
+var (
+	_ cache.ListerWatcher            = (*reconnecting)(nil)
+	_ cache.ListerWatcherWithContext = (*reconnecting)(nil)
+)
+
+// apiDown: err says the API server did not answer (rather than refused the
+// request).
+func apiDown(err error) bool {
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		apierrors.IsServiceUnavailable(err)
+}
+
+func retryWhileDown[T any](ctx context.Context, base, max time.Duration, call func() (T, error)) (T, error) {
+	d := base
+	for {
+		v, err := call()
+		if err == nil || !apiDown(err) {
+			return v, err
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, err
+		case <-t.C:
+		}
+		d = min(2*d, max)
+	}
+}
+
+func (r *reconnecting) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
+	return retryWhileDown(ctx, r.base, r.max, func() (runtime.Object, error) { return r.inner.ListWithContext(ctx, options) })
+}
+
+func (r *reconnecting) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+	return retryWhileDown(ctx, r.base, r.max, func() (watch.Interface, error) { return r.inner.WatchWithContext(ctx, options) })
+}
+
+// List and Watch serve callers without a context (the reflector uses the
+// WithContext methods).
+func (r *reconnecting) List(options metav1.ListOptions) (runtime.Object, error) {
+	return r.inner.ListWithContext(context.Background(), options)
+}
+
+func (r *reconnecting) Watch(options metav1.ListOptions) (watch.Interface, error) {
+	return r.inner.WatchWithContext(context.Background(), options)
 }
