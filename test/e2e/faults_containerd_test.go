@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/actorlet/actorlet/adapters/cri"
 	"github.com/actorlet/actorlet/internal/testenv"
@@ -184,4 +185,70 @@ func runtimeIDs(t *testing.T, rt *cri.Client) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestE2EFaultContainerdOutageCluster: the runtime outage in cluster mode.
+// While containerd is down the Node turns NotReady with upstream's reason
+// and message ("container runtime is down"), and the NodeNotReady event is
+// recorded; when it is back the Node is Ready again (event NodeReady) and
+// the API pod runs on with the same container, restartCount 0.
+func TestE2EFaultContainerdOutageCluster(t *testing.T) {
+	rtm := testenv.NewPrivateContainerd(t, "alfaultc1", "10.244.181.0/24")
+	c, cp := privateCluster(t)
+	const node = "e2e-faults-rt"
+	kubeconfig := cp.NodeKubeconfig(t, node)
+	startAgent(t, agentOpts{endpoint: rtm.Endpoint, extra: []string{
+		"--kubeconfig", kubeconfig, "--hostname-override", node,
+		"--node-status-update-frequency", "1s", "--node-lease-duration-seconds", "8", "--sync-frequency", "5s",
+	}})
+	t.Cleanup(func() { c.cleanupNode(t, node) })
+	c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
+	ctx := context.Background()
+	if _, err := c.cs.CoreV1().Pods("default").Create(ctx, apiPod("steady", node, rtm.BusyboxImage, "sleep", "infinity"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := c.waitPod(t, "default", "steady", "Running", 2*time.Minute, isRunning)
+	var base map[string]int32
+	testenv.WaitFor(t, 30*time.Second, "the NodeReady event of the node's start", func() (bool, error) {
+		var err error
+		base, err = nodeEvents(c, node)
+		return err == nil && base["NodeReady"] >= 1, fmt.Errorf("events %v (%v)", base, err)
+	})
+
+	rtm.StopRuntime(t)
+	outage := time.NewTimer(runtimeOutage)
+	defer outage.Stop()
+	n := c.waitNodeReady(t, node, v1.ConditionFalse, runtimeOutage)
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == v1.NodeReady && (cond.Reason != "KubeletNotReady" || !strings.HasPrefix(cond.Message, "container runtime is down")) {
+			t.Errorf("Ready condition while the runtime is down: %s %q, want KubeletNotReady \"container runtime is down: ...\"", cond.Reason, cond.Message)
+		}
+	}
+	<-outage.C
+	rtm.StartRuntime(t)
+
+	c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
+	after := c.waitPod(t, "default", "steady", "Running", 30*time.Second, isRunning)
+	if got, want := apiContainers([]*v1.Pod{after}), apiContainers([]*v1.Pod{before}); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("after the outage %v, want %v (same container, no restart)", got, want)
+	}
+	testenv.WaitFor(t, 30*time.Second, "a NodeNotReady and a NodeReady event more than before the outage", func() (bool, error) {
+		now, err := nodeEvents(c, node)
+		return err == nil && now["NodeNotReady"] > base["NodeNotReady"] && now["NodeReady"] > base["NodeReady"],
+			fmt.Errorf("events %v, before the outage %v (%v)", now, base, err)
+	})
+}
+
+// nodeEvents counts the Node's events by reason (an event repeated is one
+// Event object with a count).
+func nodeEvents(c *cluster, node string) (map[string]int32, error) {
+	evs, err := c.cs.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int32{}
+	for _, e := range evs.Items {
+		out[e.Reason] += max(e.Count, 1)
+	}
+	return out, nil
 }
