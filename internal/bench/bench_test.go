@@ -139,6 +139,50 @@ func TestBenchChaos(t *testing.T) {
 	}
 }
 
+// TestBenchSoak runs a short soak: chaos plus paced churn, the agent
+// sampled every second; every series is read and judged flat (the agent
+// leaks nothing in 20 s), the node converges, no invariant breaks. The
+// rates are low so that 20 s judge something: a deleted pod's directories
+// stay until the next housekeeping sweep (every 10 s, re-armed at each
+// NodeActor restart), a saw-tooth of churn rate x 10 s x ~8 entries that
+// must stay under the 100-entry floor.
+func TestBenchSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak runs 20 s and waits for convergence; skipped with -short")
+	}
+	r, code, stderr := runBench(t, "--scenario", "soak", "--pods", "10", "--duration", "20s",
+		"--churn-rate", "0.5", "--chaos-kill-rate", "0.5", "--sample-interval", "1s")
+	if code != 0 {
+		t.Fatalf("exit %d: %v\n%s", code, r.ViolationDetails, stderr)
+	}
+	s, c := r.Soak, r.Churn
+	if s == nil || c == nil {
+		t.Fatalf("no soak or churn in the result: %+v", r)
+	}
+	if !c.Converged || r.Violations != 0 || c.ChaosCrashes == 0 || c.ChurnRate != 0.5 || c.Deletes < 5 {
+		t.Fatalf("churn %+v, violations %v", c, r.ViolationDetails)
+	}
+	if len(s.Samples) < 15 || s.SampleSeconds != 1 || s.WarmupSeconds != 5 || len(s.Leaks) != 0 || len(s.Dirs) != 2 {
+		t.Fatalf("soak: %d samples every %vs, warm-up %vs, leaks %v, dirs %v", len(s.Samples), s.SampleSeconds, s.WarmupSeconds, s.Leaks, s.Dirs)
+	}
+	for _, name := range bench.SoakSeries {
+		tr, ok := s.Trends[name]
+		if !ok || !tr.Checked || !tr.Flat || tr.Start < 0 {
+			t.Errorf("%s: %+v", name, tr)
+		}
+	}
+	last := s.Samples[len(s.Samples)-1]
+	if last.RSSBytes <= 0 || last.Goroutines <= 0 || last.OpenFiles <= 0 || last.DiskEntries <= 0 || last.Pods <= 0 || last.Actors <= 0 {
+		t.Errorf("last sample %+v", last)
+	}
+	if r.RSSOverTime != nil || r.RunningOverTime != nil || r.LatencySamplesMS != nil {
+		t.Errorf("per-pod series kept in a soak result")
+	}
+	if !strings.Contains(stderr, "soak: rss_bytes") || !strings.Contains(stderr, "violations 0") {
+		t.Errorf("no soak summary on stderr:\n%s", stderr)
+	}
+}
+
 func TestBenchProbes(t *testing.T) {
 	r, code, stderr := runBench(t, "--scenario", "probes", "--pods", "10", "--duration", "3s")
 	if code != 0 {
@@ -230,6 +274,7 @@ func TestBenchUsage(t *testing.T) {
 		{"unknown scenario", []string{"--scenario", "nope"}, 2, `unknown scenario "nope"`},
 		{"bad flag", []string{"--pods", "x"}, 2, "invalid argument"},
 		{"file source for churn", []string{"--scenario", "churn", "--source", "file"}, 2, "--source file"},
+		{"negative churn rate", []string{"--scenario", "soak", "--churn-rate", "-1"}, 2, "--churn-rate must not be negative"},
 		{"cluster-sim with a missing kubeconfig", []string{"--scenario", "cluster-sim", "--kubeconfig", "/nonexistent/admin.kubeconfig"}, 1, "--kubeconfig"},
 	}
 	for _, tc := range tests {
