@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,6 +92,7 @@ func TestE2EClusterMassDeleteUnderChaos(t *testing.T) {
 
 	// All at once: graceful deletes (the pods' 2 s grace), 50 in flight.
 	before := deletes.read(t)
+	singletons0 := restartsByKind(t, a)
 	t0 := time.Now()
 	parallel(t, names, 50, func(name string) error {
 		return c.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
@@ -116,27 +120,64 @@ func TestE2EClusterMassDeleteUnderChaos(t *testing.T) {
 	gone := time.Since(t0)
 	crashes := actorRestarts(t, a)
 	// Deletes that trail the last pod's removal (a retry that lost the
-	// race) count too: wait until the node's count holds still.
+	// race) count too: wait until the node's count has held still for 2 s.
 	var after float64
-	testenv.WaitFor(t, 30*time.Second, "the node's pod deletes settled", func() (bool, error) {
-		prev := after
-		after = deletes.read(t)
-		return after == prev && after-before >= float64(n), fmt.Errorf("%v deletes of %d pods", after-before, n)
+	var changed time.Time
+	testenv.WaitFor(t, time.Minute, "the node's pod deletes settled", func() (bool, error) {
+		cur := deletes.read(t)
+		if cur != after || changed.IsZero() {
+			after, changed = cur, time.Now()
+		}
+		return time.Since(changed) >= 2*time.Second && after-before >= float64(n),
+			fmt.Errorf("%v deletes of %d pods", after-before, n)
 	})
+	singletons1 := restartsByKind(t, a)
 	extra := after - before - float64(n)
-	t.Logf("%d pods deleted from the API in %s under chaos (%d actor restarts); the node sent %.0f pod DELETEs (%.0f extra)",
-		n, gone.Round(100*time.Millisecond), crashes, after-before, extra)
+	// The StatusActor holds the final deletes and the NodeActor what ended
+	// here: a restart of either during the deletion loses which deletes
+	// were sent, and those of pods not yet seen gone are sent again (at
+	// least once, as upstream after a restart).
+	lost := singletons1["status"] - singletons0["status"] + singletons1["node"] - singletons0["node"]
+	t.Logf("%d pods deleted from the API in %s under chaos (%d actor restarts, %d of the status and node actors during the deletion); the node sent %.0f pod DELETEs (%.0f extra)",
+		n, gone.Round(100*time.Millisecond), crashes, lost, after-before, extra)
 	if crashes == 0 {
 		t.Fatalf("no actor restarted under chaos while %d pods started and were deleted", n)
 	}
-	// Without chaos the node sends exactly one DELETE per pod (0 extra,
-	// measured). A StatusActor restarted mid-deletion has lost which final
-	// deletes it already sent and sends those not yet seen gone again (at
-	// least once, as upstream after a restart): 17 of 300 in one run.
-	// Before the fix, 59-65 % were extra (the issue: 35-70 %).
-	if extra > float64(n)/10 {
-		t.Errorf("%.0f extra pod DELETEs from the node for %d pods (answered 404): want at most %d", extra, n, n/10)
+	// Before the fix 59-65 % were extra (the issue: 35-70 %), with or
+	// without chaos. Now: none without a restart of the status or node
+	// actor (0 of 300 measured without chaos; 1 % allowed), and 0-12 % with
+	// one (0, 118 and 231 of 2,000 measured: the pods deleted but not yet
+	// seen gone at that moment).
+	allowed := n / 100
+	if lost > 0 {
+		allowed = n / 4
 	}
+	if extra > float64(allowed) {
+		t.Errorf("%.0f extra pod DELETEs from the node for %d pods (answered 404), %d status/node restarts during the deletion: want at most %d",
+			extra, n, lost, allowed)
+	}
+}
+
+// restartsByKind reads actorlet_actor_restarts_total by actor kind.
+func restartsByKind(t *testing.T, a *agent) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	testenv.WaitFor(t, 30*time.Second, "the agent's /metrics", func() (bool, error) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", a.roPort))
+		if err != nil {
+			return false, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return false, err
+		}
+		for _, m := range regexp.MustCompile(`(?m)^actorlet_actor_restarts_total\{kind="([a-z]+)"\} (\d+)`).FindAllSubmatch(b, -1) {
+			out[string(m[1])], _ = strconv.Atoi(string(m[2]))
+		}
+		return true, nil
+	})
+	return out
 }
 
 // parallel runs f for each name with width callers; the first error
