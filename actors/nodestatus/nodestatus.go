@@ -51,13 +51,17 @@ type Machine interface {
 
 // Config of the actor; defaults are upstream's.
 type Config struct {
-	NodeName        string
-	NodeIP          string
-	Hostname        string
-	Labels          map[string]string // --node-labels, on top of the well-known ones
-	MaxPods         int
-	KubeReserved    v1.ResourceList
-	SystemReserved  v1.ResourceList
+	NodeName       string
+	NodeIP         string
+	Hostname       string
+	Labels         map[string]string // --node-labels, on top of the well-known ones
+	MaxPods        int
+	KubeReserved   v1.ResourceList
+	SystemReserved v1.ResourceList
+	// EvictionHard, when set, gives what the hard eviction thresholds keep
+	// out of the given capacity; it is subtracted from the allocatable too,
+	// as upstream (and as the NodeActor admits pods).
+	EvictionHard    func(capacity v1.ResourceList) v1.ResourceList
 	UpdateFrequency time.Duration // --node-status-update-frequency, 10 s
 	ReportFrequency time.Duration // node-status-report-frequency, 5 m
 	LeaseDuration   time.Duration // node-lease-duration-seconds, 40 s (renewed every quarter)
@@ -464,10 +468,14 @@ func (a *Actor) status(now time.Time) (*v1.NodeStatus, error) {
 		capacity[k] = v.DeepCopy()
 	}
 	capacity[v1.ResourcePods] = *resource.NewQuantity(int64(a.cfg.MaxPods), resource.DecimalSI)
+	var eviction v1.ResourceList
+	if a.cfg.EvictionHard != nil {
+		eviction = a.cfg.EvictionHard(capacity)
+	}
 	allocatable := v1.ResourceList{}
 	for name, q := range capacity {
 		q = q.DeepCopy()
-		for _, reserved := range []v1.ResourceList{a.cfg.KubeReserved, a.cfg.SystemReserved} {
+		for _, reserved := range []v1.ResourceList{a.cfg.KubeReserved, a.cfg.SystemReserved, eviction} {
 			if r, ok := reserved[name]; ok {
 				q.Sub(r)
 			}

@@ -167,7 +167,7 @@ func (f *fakeRecorder) got() []string {
 	return append([]string(nil), f.events...)
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, opts ...func(*Config)) *harness {
 	h := &harness{t: t, sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })),
 		clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), api: &fakeAPI{}, events: &fakeRecorder{}}
 	h.health = messages.Health{LastRelist: h.clk.Now(), Threshold: 3 * time.Minute}
@@ -182,6 +182,9 @@ func newHarness(t *testing.T) *harness {
 	cfg := Config{NodeName: "n1", NodeIP: "192.0.2.7", Hostname: "n1", Labels: map[string]string{"pool": "a"}, MaxPods: 110,
 		KubeReserved: v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")}, KubeletVersion: "v1.36.4-actorlet",
 		RuntimeVersion: "sim://0.1.0", Port: 10250, Events: h.events}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	pid := h.sys.Root.Spawn(actor.PropsFromProducer(New(cfg, h.api, h.api, fakeMachine{}, pleg, h.clk, quiet)))
 	t.Cleanup(func() { h.sys.Root.Stop(pid) })
 	return h
@@ -369,5 +372,26 @@ func (h *harness) stepUntil(what string, limit time.Duration, cond func() bool) 
 			h.t.Fatalf("%s: not within %s of fake time (creates %d patches %d renewals %d failed calls %d)", what, limit, c, p, r, h.api.failures())
 		}
 		h.clk.Step(100 * time.Millisecond)
+	}
+}
+
+// The hard eviction thresholds are kept out of the Node's allocatable, as
+// upstream and as the NodeActor admits pods: a pod the scheduler places
+// fits what the node admits.
+func TestAllocatableLeavesOutTheEvictionThresholds(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.EvictionHard = func(capacity v1.ResourceList) v1.ResourceList {
+			if _, ok := capacity[v1.ResourceMemory]; !ok {
+				return nil
+			}
+			return v1.ResourceList{v1.ResourceMemory: resource.MustParse("100Mi")}
+		}
+	})
+	n := h.waitNode("a status", func(n *v1.Node, _, patches, _ int) bool { return patches > 0 })
+	if got, want := n.Status.Allocatable.Memory(), resource.MustParse("2972Mi"); got.Cmp(want) != 0 {
+		t.Errorf("allocatable memory %s, want %s (4Gi minus 1Gi kube-reserved minus 100Mi eviction)", got, want.String())
+	}
+	if got := n.Status.Capacity.Memory().String(); got != "4Gi" {
+		t.Errorf("capacity memory %s, want 4Gi", got)
 	}
 }

@@ -123,7 +123,7 @@ func (c *clusterParts) nodeStatusActor(w *wiring) actor.Producer {
 	systemReserved, _ := parseResources(o.SystemReserved)
 	return nodestatus.New(nodestatus.Config{
 		NodeName: w.name, NodeIP: w.hostIP, Hostname: w.name, Labels: o.NodeLabels, MaxPods: int(o.MaxPods),
-		KubeReserved: kubeReserved, SystemReserved: systemReserved,
+		KubeReserved: kubeReserved, SystemReserved: systemReserved, EvictionHard: evictionHard,
 		UpdateFrequency: o.NodeStatusUpdateFrequency, ReportFrequency: o.NodeStatusReportFrequency,
 		LeaseDuration:  time.Duration(o.NodeLeaseDurationSeconds) * time.Second,
 		KubeletVersion: kubeletVersion, RuntimeVersion: w.rt.version, Port: o.Port, Status: w.pid("status"),

@@ -321,6 +321,16 @@ var (
 	evictionHardNodefsPercent = int64(10)
 )
 
+// evictionHard is what the hard eviction thresholds keep out of capacity:
+// the same for admission and for the Node's allocatable (nodestatus).
+func evictionHard(capacity v1.ResourceList) v1.ResourceList {
+	out := v1.ResourceList{v1.ResourceMemory: evictionHardMemory.DeepCopy()}
+	if q, ok := capacity[v1.ResourceEphemeralStorage]; ok {
+		out[v1.ResourceEphemeralStorage] = *resource.NewQuantity(q.Value()*evictionHardNodefsPercent/100, resource.BinarySI)
+	}
+	return out
+}
+
 // allocatable is what pods of every source are admitted against: the
 // node's cpu, memory and ephemeral-storage (the filesystem holding
 // --root-dir) minus --kube-reserved, --system-reserved and, for memory and
@@ -334,10 +344,7 @@ func allocatable(ctx context.Context, o *options, log *slog.Logger) v1.ResourceL
 	}
 	kube, _ := parseResources(o.KubeReserved) // validated with the flags
 	sys, _ := parseResources(o.SystemReserved)
-	eviction := v1.ResourceList{v1.ResourceMemory: evictionHardMemory}
-	if q, ok := capacity[v1.ResourceEphemeralStorage]; ok {
-		eviction[v1.ResourceEphemeralStorage] = *resource.NewQuantity(q.Value()*evictionHardNodefsPercent/100, resource.BinarySI)
-	}
+	eviction := evictionHard(capacity)
 	out := v1.ResourceList{}
 	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage} {
 		q, ok := capacity[name]
