@@ -127,7 +127,7 @@ func TestLSSlope(t *testing.T) {
 func TestSoakJudge(t *testing.T) {
 	s := &Soak{WarmupSeconds: 0}
 	for i := range 40 {
-		s.Samples = append(s.Samples, SoakSample{T: float64(10 * i), RSSBytes: 80 << 20, Goroutines: 100 + 5*float64(i),
+		s.Samples = append(s.Samples, SoakSample{T: float64(10 * i), RSSBytes: float64(80<<20 + i<<20), RSSAnonBytes: 40 << 20, Goroutines: 100 + 5*float64(i),
 			OpenFiles: 20, DiskEntries: 600, Pods: 50, Actors: 57})
 	}
 	s.judge()
@@ -141,7 +141,11 @@ func TestSoakJudge(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "goroutines 122 -> 272") {
 		t.Fatalf("leak error %v", err)
 	}
-	if sum := s.summary(); !strings.Contains(sum, "goroutines 122->272 GROWS") || !strings.Contains(sum, "rss_bytes 80->80 flat") {
+	if tr := s.Trends[SeriesRSS]; tr.Flat || !tr.Informational {
+		t.Errorf("total RSS grew by 1 MiB a sample: %+v, want growing and informational", tr)
+	}
+	if sum := s.summary(); !strings.Contains(sum, "goroutines 122->272 GROWS") || !strings.Contains(sum, "rss_bytes 84->114 grows (not judged)") ||
+		!strings.Contains(sum, "rss_anon_bytes 40->40 flat") {
 		t.Errorf("summary %q", sum)
 	}
 }
@@ -171,7 +175,7 @@ func fakeProc(t *testing.T, pid int, rssKB, fds int) string {
 	if err := os.MkdirAll(filepath.Join(dir, "fd"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	status := fmt.Sprintf("Name:\tactorlet\nVmHWM:\t  99999 kB\nVmRSS:\t  %d kB\nThreads:\t9\n", rssKB)
+	status := fmt.Sprintf("Name:\tactorlet\nVmHWM:\t  99999 kB\nVmRSS:\t  %d kB\nRssAnon:\t  %d kB\nRssFile:\t  7 kB\nThreads:\t9\n", rssKB, rssKB/2)
 	if err := os.WriteFile(filepath.Join(dir, "status"), []byte(status), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -235,12 +239,12 @@ func TestSoakProbeSample(t *testing.T) {
 	}{
 		{"everything read", soakProbe{procRoot: fakeProc(t, 4242, 81920, 17), pid: 4242, dirs: []string{root, logs}, a: a,
 			pods: func() int { return 50 }},
-			SoakSample{T: 12.5, RSSBytes: 81920 * 1024, Goroutines: 123, OpenFiles: 17, DiskEntries: 9, Pods: 50, Actors: 52}},
+			SoakSample{T: 12.5, RSSBytes: 81920 * 1024, RSSAnonBytes: 40960 * 1024, Goroutines: 123, OpenFiles: 17, DiskEntries: 9, Pods: 50, Actors: 52}},
 		{"only the log dir", soakProbe{procRoot: fakeProc(t, 7, 1, 3), pid: 7, dirs: []string{logs}},
-			SoakSample{T: 12.5, RSSBytes: 1024, Goroutines: -1, OpenFiles: 3, DiskEntries: 7, Pods: -1, Actors: -1}},
+			SoakSample{T: 12.5, RSSBytes: 1024, RSSAnonBytes: 0, Goroutines: -1, OpenFiles: 3, DiskEntries: 7, Pods: -1, Actors: -1}},
 		{"process gone, agent down", soakProbe{procRoot: fakeProc(t, 7, 1, 3), pid: 8, dirs: []string{filepath.Join(root, "nope")},
 			a: &agent{roURL: "http://127.0.0.1:1"}},
-			SoakSample{T: 12.5, RSSBytes: -1, Goroutines: -1, OpenFiles: -1, DiskEntries: 0, Pods: -1, Actors: -1}},
+			SoakSample{T: 12.5, RSSBytes: -1, RSSAnonBytes: -1, Goroutines: -1, OpenFiles: -1, DiskEntries: 0, Pods: -1, Actors: -1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
