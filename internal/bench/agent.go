@@ -333,6 +333,7 @@ func parseKB(v string) uint64 {
 // metricsSnapshot is the part of /metrics the bench reports.
 type metricsSnapshot struct {
 	goroutines    int
+	heapAlloc     float64 // go_memstats_heap_alloc_bytes: live heap and garbage not yet collected
 	actors        map[string]int
 	actorRestarts float64
 	probeTotal    map[string]float64 // pod name -> probe executions (prober_probe_total, readiness)
@@ -368,6 +369,8 @@ func (a *agent) scrapeMetrics(ctx context.Context) (metricsSnapshot, error) {
 		switch name {
 		case "go_goroutines":
 			ms.goroutines = int(val)
+		case "go_memstats_heap_alloc_bytes":
+			ms.heapAlloc = val
 		case "actorlet_actors":
 			ms.actors[labels["kind"]] = int(val)
 		case "kubelet_runtime_operations_total":

@@ -172,7 +172,7 @@ func TestBenchSoak(t *testing.T) {
 		}
 	}
 	last := s.Samples[len(s.Samples)-1]
-	if last.RSSBytes <= 0 || last.Goroutines <= 0 || last.OpenFiles <= 0 || last.DiskEntries <= 0 || last.Pods <= 0 || last.Actors <= 0 {
+	if last.RSSBytes <= 0 || last.RSSAnonBytes <= 0 || last.HeapBytes <= 0 || last.Goroutines <= 0 || last.OpenFiles <= 0 || last.DiskEntries <= 0 || last.Pods <= 0 || last.Actors <= 0 {
 		t.Errorf("last sample %+v", last)
 	}
 	if r.RSSOverTime != nil || r.RunningOverTime != nil || r.LatencySamplesMS != nil {

@@ -50,17 +50,20 @@ type SoakSample struct {
 	// what a leak grows. The rest is file pages (the binary's text paged
 	// in as more code runs), which the kernel reclaims.
 	RSSAnonBytes float64 `json:"rss_anon_bytes"`
-	Goroutines   float64 `json:"goroutines"`
-	OpenFiles    float64 `json:"open_files"`
-	DiskEntries  float64 `json:"disk_entries"`
-	Pods         float64 `json:"pods"`
-	Actors       float64 `json:"actors"`
+	// HeapBytes is the Go heap allocated (go_memstats_heap_alloc_bytes).
+	HeapBytes   float64 `json:"heap_bytes"`
+	Goroutines  float64 `json:"goroutines"`
+	OpenFiles   float64 `json:"open_files"`
+	DiskEntries float64 `json:"disk_entries"`
+	Pods        float64 `json:"pods"`
+	Actors      float64 `json:"actors"`
 }
 
 // Series names of a soak, in report order.
 const (
 	SeriesRSS         = "rss_bytes"
 	SeriesRSSAnon     = "rss_anon_bytes"
+	SeriesHeap        = "heap_bytes"
 	SeriesGoroutines  = "goroutines"
 	SeriesOpenFiles   = "open_files"
 	SeriesDiskEntries = "disk_entries"
@@ -69,7 +72,7 @@ const (
 )
 
 // SoakSeries lists the series in report order.
-var SoakSeries = []string{SeriesRSS, SeriesRSSAnon, SeriesGoroutines, SeriesOpenFiles, SeriesDiskEntries, SeriesPods, SeriesActors}
+var SoakSeries = []string{SeriesRSS, SeriesRSSAnon, SeriesHeap, SeriesGoroutines, SeriesOpenFiles, SeriesDiskEntries, SeriesPods, SeriesActors}
 
 func (s SoakSample) value(series string) float64 {
 	switch series {
@@ -77,6 +80,8 @@ func (s SoakSample) value(series string) float64 {
 		return s.RSSBytes
 	case SeriesRSSAnon:
 		return s.RSSAnonBytes
+	case SeriesHeap:
+		return s.HeapBytes
 	case SeriesGoroutines:
 		return s.Goroutines
 	case SeriesOpenFiles:
@@ -103,6 +108,7 @@ type Tolerance struct {
 var soakTolerances = map[string]Tolerance{
 	SeriesRSS:         {Rel: 0.2, Abs: 16 << 20},
 	SeriesRSSAnon:     {Rel: 0.2, Abs: 16 << 20},
+	SeriesHeap:        {Rel: 0.2, Abs: 8 << 20},
 	SeriesGoroutines:  {Rel: 0.2, Abs: 25},
 	SeriesOpenFiles:   {Rel: 0.2, Abs: 10},
 	SeriesDiskEntries: {Rel: 0.2, Abs: 100},
@@ -282,7 +288,7 @@ type soakProbe struct {
 
 // sample takes one SoakSample (unreadable values are -1).
 func (p *soakProbe) sample(ctx context.Context) SoakSample {
-	x := SoakSample{T: round3(p.now()), RSSBytes: -1, RSSAnonBytes: -1, Goroutines: -1, OpenFiles: -1, DiskEntries: -1, Pods: -1, Actors: -1}
+	x := SoakSample{T: round3(p.now()), RSSBytes: -1, RSSAnonBytes: -1, HeapBytes: -1, Goroutines: -1, OpenFiles: -1, DiskEntries: -1, Pods: -1, Actors: -1}
 	if rss, anon, err := readRSS(p.procRoot, p.pid); err == nil {
 		x.RSSBytes, x.RSSAnonBytes = float64(rss), float64(anon)
 	}
@@ -297,7 +303,7 @@ func (p *soakProbe) sample(ctx context.Context) SoakSample {
 		ms, err := p.a.scrapeMetrics(mctx)
 		cancel()
 		if err == nil {
-			x.Goroutines = float64(ms.goroutines)
+			x.Goroutines, x.HeapBytes = float64(ms.goroutines), ms.heapAlloc
 			var actors int
 			for _, n := range ms.actors {
 				actors += n
@@ -465,7 +471,7 @@ func (s *session) startSoak(ctx context.Context, r *Result) *soakSampler {
 	}
 	log := func(x SoakSample) {
 		s.o.Log.Info("soak", "t", time.Duration(x.T*float64(time.Second)).Round(time.Second),
-			"rss_mib", round(x.RSSBytes/(1<<20)), "rss_anon_mib", round(x.RSSAnonBytes/(1<<20)), "goroutines", x.Goroutines, "open_files", x.OpenFiles,
+			"rss_mib", round(x.RSSBytes/(1<<20)), "rss_anon_mib", round(x.RSSAnonBytes/(1<<20)), "heap_mib", round(x.HeapBytes/(1<<20)), "goroutines", x.Goroutines, "open_files", x.OpenFiles,
 			"disk_entries", x.DiskEntries, "pods", x.Pods, "actors", x.Actors)
 	}
 	return startSoakSampler(ctx, p, s.o.SampleEvery, log)
@@ -493,7 +499,7 @@ func (s *Soak) summary() string {
 			continue
 		}
 		f, l := tr.FirstQuarter, tr.LastQuarter
-		if name == SeriesRSS || name == SeriesRSSAnon {
+		if name == SeriesRSS || name == SeriesRSSAnon || name == SeriesHeap {
 			f, l = f/(1<<20), l/(1<<20)
 		}
 		flat := "flat"

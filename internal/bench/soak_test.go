@@ -127,7 +127,7 @@ func TestLSSlope(t *testing.T) {
 func TestSoakJudge(t *testing.T) {
 	s := &Soak{WarmupSeconds: 0}
 	for i := range 40 {
-		s.Samples = append(s.Samples, SoakSample{T: float64(10 * i), RSSBytes: float64(80<<20 + i<<20), RSSAnonBytes: 40 << 20, Goroutines: 100 + 5*float64(i),
+		s.Samples = append(s.Samples, SoakSample{T: float64(10 * i), RSSBytes: float64(80<<20 + i<<20), RSSAnonBytes: 40 << 20, HeapBytes: 20 << 20, Goroutines: 100 + 5*float64(i),
 			OpenFiles: 20, DiskEntries: 600, Pods: 50, Actors: 57})
 	}
 	s.judge()
@@ -145,7 +145,7 @@ func TestSoakJudge(t *testing.T) {
 		t.Errorf("total RSS grew by 1 MiB a sample: %+v, want growing and informational", tr)
 	}
 	if sum := s.summary(); !strings.Contains(sum, "goroutines 122->272 GROWS") || !strings.Contains(sum, "rss_bytes 84->114 grows (not judged)") ||
-		!strings.Contains(sum, "rss_anon_bytes 40->40 flat") {
+		!strings.Contains(sum, "rss_anon_bytes 40->40 flat") || !strings.Contains(sum, "heap_bytes 20->20 flat") {
 		t.Errorf("summary %q", sum)
 	}
 }
@@ -227,6 +227,7 @@ func TestSoakProbeSample(t *testing.T) {
 		"# HELP go_goroutines Number of goroutines that currently exist.",
 		"# TYPE go_goroutines gauge",
 		"go_goroutines 123",
+		"go_memstats_heap_alloc_bytes 2.5e+07",
 		`actorlet_actors{kind="pod"} 50`,
 		`actorlet_actors{kind="node"} 1`,
 		`actorlet_actors{kind="status"} 1`,
@@ -239,12 +240,12 @@ func TestSoakProbeSample(t *testing.T) {
 	}{
 		{"everything read", soakProbe{procRoot: fakeProc(t, 4242, 81920, 17), pid: 4242, dirs: []string{root, logs}, a: a,
 			pods: func() int { return 50 }},
-			SoakSample{T: 12.5, RSSBytes: 81920 * 1024, RSSAnonBytes: 40960 * 1024, Goroutines: 123, OpenFiles: 17, DiskEntries: 9, Pods: 50, Actors: 52}},
+			SoakSample{T: 12.5, RSSBytes: 81920 * 1024, RSSAnonBytes: 40960 * 1024, HeapBytes: 25e6, Goroutines: 123, OpenFiles: 17, DiskEntries: 9, Pods: 50, Actors: 52}},
 		{"only the log dir", soakProbe{procRoot: fakeProc(t, 7, 1, 3), pid: 7, dirs: []string{logs}},
-			SoakSample{T: 12.5, RSSBytes: 1024, RSSAnonBytes: 0, Goroutines: -1, OpenFiles: 3, DiskEntries: 7, Pods: -1, Actors: -1}},
+			SoakSample{T: 12.5, RSSBytes: 1024, RSSAnonBytes: 0, HeapBytes: -1, Goroutines: -1, OpenFiles: 3, DiskEntries: 7, Pods: -1, Actors: -1}},
 		{"process gone, agent down", soakProbe{procRoot: fakeProc(t, 7, 1, 3), pid: 8, dirs: []string{filepath.Join(root, "nope")},
 			a: &agent{roURL: "http://127.0.0.1:1"}},
-			SoakSample{T: 12.5, RSSBytes: -1, RSSAnonBytes: -1, Goroutines: -1, OpenFiles: -1, DiskEntries: 0, Pods: -1, Actors: -1}},
+			SoakSample{T: 12.5, RSSBytes: -1, RSSAnonBytes: -1, HeapBytes: -1, Goroutines: -1, OpenFiles: -1, DiskEntries: 0, Pods: -1, Actors: -1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
