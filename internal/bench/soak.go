@@ -120,10 +120,40 @@ var soakTolerances = map[string]Tolerance{
 // leaks: total RSS holds file pages too (see RSSAnonBytes).
 var soakInformational = map[string]bool{SeriesRSS: true}
 
+// soakFloors are series judged on their floor: the minimum over a
+// trailing window. Disk entries are a saw-tooth (a deleted pod's
+// directories stay until the next housekeeping sweep, every 10 s, later
+// when the NodeActor restarts); a leak raises what is left after the
+// sweeps, the peaks in between are noise.
+var soakFloors = map[string]time.Duration{SeriesDiskEntries: time.Minute}
+
+// trailingMin replaces each value by the minimum of the last w values
+// (itself included; unread values, negative, are skipped and stay
+// unread).
+func trailingMin(vs []float64, w int) []float64 {
+	out := make([]float64, len(vs))
+	for i := range vs {
+		out[i] = -1
+		if vs[i] < 0 {
+			continue
+		}
+		for j := max(0, i-w+1); j <= i; j++ {
+			if vs[j] >= 0 && (out[i] < 0 || vs[j] < out[i]) {
+				out[i] = vs[j]
+			}
+		}
+	}
+	return out
+}
+
 // Trend is how one series moved after the warm-up.
 type Trend struct {
 	// Informational: reported, never counted as a leak.
 	Informational bool `json:"informational,omitempty"`
+	// FloorSeconds, when set, says the series was judged on its minimum
+	// over that trailing window (and Start, End, Max and the means are of
+	// that floor).
+	FloorSeconds float64 `json:"floor_seconds,omitempty"`
 	// Checked is false when too few samples followed the warm-up (fewer
 	// than minTrendSamples) to say anything; such a series counts as flat.
 	Checked bool    `json:"checked"`
@@ -247,8 +277,12 @@ func (s *Soak) judge() {
 		for i, x := range s.Samples {
 			vs[i] = x.value(name)
 		}
+		if win, ok := soakFloors[name]; ok && s.SampleSeconds > 0 {
+			vs = trailingMin(vs, max(1, int(math.Round(win.Seconds()/s.SampleSeconds))))
+		}
 		tr := Flatness(ts, vs, s.WarmupSeconds, soakTolerances[name])
 		tr.Informational = soakInformational[name]
+		tr.FloorSeconds = soakFloors[name].Seconds()
 		s.Trends[name] = tr
 		if !tr.Flat && !tr.Informational {
 			s.Leaks = append(s.Leaks, name)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -147,6 +148,57 @@ func TestSoakJudge(t *testing.T) {
 	if sum := s.summary(); !strings.Contains(sum, "goroutines 122->272 GROWS") || !strings.Contains(sum, "rss_bytes 84->114 grows (not judged)") ||
 		!strings.Contains(sum, "rss_anon_bytes 40->40 flat") || !strings.Contains(sum, "heap_bytes 20->20 flat") {
 		t.Errorf("summary %q", sum)
+	}
+}
+
+func TestTrailingMin(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []float64
+		w    int
+		want []float64
+	}{
+		{"window 1 is the series", []float64{3, 1, 2}, 1, []float64{3, 1, 2}},
+		{"saw-tooth becomes its floor", []float64{100, 500, 900, 100, 500, 900, 100}, 3, []float64{100, 100, 100, 100, 100, 100, 100}},
+		{"a rising floor stays visible", []float64{100, 900, 200, 900, 300, 900, 400}, 2, []float64{100, 100, 200, 200, 300, 300, 400}},
+		{"unread values skipped", []float64{-1, 5, -1, 7, 9}, 2, []float64{-1, 5, -1, 7, 7}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := trailingMin(tc.in, tc.w); !slices.Equal(got, tc.want) {
+				t.Fatalf("%v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// The disk entries of a soak: a saw-tooth of up to 4,000 entries between
+// housekeeping sweeps is flat; directories left behind by every sweep
+// (the floor rising by 2 a sample) are a leak.
+func TestSoakJudgesDiskEntriesOnTheirFloor(t *testing.T) {
+	tests := []struct {
+		name  string
+		disk  func(i int) float64
+		leaks []string
+	}{
+		{"saw-tooth", func(i int) float64 { return 500 + float64((i*37)%4000) }, nil},
+		{"saw-tooth on a rising floor", func(i int) float64 { return 500 + 2*float64(i) + float64((i%6)*600) }, []string{SeriesDiskEntries}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Soak{SampleSeconds: 10, WarmupSeconds: 60}
+			for i := range 360 {
+				s.Samples = append(s.Samples, SoakSample{T: float64(10 * i), RSSBytes: 80 << 20, RSSAnonBytes: 40 << 20, HeapBytes: 20 << 20,
+					Goroutines: 30, OpenFiles: 18, DiskEntries: tc.disk(i), Pods: 50, Actors: 57})
+			}
+			s.judge()
+			if !slices.Equal(s.Leaks, tc.leaks) {
+				t.Fatalf("leaks %v, want %v: %+v", s.Leaks, tc.leaks, s.Trends[SeriesDiskEntries])
+			}
+			if s.Trends[SeriesDiskEntries].FloorSeconds != 60 {
+				t.Errorf("floor window %v, want 60 s", s.Trends[SeriesDiskEntries].FloorSeconds)
+			}
+		})
 	}
 }
 
