@@ -143,14 +143,14 @@ func TestE2EClusterMassDeleteUnderChaos(t *testing.T) {
 	if crashes == 0 {
 		t.Fatalf("no actor restarted under chaos while %d pods started and were deleted", n)
 	}
-	// Before the fix 59-65 % were extra (the issue: 35-70 %), with or
+	// Before the fix 59-75 % were extra (the issue: 35-70 %), with or
 	// without chaos. Now: none without a restart of the status or node
-	// actor (0 of 300 measured without chaos; 1 % allowed), and 0-12 % with
-	// one (0, 118 and 231 of 2,000 measured: the pods deleted but not yet
-	// seen gone at that moment).
+	// actor (0 of 300 measured without chaos; 1 % allowed), and 0-14 % with
+	// them (0 with 1 restart, 118 with 3, 275 with 9, of 2,000: the pods
+	// deleted but not yet seen gone at each restart; a third allowed).
 	allowed := n / 100
 	if lost > 0 {
-		allowed = n / 4
+		allowed = n / 3
 	}
 	if extra > float64(allowed) {
 		t.Errorf("%.0f extra pod DELETEs from the node for %d pods (answered 404), %d status/node restarts during the deletion: want at most %d",
