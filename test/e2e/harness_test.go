@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -341,6 +342,38 @@ func containersOf(t *testing.T, rt *cri.Client, uid string) []*runtimeapi.Contai
 		t.Fatal(err)
 	}
 	return cs
+}
+
+// simProcess runs the sim runtime as its own process, so it outlives an
+// actorlet (kill -9, exits), and dials it: the test's root dir, the
+// runtime's endpoint and a client. Its log goes to a file of the test.
+func simProcess(t *testing.T) (root, endpoint string, rt *cri.Client) {
+	t.Helper()
+	root = t.TempDir()
+	endpoint = "unix://" + filepath.Join(root, "sim.sock")
+	sim := exec.Command(actorletBin(t), "simruntime", "--listen", endpoint)
+	simLog, err := os.Create(filepath.Join(t.TempDir(), "sim.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim.Stdout, sim.Stderr = simLog, simLog
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sim.Process.Kill(); _ = sim.Wait(); _ = simLog.Close() })
+	return root, endpoint, dialRuntime(t, endpoint)
+}
+
+// containerStates lists every container of the runtime as "id/state",
+// sorted: what must be the same before and after an adoption.
+func containerStates(t *testing.T, rt *cri.Client) []string {
+	t.Helper()
+	var out []string
+	for _, c := range allContainers(t, rt) {
+		out = append(out, c.Id+"/"+c.State.String())
+	}
+	sort.Strings(out)
+	return out
 }
 
 func allContainers(t *testing.T, rt *cri.Client) []*runtimeapi.Container {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,14 +100,7 @@ func TestE2ESimReadinessSurvivesRestart(t *testing.T) {
 	writeManifest(t, dir, "ready.yaml", busyboxPod("steady", grace2, touchReady,
 		`readinessProbe: {exec: {command: ["test", "-f", "/tmp/ready"]}, initialDelaySeconds: 5, periodSeconds: 30}`))
 	// The runtime runs as its own process, so it outlives actorlet.
-	root := t.TempDir()
-	sock := "unix://" + filepath.Join(root, "sim.sock")
-	sim := exec.Command(actorletBin(t), "simruntime", "--listen", sock)
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sim.Process.Kill(); _ = sim.Wait() })
-	dialRuntime(t, sock)
+	root, sock, _ := simProcess(t)
 	a := startAgent(t, agentOpts{endpoint: sock, manifestDir: dir, rootDir: filepath.Join(root, "agent")})
 	a.waitPod(30*time.Second, "steady-e2e-node", "Ready", isReady)
 	a.kill9()

@@ -7,9 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -394,29 +392,13 @@ func TestE2ESimMetricsAndHealthz(t *testing.T) {
 
 func TestE2ESimKill9AdoptsContainers(t *testing.T) {
 	// The runtime runs as its own process, so it outlives actorlet.
-	root := t.TempDir()
-	sock := "unix://" + filepath.Join(root, "sim.sock")
-	sim := exec.Command(actorletBin(t), "simruntime", "--listen", sock)
-	simLog, _ := os.Create(filepath.Join(t.TempDir(), "sim.log"))
-	sim.Stdout, sim.Stderr = simLog, simLog
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sim.Process.Kill(); _ = sim.Wait() })
-	rt := dialRuntime(t, sock)
+	root, sock, rt := simProcess(t)
 
 	dir := t.TempDir()
 	writePods(t, dir, "adopt", 50)
 	a := startAgent(t, agentOpts{endpoint: sock, manifestDir: dir, rootDir: filepath.Join(root, "agent")})
 	waitAllRunning(t, a, 50, 2*time.Minute)
-	ids := func() []string {
-		var out []string
-		for _, c := range allContainers(t, rt) {
-			out = append(out, c.Id+"/"+c.State.String())
-		}
-		sort.Strings(out)
-		return out
-	}
+	ids := func() []string { return containerStates(t, rt) }
 	before := ids()
 	if len(before) != 50 {
 		t.Fatalf("%d containers before, want 50", len(before))

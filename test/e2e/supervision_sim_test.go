@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -156,32 +155,13 @@ func summary(pods []v1.Pod) string {
 // answering 503 forever.
 func TestE2ESimRootGivingUpExits(t *testing.T) {
 	// The runtime runs as its own process, so the pods outlive actorlet.
-	root := t.TempDir()
-	sock := "unix://" + filepath.Join(root, "sim.sock")
-	sim := exec.Command(actorletBin(t), "simruntime", "--listen", sock)
-	simLog, err := os.Create(filepath.Join(t.TempDir(), "sim.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim.Stdout, sim.Stderr = simLog, simLog
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sim.Process.Kill(); _ = sim.Wait() })
-	rt := dialRuntime(t, sock)
+	root, sock, rt := simProcess(t)
 
 	dir := t.TempDir()
 	writePods(t, dir, "survivor", 3)
 	a := startAgent(t, agentOpts{endpoint: sock, manifestDir: dir, rootDir: filepath.Join(root, "agent")})
 	waitAllRunning(t, a, 3, 2*time.Minute)
-	ids := func() []string {
-		var out []string
-		for _, c := range allContainers(t, rt) {
-			out = append(out, c.Id+"/"+c.State.String())
-		}
-		sort.Strings(out)
-		return out
-	}
+	ids := func() []string { return containerStates(t, rt) }
 	before := ids()
 	a.stop()
 
