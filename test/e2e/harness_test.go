@@ -344,6 +344,19 @@ func containersOf(t *testing.T, rt *cri.Client, uid string) []*runtimeapi.Contai
 	return cs
 }
 
+// postPod pushes a manifest to the agent's POST /pods and returns the
+// status code and the body of the answer.
+func (a *agent) postPod(t *testing.T, body string) (int, string) {
+	t.Helper()
+	resp, err := a.mainClient().Post(a.mainURL("/pods"), "application/yaml", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 // simProcess runs the sim runtime as its own process, so it outlives an
 // actorlet (kill -9, exits), and dials it: the test's root dir, the
 // runtime's endpoint and a client. Its log goes to a file of the test.

@@ -319,15 +319,7 @@ func TestE2ESimManifestRemovalKillsPod(t *testing.T) {
 func TestE2ESimPushEndpoint(t *testing.T) {
 	a := startAgent(t, agentOpts{})
 	base, client := a.mainURL("/pods"), a.mainClient()
-	post := func(body string) (int, string) {
-		resp, err := client.Post(base, "application/yaml", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	post := func(body string) (int, string) { return a.postPod(t, body) }
 	tests := []struct {
 		name     string
 		body     string

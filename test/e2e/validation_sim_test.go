@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -17,17 +16,7 @@ import (
 // Before issue 9 the first two were accepted with 201 and ran.
 func TestE2ESimPushValidation(t *testing.T) {
 	a := startAgent(t, agentOpts{})
-	base, client := a.mainURL("/pods"), a.mainClient()
-	post := func(body string) (int, string) {
-		t.Helper()
-		resp, err := client.Post(base, "application/yaml", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	post := func(body string) (int, string) { return a.postPod(t, body) }
 	tests := []struct {
 		name     string
 		body     string
