@@ -1,13 +1,10 @@
 package testenv
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -160,21 +157,4 @@ func cannotRun(t testing.TB, part, why string) {
 		t.Fatalf("%s needed but this machine cannot run it (CI=true): %s", part, why)
 	}
 	t.Skipf("skipping: this machine cannot run %s: %s", part, why)
-}
-
-// runScriptEnv is runScript with extra environment variables.
-func runScriptEnv(root, name string, env []string, timeout time.Duration, args ...string) (stdout, stderr string, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "deploy", "local", name), args...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.WaitDelay = 5 * time.Second
-	err = cmd.Run()
-	if err != nil && ctx.Err() != nil {
-		err = fmt.Errorf("%w: %v", ctx.Err(), err)
-	}
-	return out.String(), errb.String(), err
 }

@@ -120,11 +120,19 @@ func upContainerd(root string) {
 // runScript runs deploy/local/<name> with args. A timeout is reported as an
 // error wrapping context.DeadlineExceeded.
 func runScript(root, name string, timeout time.Duration, args ...string) (stdout, stderr string, err error) {
-	script := filepath.Join(root, "deploy", "local", name)
+	return runScriptEnv(root, name, nil, timeout, args...)
+}
+
+// runScriptEnv is runScript with extra environment variables (nil: the
+// test's own environment).
+func runScriptEnv(root, name string, env []string, timeout time.Duration, args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, script, args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "deploy", "local", name), args...)
 	cmd.Dir = root
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.WaitDelay = 5 * time.Second

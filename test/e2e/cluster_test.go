@@ -31,7 +31,12 @@ type cluster struct {
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	env := testenv.ControlPlane(t)
+	return clusterOf(t, testenv.ControlPlane(t))
+}
+
+// clusterOf is a cluster of the control plane env with an admin client.
+func clusterOf(t *testing.T, env testenv.ControlPlaneEnv) *cluster {
+	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", env.AdminKubeconfig)
 	if err != nil {
 		t.Fatal(err)

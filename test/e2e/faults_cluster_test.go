@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"sort"
 	"strings"
@@ -11,8 +10,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/actorlet/actorlet/internal/testenv"
 )
@@ -27,20 +24,7 @@ const apiOutage = 60 * time.Second
 func privateCluster(t *testing.T) (*cluster, *testenv.PrivateControlPlane) {
 	t.Helper()
 	cp := testenv.NewPrivateControlPlane(t, 63443, 63379)
-	cfg, err := clientcmd.BuildConfigFromFlags("", cp.AdminKubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 200, 400
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair(cfg.CertData, cfg.KeyData)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &cluster{env: cp.ControlPlaneEnv, cs: cs, adminCert: cert}, cp
+	return clusterOf(t, cp.ControlPlaneEnv), cp
 }
 
 // apiContainers are the API's container IDs and restart counts of pods
