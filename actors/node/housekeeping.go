@@ -25,6 +25,10 @@ const (
 	DefaultHousekeepingPeriod = 10 * time.Second
 	// sweepTimeout bounds one sweep.
 	sweepTimeout = time.Minute
+	// sweepSoon is when the first sweep of a NodeActor's incarnation is
+	// tried, and tried again while the view is not complete: a NodeActor
+	// that crashes more often than the period still sweeps.
+	sweepSoon = time.Second
 )
 
 // swept is a sweep's result.
@@ -39,8 +43,18 @@ func (a *Actor) handleFired(m *actorkit.Fired) {
 	if !a.housekeeping.Fired(a.self, m) {
 		return
 	}
+	if !a.sweepable() {
+		a.housekeeping.Arm(a.self, min(sweepSoon, a.cfg.HousekeepingPeriod))
+		return
+	}
 	a.housekeeping.Arm(a.self, a.cfg.HousekeepingPeriod)
 	a.sweep()
+}
+
+// sweepable: the view is complete (every source has delivered its state
+// and the PLEG has listed the runtime).
+func (a *Actor) sweepable() bool {
+	return a.cfg.Sweeper != nil && a.haveRuntime && a.allSynced()
 }
 
 // sweep starts a sweep off the mailbox unless one is in flight or the view
@@ -48,7 +62,7 @@ func (a *Actor) handleFired(m *actorkit.Fired) {
 // has listed the runtime, so a pod that exists is never swept, including
 // after a crash of actorlet (what it left is found then).
 func (a *Actor) sweep() {
-	if a.cfg.Sweeper == nil || a.sweeping || !a.haveRuntime || !a.allSynced() {
+	if a.sweeping || !a.sweepable() {
 		return
 	}
 	keep := a.keep()

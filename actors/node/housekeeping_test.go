@@ -228,3 +228,37 @@ func TestHousekeepingNeverRunsTwoSweeps(t *testing.T) {
 		t.Fatalf("%d sweeps ran at once", sw.maxRunning)
 	}
 }
+
+// A NodeActor sweeps about a second after its view is complete, not a
+// whole period after its start: one that crashes more often than the
+// period (chaos) still sweeps (issue 9: the disk filled up under chaos
+// because every restart re-armed the 10 s timer). While the view is not
+// complete, it looks again every second.
+func TestHousekeepingSweepsSoonAfterStart(t *testing.T) {
+	sw := &fakeSweeper{}
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	h := newHarness(t, Config{NodeName: "n1", Sources: []string{messages.SourceFile}, Sweeper: sw, HousekeepingPeriod: time.Hour, Clock: clk})
+	h.quiesce()
+	step := func() {
+		actortest.Eventually(t, "the next housekeeping timer", clk.HasWaiters)
+		clk.Step(sweepSoon)
+		h.quiesce()
+	}
+	step() // nothing known yet: no sweep, looked at again in a second
+	if n := len(sw.sweeps()); n != 0 {
+		t.Fatalf("%d sweeps before the sources and the runtime were known", n)
+	}
+	h.send(set(messages.SourceFile, mkPod("a", "img")))
+	h.send(&messages.RuntimePods{UIDs: []types.UID{"a"}})
+	h.quiesce()
+	step()
+	actortest.Eventually(t, "a sweep one second after the view was complete", func() bool { return len(sw.sweeps()) == 1 })
+	if got := sw.sweeps()[0]; !slices.Equal(got, []types.UID{"a"}) {
+		t.Fatalf("the sweep kept %v, want [a]", got)
+	}
+	// Then the period: a second later nothing more.
+	step()
+	if n := len(sw.sweeps()); n != 1 {
+		t.Fatalf("%d sweeps within a second of the first, want 1 (the period is an hour)", n)
+	}
+}

@@ -245,7 +245,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.self = actorkit.Start(ctx, a.cfg.Clock)
 	a.housekeeping = actorkit.NewTimer("housekeeping")
 	if a.cfg.Sweeper != nil {
-		a.housekeeping.Arm(a.self, a.cfg.HousekeepingPeriod)
+		a.housekeeping.Arm(a.self, min(sweepSoon, a.cfg.HousekeepingPeriod))
 	}
 	// After a restart nothing is known: the sources send their pods again
 	// and new PodActors adopt what runs (the old ones were stopped with us).
