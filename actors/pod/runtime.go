@@ -208,15 +208,15 @@ func nameOf(st *runtimeapi.ContainerStatus) string {
 }
 
 // sort orders sandboxes and each name's containers newest attempt first.
-func (snap *snapshot) sort() {
-	sort.SliceStable(snap.sandboxes, func(i, j int) bool {
-		a, b := snap.sandboxes[i], snap.sandboxes[j]
+func (s *snapshot) sort() {
+	sort.SliceStable(s.sandboxes, func(i, j int) bool {
+		a, b := s.sandboxes[i], s.sandboxes[j]
 		if a.GetMetadata().GetAttempt() != b.GetMetadata().GetAttempt() {
 			return a.GetMetadata().GetAttempt() > b.GetMetadata().GetAttempt()
 		}
 		return a.CreatedAt > b.CreatedAt
 	})
-	for _, cs := range snap.containers {
+	for _, cs := range s.containers {
 		sort.SliceStable(cs, func(i, j int) bool {
 			if cs[i].GetMetadata().GetAttempt() != cs[j].GetMetadata().GetAttempt() {
 				return cs[i].GetMetadata().GetAttempt() > cs[j].GetMetadata().GetAttempt()

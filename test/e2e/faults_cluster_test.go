@@ -156,7 +156,7 @@ func TestE2EFaultAPIServerOutage(t *testing.T) {
 		}
 		var reasons []string
 		for _, e := range evs.Items {
-			if e.Reason == "Started" && e.Source.Host == node && !e.FirstTimestamp.Time.After(back) {
+			if e.Reason == "Started" && e.Source.Host == node && !e.FirstTimestamp.After(back) {
 				return true, nil
 			}
 			reasons = append(reasons, e.Reason)
