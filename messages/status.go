@@ -22,6 +22,15 @@ type PodForget struct {
 	DeleteFromAPI bool
 }
 
+// PodsKnown tells the StatusActor every pod the NodeActor knows (desired by
+// a source, in the runtime, or with a PodActor), sent by its housekeeping
+// once its view is complete: the StatusActor drops the status of any other
+// pod (upstream's RemoveOrphanedStatuses). It catches a forget lost with a
+// NodeActor that restarted while a PodActor's PodTerminated was queued.
+type PodsKnown struct {
+	UIDs map[types.UID]bool // the receiver's to keep
+}
+
 // MirrorPod tells the StatusActor that the API server holds (or no longer
 // holds) a mirror pod, as seen by the API pod source.
 type MirrorPod struct {

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/actorlet/actorlet/internal/actorkit"
+	"github.com/actorlet/actorlet/messages"
 )
 
 // Sweeper removes what pods leave on the node's disk (upstream's
@@ -66,6 +67,12 @@ func (a *Actor) sweep() {
 		return
 	}
 	keep := a.keep()
+	// The StatusActor drops what no one knows any more (its own copy).
+	known := make(map[types.UID]bool, len(keep))
+	for uid := range keep {
+		known[uid] = true
+	}
+	a.self.SendTo(a.status, &messages.PodsKnown{UIDs: known})
 	a.sweeping = true
 	sw := a.cfg.Sweeper
 	actorkit.Go(a.self, sweepTimeout, func(ctx context.Context) *swept {

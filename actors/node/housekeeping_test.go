@@ -262,3 +262,17 @@ func TestHousekeepingSweepsSoonAfterStart(t *testing.T) {
 		t.Fatalf("%d sweeps within a second of the first, want 1 (the period is an hour)", n)
 	}
 }
+
+// With its view complete, the housekeeping tells the StatusActor every pod
+// the node knows, so that a status whose forget was lost (a PodTerminated
+// queued while the NodeActor restarted) is dropped, as upstream's
+// RemoveOrphanedStatuses.
+func TestHousekeepingTellsStatusTheKnownPods(t *testing.T) {
+	h, sw, tick := newSweepHarness(t, messages.SourceFile)
+	h.send(set(messages.SourceFile, mkPod("a", "img")))
+	h.send(&messages.RuntimePods{UIDs: []types.UID{"a", "orphan"}})
+	sweepAgain(t, sw, tick, 1)
+	actortest.EventuallyDetail(t, "the known pods told to the StatusActor", func() bool {
+		return slices.Contains(h.statusLog(), "known a,orphan")
+	}, func() string { return fmt.Sprint(h.statusLog()) })
+}

@@ -129,6 +129,15 @@ func (r *recorder) statusReceive(c actor.Context) {
 		r.mu.Lock()
 		r.status = append(r.status, "forget "+string(m.UID))
 		r.mu.Unlock()
+	case *messages.PodsKnown:
+		uids := make([]string, 0, len(m.UIDs))
+		for uid := range m.UIDs {
+			uids = append(uids, string(uid))
+		}
+		slices.Sort(uids)
+		r.mu.Lock()
+		r.status = append(r.status, "known "+strings.Join(uids, ","))
+		r.mu.Unlock()
 	case barrier:
 		close(m.done)
 	}

@@ -135,6 +135,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 			a.w.forget(m)
 		}
 		a.received(ctx, m.UID)
+	case *messages.PodsKnown:
+		a.handleKnown(ctx, m)
 	case *messages.GetPods:
 		a.handleGetPods(ctx)
 	case *messages.GetPod:
@@ -161,6 +163,29 @@ func (a *Actor) handleUpdate(m *messages.PodStatusUpdate) {
 	a.pods[m.Pod.UID] = m.Pod
 	if a.w != nil {
 		a.w.update(m.Pod)
+	}
+}
+
+// handleKnown drops the status of every pod the NodeActor no longer knows
+// (a forget lost with a NodeActor restart), as if it had been forgotten.
+func (a *Actor) handleKnown(ctx actor.Context, m *messages.PodsKnown) {
+	for uid, p := range a.pods {
+		if m.UIDs[uid] {
+			continue
+		}
+		a.log.Info("dropped the status of a pod the node no longer knows", "pod", p.Namespace+"/"+p.Name, "uid", uid)
+		delete(a.pods, uid)
+		if a.w != nil {
+			a.w.forget(&messages.PodForget{UID: uid, Namespace: p.Namespace, Name: p.Name})
+		}
+	}
+	if !a.rb.ready && a.rb.answered {
+		for uid := range a.rb.missing {
+			if !m.UIDs[uid] {
+				delete(a.rb.missing, uid)
+			}
+		}
+		a.checkRebuilt(ctx)
 	}
 }
 

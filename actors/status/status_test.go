@@ -129,6 +129,18 @@ func TestStatusActorStoresAndServesPods(t *testing.T) {
 			want: []string{"default/api=Running"},
 		},
 		{
+			// A forget lost with a NodeActor restart: the node's
+			// housekeeping says which pods it knows.
+			name: "pods the node no longer knows are dropped",
+			steps: []any{
+				update("default", "web", "u1", v1.PodRunning),
+				update("default", "api", "u2", v1.PodRunning),
+				update("default", "db", "u3", v1.PodSucceeded),
+				&messages.PodsKnown{UIDs: map[types.UID]bool{"u2": true, "u9": true}},
+			},
+			want: []string{"default/api=Running"},
+		},
+		{
 			name: "forget of an unknown pod is harmless",
 			steps: []any{
 				update("default", "web", "u1", v1.PodRunning),
