@@ -156,25 +156,7 @@ func TestValidate(t *testing.T) {
 		}, wantErr: []string{"metadata.name: Required value", "spec.containers[0].image: Required value"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := validPod()
-			tt.mutate(p)
-			err := Validate(p)
-			if len(tt.wantErr) == 0 {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("no error, want %v", tt.wantErr)
-			}
-			for _, w := range tt.wantErr {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkValidate(t, tt.mutate, tt.wantErr) })
 	}
 }
 

@@ -164,28 +164,34 @@ func TestValidateAsTheAPIServer(t *testing.T) {
 			wantErr: []string{"spec.hostAliases[0].ip: Invalid value"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := validPod()
-			tt.mutate(p)
-			err := Validate(p)
-			if len(tt.wantErr) == 0 {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("valid, want errors %q", tt.wantErr)
-			}
-			for _, w := range tt.wantErr {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
-			if len(err.Error()) > 4096 {
-				t.Errorf("error of %d bytes: a huge value must not make a huge error", len(err.Error()))
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkValidate(t, tt.mutate, tt.wantErr) })
+	}
+}
+
+// checkValidate validates validPod changed by mutate: no error when
+// wantErr is empty, else an error containing each of wantErr, and never a
+// huge one.
+func checkValidate(t *testing.T, mutate func(*v1.Pod), wantErr []string) {
+	t.Helper()
+	p := validPod()
+	mutate(p)
+	err := Validate(p)
+	if len(wantErr) == 0 {
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("valid, want errors %q", wantErr)
+	}
+	for _, w := range wantErr {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
+	}
+	if len(err.Error()) > 4096 {
+		t.Errorf("error of %d bytes: a huge value must not make a huge error", len(err.Error()))
 	}
 }
 
