@@ -69,23 +69,11 @@ func TestRuntimeOutageNeitherFailsNorPasses(t *testing.T) {
 			target := Target{Kind: kind, PodName: "p", Namespace: "ns", PodUID: "uid", PodIP: "10.0.0.1",
 				Container: &v1.Container{Name: "app"}, ContainerID: "c1", StartedAt: clk.Now(), Probe: execProbe(0, 1, 1, 3)}
 			deps := Deps{Handlers: Handlers{Exec: ex}, Clock: clk, Log: quiet, Metrics: met}
-			spawned := make(chan *actor.PID, 1)
-			parent := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-				switch m := c.Message().(type) {
-				case *actor.Started:
-					pid, err := c.SpawnNamed(actor.PropsFromProducer(New(target, deps), actor.WithReceiverMiddleware(actortest.Barrier())), Name("app", kind))
-					if err != nil {
-						panic(err)
-					}
-					spawned <- pid
-				case *messages.ProbeResult:
-					mu.Lock()
-					results = append(results, *m)
-					mu.Unlock()
-				}
-			}, actor.WithReceiverMiddleware(actortest.Barrier())))
-			t.Cleanup(func() { sys.Root.Stop(parent) })
-			pid := <-spawned
+			parent, pid := spawnProbe(t, sys, target, deps, func(r messages.ProbeResult) {
+				mu.Lock()
+				results = append(results, r)
+				mu.Unlock()
+			})
 			n := 0
 			probe := func() {
 				t.Helper()

@@ -93,24 +93,33 @@ func newHarness(t *testing.T, kind messages.ProbeKind, p *v1.Probe, codes ...int
 		StartedAt: h.clk.Now(), Probe: p}
 	h.met = &fakeMetrics{}
 	deps := Deps{Handlers: Handlers{Exec: h.exec}, Clock: h.clk, Log: quiet, Metrics: h.met}
+	h.parent, h.probe = spawnProbe(t, h.sys, target, deps, func(r messages.ProbeResult) {
+		h.mu.Lock()
+		h.results = append(h.results, r)
+		h.mu.Unlock()
+	})
+	return h
+}
+
+// spawnProbe spawns the ProbeActor of target under a parent that hands its
+// results to onResult; both take the mailbox barrier of actortest.
+func spawnProbe(t *testing.T, sys *actor.ActorSystem, target Target, deps Deps, onResult func(messages.ProbeResult)) (parent, probe *actor.PID) {
+	t.Helper()
 	spawned := make(chan *actor.PID, 1)
-	parent := h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+	parent = sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case *actor.Started:
-			pid, err := c.SpawnNamed(actor.PropsFromProducer(New(target, deps), actor.WithReceiverMiddleware(actortest.Barrier())), Name("app", kind))
+			pid, err := c.SpawnNamed(actor.PropsFromProducer(New(target, deps), actor.WithReceiverMiddleware(actortest.Barrier())), Name(target.Container.Name, target.Kind))
 			if err != nil {
 				panic(err)
 			}
 			spawned <- pid
 		case *messages.ProbeResult:
-			h.mu.Lock()
-			h.results = append(h.results, *m)
-			h.mu.Unlock()
+			onResult(*m)
 		}
 	}, actor.WithReceiverMiddleware(actortest.Barrier())))
-	t.Cleanup(func() { h.sys.Root.Stop(parent) })
-	h.parent, h.probe = parent, <-spawned
-	return h
+	t.Cleanup(func() { sys.Root.Stop(parent) })
+	return parent, <-spawned
 }
 
 func (h *harness) waitFor(what string, cond func() bool) {
