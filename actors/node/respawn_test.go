@@ -90,6 +90,15 @@ func newRespawnHarness(t *testing.T) (*harness, *clocktesting.FakeClock, *fakeEv
 // crash stops uid's newest PodActor from outside, as its supervisor does
 // when it failed too often, and waits until the NodeActor armed the
 // respawn.
+// waitReported waits until the pod's status says its worker failed.
+func (h *harness) waitReported(uid string) {
+	h.t.Helper()
+	actortest.Eventually(h.t, uid+" reported", func() bool {
+		p := h.lastStatus(uid)
+		return p != nil && p.Status.Reason == ReasonPodWorkerFailed
+	})
+}
+
 func (h *harness) crash(clk *clocktesting.FakeClock, uid string) {
 	h.t.Helper()
 	inc := h.latest(uid)
@@ -131,10 +140,7 @@ func TestPodActorStoppedUnaskedIsReportedAndRespawned(t *testing.T) {
 	h.quiesce()
 
 	h.crash(clk, "a")
-	actortest.Eventually(t, "a reported", func() bool {
-		p := h.lastStatus("a")
-		return p != nil && p.Status.Reason == ReasonPodWorkerFailed
-	})
+	h.waitReported("a")
 	p := h.lastStatus("a")
 	if p.Status.Phase != v1.PodRunning || !strings.Contains(p.Status.Message, "failed too often") || !strings.Contains(p.Status.Message, "1m0s") {
 		t.Fatalf("status of a = %s %q", p.Status.Phase, p.Status.Message)
@@ -230,10 +236,7 @@ func TestResyncRepublishesDownPods(t *testing.T) {
 	h.publishRunning("a")
 	h.quiesce()
 	h.crash(clk, "a")
-	actortest.Eventually(t, "a reported", func() bool {
-		p := h.lastStatus("a")
-		return p != nil && p.Status.Reason == ReasonPodWorkerFailed
-	})
+	h.waitReported("a")
 	before := len(h.statusLog())
 	h.send(&messages.Resync{})
 	h.quiesce()
