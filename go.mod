@@ -3,6 +3,7 @@ module github.com/actorlet/actorlet
 go 1.26.8
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.4-0
 	github.com/asynkron/protoactor-go v0.0.0-20260118094027-288962e52f3f
 	github.com/prometheus/client_golang v1.25.0
 	github.com/spf13/pflag v1.0.9
@@ -13,6 +14,7 @@ require (
 	k8s.io/client-go v0.36.4
 	k8s.io/cri-api v0.36.4
 	k8s.io/cri-streaming v0.36.4
+	k8s.io/kubelet v0.36.4
 	k8s.io/streaming v0.36.4
 	k8s.io/utils v0.0.0-20260707023825-cf1189d6abe3
 	sigs.k8s.io/yaml v1.6.0
