@@ -74,6 +74,9 @@ type DeviceCapacity struct {
 	Allocatable map[v1.ResourceName]int64
 	Labels      map[string]string
 	Annotations map[string]string
+	// Ready: every built-in provider has sent its first device list (the
+	// NodeActor admits pods once it is, or after a bound wait).
+	Ready bool
 }
 
 // GetDeviceCapacity asks the DevicesActor for its current DeviceCapacity
