@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -73,6 +74,11 @@ func (a *Actor) sweep() {
 		known[uid] = true
 	}
 	a.self.SendTo(a.status, &messages.PodsKnown{UIDs: known})
+	if a.devicesWired() {
+		// The DevicesActor frees the devices of any other pod (a release
+		// lost with a restart).
+		a.self.SendTo(a.cfg.Devices, &messages.PodsKnown{UIDs: maps.Clone(known)})
+	}
 	a.sweeping = true
 	sw := a.cfg.Sweeper
 	actorkit.Go(a.self, sweepTimeout, func(ctx context.Context) *swept {

@@ -68,6 +68,13 @@ type Config struct {
 	// Events records events about pods (a PodActor stopped for failing
 	// too often); nil: none.
 	Events Recorder
+	// Devices is the DevicesActor: pods are admitted against the extended
+	// resources it reports, and it is told when a pod's devices are free
+	// (devices.go). Nil: extended resources are not checked.
+	Devices *actor.PID
+	// DeviceWait bounds the wait for its first capacity (default
+	// DefaultDeviceWait).
+	DeviceWait time.Duration
 }
 
 // New returns the NodeActor producer.
@@ -90,6 +97,9 @@ func New(cfg Config, status *actor.PID, podProps PodProps, m Metrics, log *slog.
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.DeviceWait <= 0 {
+		cfg.DeviceWait = DefaultDeviceWait
 	}
 	if cfg.RespawnBackoff <= 0 {
 		cfg.RespawnBackoff = DefaultRespawnBackoff
@@ -156,7 +166,9 @@ type Actor struct {
 	nActive, nStatic, nAPI int
 	requested              v1.ResourceList
 	hostPorts              map[string]map[string]int // "TCP/80" -> host IP -> pods
-	names                  map[string]types.UID      // namespace/name -> the admitted pod holding it
+	extUsed                map[v1.ResourceName]int64 // extended resources of admitted pods
+	dev                    deviceState
+	names                  map[string]types.UID // namespace/name -> the admitted pod holding it
 
 	starting map[types.UID]bool // pods holding a start slot
 	waiting  []types.UID        // pods waiting for one, in order
@@ -177,6 +189,7 @@ func (a *Actor) track(e *entry, sign int) {
 	}
 	a.trackHostPorts(e.pod, sign)
 	a.trackName(e.pod, sign)
+	a.trackDevices(e.pod, sign)
 	if a.requested == nil {
 		a.requested = v1.ResourceList{}
 	}
@@ -203,7 +216,11 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.Resync:
 		a.handleResync(ctx, m)
 	case *messages.PodUpdate:
-		a.handlePodUpdate(ctx, m)
+		if !a.holdUpdate(m) {
+			a.handlePodUpdate(ctx, m)
+		}
+	case *messages.DeviceCapacity:
+		a.handleDeviceCapacity(ctx, m)
 	case *messages.SourceSynced:
 		a.markSynced(ctx, m.Source)
 	case *messages.PodEvents:
@@ -224,7 +241,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		a.handleChildTerminated(ctx, m.Who)
 	case *actorkit.Fired:
-		if !a.handleRespawnFired(ctx, m) {
+		if !a.handleRespawnFired(ctx, m) && !a.handleDevicesFired(ctx, m) {
 			a.handleFired(m)
 		}
 	case *swept:
@@ -238,12 +255,13 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.pods = map[types.UID]*entry{}
 	a.rejected = map[types.UID]*v1.Pod{}
 	a.finished = map[types.UID]*messages.PodForget{}
-	a.nActive, a.nStatic, a.nAPI, a.requested, a.hostPorts, a.names = 0, 0, 0, v1.ResourceList{}, nil, nil
+	a.nActive, a.nStatic, a.nAPI, a.requested, a.hostPorts, a.names, a.extUsed = 0, 0, 0, v1.ResourceList{}, nil, nil, nil
 	a.starting, a.waiting = map[types.UID]bool{}, nil
 	a.runtime, a.haveRuntime, a.sweeping = nil, false, false
 	a.resyncAsks = nil
 	a.self = actorkit.Start(ctx, a.cfg.Clock)
 	a.housekeeping = actorkit.NewTimer("housekeeping")
+	a.startDevices(ctx)
 	if a.cfg.Sweeper != nil {
 		a.housekeeping.Arm(a.self, min(sweepSoon, a.cfg.HousekeepingPeriod))
 	}
@@ -404,6 +422,10 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 		return
 	}
 	if reason, msg := a.fits(p); reason != "" {
+		a.reject(ctx, p, source, reason, msg)
+		return
+	}
+	if reason, msg := a.fitsDevices(p); reason != "" {
 		a.reject(ctx, p, source, reason, msg)
 		return
 	}
@@ -592,6 +614,7 @@ func (a *Actor) handleTerminated(ctx actor.Context, m *messages.PodTerminated) {
 		forget.Namespace, forget.Name = e.pod.Namespace, e.pod.Name
 	}
 	ctx.Send(a.status, forget)
+	a.releaseDevices(ctx, e)
 	if e.deleting && e.source == messages.SourceAPI {
 		a.finished[m.UID] = forget
 	}

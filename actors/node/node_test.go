@@ -192,12 +192,27 @@ func barrierMiddleware(next actor.ReceiverFunc) actor.ReceiverFunc {
 // names in sourcePIDs and put into cfg.SourcePIDs.
 func newHarness(t *testing.T, cfg Config, sourcePIDs ...string) *harness {
 	t.Helper()
+	return newHarnessWith(t, cfg, nil, sourcePIDs...)
+}
+
+// newHarnessWith is newHarness with more stub actors in the same system,
+// spawned first under their names (so cfg may name their PIDs, made with
+// stubPID).
+func newHarnessWith(t *testing.T, cfg Config, stubs map[string]actor.ReceiveFunc, sourcePIDs ...string) *harness {
+	t.Helper()
 	h := &harness{
 		t:   t,
 		sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })),
 		rec: newRecorder(),
 	}
 	h.status = h.sys.Root.Spawn(actor.PropsFromFunc(h.rec.statusReceive))
+	for name, receive := range stubs {
+		pid, err := h.sys.Root.SpawnNamed(actor.PropsFromFunc(receive), name)
+		if err != nil {
+			t.Fatalf("spawn %s: %v", name, err)
+		}
+		t.Cleanup(func() { h.sys.Root.Stop(pid) })
+	}
 	for _, name := range sourcePIDs {
 		pid := h.sys.Root.Spawn(actor.PropsFromFunc(h.rec.sourceReceive(name)))
 		h.srcs = append(h.srcs, pid)

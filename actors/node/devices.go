@@ -1,0 +1,199 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/actorlet/actorlet/internal/actorkit"
+	"github.com/actorlet/actorlet/messages"
+)
+
+// Extended resources (nvidia.com/gpu, a device plugin's resources): the
+// DevicesActor tells their allocatable (healthy devices) in
+// DeviceCapacity, and the NodeActor admits against it as against cpu and
+// memory (OutOf<resource>, upstream's predicate admit handler, with the
+// allocatable the device manager reports). Which devices a pod gets is the
+// DevicesActor's business, asked by the PodActor before its containers
+// are created.
+//
+// Until the DevicesActor has reported every built-in provider's devices
+// (DeviceCapacity.Ready), the pods the sources send wait unread: a GPU pod
+// that was running before a restart must not be rejected because the GPUs
+// were not counted yet. The wait is bounded (DeviceWait): a DevicesActor
+// that cannot answer does not stop the node.
+
+// DefaultDeviceWait bounds the wait for the DevicesActor's first capacity.
+const DefaultDeviceWait = 10 * time.Second
+
+// deviceState is the NodeActor's view of the extended resources.
+type deviceState struct {
+	allocatable map[v1.ResourceName]int64
+	ready       bool                  // a Ready capacity came, or the wait ended
+	held        []*messages.PodUpdate // source updates waiting for ready
+	wait        actorkit.Timer
+}
+
+// isExtended: a resource that is neither native (cpu, memory, storage,
+// hugepages, pods, the kubernetes.io domain) nor a quota-only name: what
+// the device manager and device plugins serve, as upstream's
+// IsExtendedResourceName.
+func isExtended(name v1.ResourceName) bool {
+	s := string(name)
+	if strings.HasPrefix(s, "requests.") || !strings.Contains(s, "/") {
+		return false
+	}
+	domain := s[:strings.Index(s, "/")]
+	return domain != "kubernetes.io" && !strings.HasSuffix(domain, ".kubernetes.io")
+}
+
+// extendedNames are the extended resources the pod asks for, sorted.
+func extendedNames(p *v1.Pod) []v1.ResourceName {
+	var out []v1.ResourceName
+	for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			for _, l := range []v1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
+				for name := range l {
+					if isExtended(name) && !slices.Contains(out, name) {
+						out = append(out, name)
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// extendedRequest is the pod's effective request of an extended resource
+// (limits stand for requests when only they are set, as API defaulting).
+func extendedRequest(p *v1.Pod, name v1.ResourceName) resource.Quantity {
+	q := podRequest(p, name)
+	if !q.IsZero() {
+		return q
+	}
+	withLimits := p.DeepCopy()
+	for _, cs := range [][]v1.Container{withLimits.Spec.InitContainers, withLimits.Spec.Containers} {
+		for i := range cs {
+			if l, ok := cs[i].Resources.Limits[name]; ok {
+				if cs[i].Resources.Requests == nil {
+					cs[i].Resources.Requests = v1.ResourceList{}
+				}
+				cs[i].Resources.Requests[name] = l
+			}
+		}
+	}
+	return podRequest(withLimits, name)
+}
+
+// devicesWired: a DevicesActor counts the extended resources.
+func (a *Actor) devicesWired() bool { return a.cfg.Devices != nil }
+
+// startDevices asks the DevicesActor for its capacity (a restarted
+// NodeActor is not told again otherwise) and arms the bounded wait.
+func (a *Actor) startDevices(ctx actor.Context) {
+	a.dev = deviceState{wait: actorkit.NewTimer("devices")}
+	if !a.devicesWired() {
+		a.dev.ready = true
+		return
+	}
+	ctx.Send(a.cfg.Devices, &messages.GetDeviceCapacity{ReplyTo: a.self.PID()})
+	a.dev.wait.Arm(a.self, a.cfg.DeviceWait)
+}
+
+// holdUpdate keeps a source's update while the devices are not counted;
+// true when held.
+func (a *Actor) holdUpdate(m *messages.PodUpdate) bool {
+	if a.dev.ready {
+		return false
+	}
+	a.dev.held = append(a.dev.held, m)
+	return true
+}
+
+// handleDeviceCapacity records the extended resources' allocatable and,
+// on the first ready one, admits the updates held meanwhile.
+func (a *Actor) handleDeviceCapacity(ctx actor.Context, m *messages.DeviceCapacity) {
+	a.dev.allocatable = m.Allocatable
+	if m.Ready {
+		a.devicesReady(ctx, "")
+	}
+}
+
+// devicesReady ends the wait (why: "" when the DevicesActor answered).
+func (a *Actor) devicesReady(ctx actor.Context, why string) {
+	if a.dev.ready {
+		return
+	}
+	if why != "" {
+		a.log.Warn("admitting pods without the device capacity", "why", why)
+	}
+	a.dev.ready = true
+	a.dev.wait.Stop()
+	held := a.dev.held
+	a.dev.held = nil
+	for _, m := range held {
+		a.handlePodUpdate(ctx, m)
+	}
+}
+
+// handleDevicesFired ends the bounded wait; false when m is not its timer.
+func (a *Actor) handleDevicesFired(ctx actor.Context, m *actorkit.Fired) bool {
+	if !a.dev.wait.Fired(a.self, m) {
+		return false
+	}
+	a.devicesReady(ctx, fmt.Sprintf("the devices actor did not report its devices within %s", a.cfg.DeviceWait))
+	return true
+}
+
+// fitsDevices checks the pod's extended resources against the
+// allocatable the DevicesActor reported (a resource it does not know has
+// none), as the CPU and memory in fits.
+func (a *Actor) fitsDevices(p *v1.Pod) (reason, msg string) {
+	if !a.devicesWired() {
+		return "", ""
+	}
+	for _, name := range extendedNames(p) {
+		want := extendedRequest(p, name)
+		if want.IsZero() {
+			continue
+		}
+		used := a.extUsed[name]
+		capacity := a.dev.allocatable[name]
+		if used+want.Value() > capacity {
+			return "OutOf" + string(name), fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
+				name, want.Value(), used, capacity)
+		}
+	}
+	return "", ""
+}
+
+// trackDevices adds (sign 1) or removes (-1) the pod's extended requests.
+func (a *Actor) trackDevices(p *v1.Pod, sign int) {
+	if !a.devicesWired() {
+		return
+	}
+	for _, name := range extendedNames(p) {
+		q := extendedRequest(p, name)
+		if a.extUsed == nil {
+			a.extUsed = map[v1.ResourceName]int64{}
+		}
+		a.extUsed[name] += int64(sign) * q.Value()
+		if a.extUsed[name] <= 0 {
+			delete(a.extUsed, name)
+		}
+	}
+}
+
+// releaseDevices tells the DevicesActor a terminated pod's devices are
+// free (only for pods that asked for any: no message per pod otherwise).
+func (a *Actor) releaseDevices(ctx actor.Context, e *entry) {
+	if a.devicesWired() && e.pod != nil && len(extendedNames(e.pod)) > 0 {
+		ctx.Send(a.cfg.Devices, &messages.ReleaseDevices{UID: e.pod.UID})
+	}
+}

@@ -1,0 +1,143 @@
+package node
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/actorlet/actorlet/messages"
+)
+
+const gpu = v1.ResourceName("nvidia.com/gpu")
+
+// gpuPod asks for n GPUs (limits only, as a manifest may).
+func gpuPod(uid string, n int64) *v1.Pod {
+	p := mkPod(uid, "img")
+	p.Spec.Containers[0].Resources.Limits = v1.ResourceList{gpu: *resource.NewQuantity(n, resource.DecimalSI)}
+	return p
+}
+
+// devicesStub is the DevicesActor as the NodeActor sees it: it records
+// what it is told.
+type devicesStub struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (d *devicesStub) receive(c actor.Context) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch m := c.Message().(type) {
+	case *messages.GetDeviceCapacity:
+		d.msgs = append(d.msgs, "capacity?")
+	case *messages.ReleaseDevices:
+		d.msgs = append(d.msgs, "release "+string(m.UID))
+	case *messages.PodsKnown:
+		d.msgs = append(d.msgs, "known")
+	case barrier:
+		close(m.done)
+	}
+}
+
+func (d *devicesStub) log() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.msgs)
+}
+
+func newDevicesHarness(t *testing.T, clk *clocktesting.FakeClock) (*harness, *devicesStub) {
+	t.Helper()
+	stub := &devicesStub{}
+	// The stub is spawned under this name in the harness's system.
+	pid := actor.NewPID("nonhost", "devices")
+	cfg := Config{NodeName: "n1", Devices: pid, DeviceWait: 10 * time.Second}
+	if clk != nil {
+		cfg.Clock = clk
+	}
+	h := newHarnessWith(t, cfg, map[string]actor.ReceiveFunc{"devices": stub.receive})
+	h.quiesce()
+	h.await(pid, nil)
+	return h, stub
+}
+
+func TestExtendedResourcesAdmittedAgainstTheDevices(t *testing.T) {
+	h, stub := newDevicesHarness(t, nil)
+	if got := stub.log(); !slices.Equal(got, []string{"capacity?"}) {
+		t.Fatalf("devices actor told %q at start, want the capacity asked", got)
+	}
+	h.run([]step{
+		{
+			name: "pods wait until the devices are counted",
+			do:   sendAll(set(messages.SourceFile, gpuPod("a", 1), gpuPod("b", 1), mkPod("c", "img"))),
+			pods: map[string]string{"a": "", "b": "", "c": ""},
+		},
+		{
+			name: "a capacity that is not ready yet admits nothing",
+			do:   sendAll(&messages.DeviceCapacity{Allocatable: map[v1.ResourceName]int64{gpu: 0}}),
+			pods: map[string]string{"a": "", "b": "", "c": ""},
+		},
+		{
+			name:   "one GPU: the first pod runs, the second is OutOfnvidia.com/gpu, the plain pod runs",
+			do:     sendAll(&messages.DeviceCapacity{Allocatable: map[v1.ResourceName]int64{gpu: 1}, Ready: true}),
+			pods:   map[string]string{"a": "SyncPod img", "b": "", "c": "SyncPod img"},
+			status: []string{"update b Failed OutOfnvidia.com/gpu"},
+		},
+	})
+	if got := h.rec.last["b"].Status.Message; got != "Node didn't have enough resource: nvidia.com/gpu, requested: 1, used: 1, capacity: 1" {
+		t.Errorf("rejection message %q", got)
+	}
+	h.terminated("a")
+	h.terminated("c")
+	h.quiesce()
+	h.await(actor.NewPID("nonhost", "devices"), nil)
+	if got := stub.log(); !slices.Equal(got, []string{"capacity?", "release a"}) {
+		t.Fatalf("devices actor told %q, want the release of a only (c asked for no device)", got)
+	}
+	h.run([]step{{
+		name:   "the GPU is free again: a new pod asking for it runs",
+		do:     sendAll(add(messages.SourcePush, gpuPod("d", 1))),
+		pods:   map[string]string{"d": "SyncPod img"},
+		status: []string{"update b Failed OutOfnvidia.com/gpu", "forget a", "forget c"},
+	}})
+}
+
+func TestDeviceWaitIsBounded(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	h, _ := newDevicesHarness(t, clk)
+	h.run([]step{
+		{
+			name: "held while the devices actor says nothing",
+			do:   sendAll(set(messages.SourceFile, gpuPod("a", 1), mkPod("c", "img"))),
+			pods: map[string]string{"a": "", "c": ""},
+		},
+		{
+			name:   "after the wait: admitted with no device known",
+			do:     func(h *harness) { clk.Step(10 * time.Second) },
+			pods:   map[string]string{"a": "", "c": "SyncPod img"},
+			status: []string{"update a Failed OutOfnvidia.com/gpu"},
+		},
+	})
+}
+
+func TestIsExtended(t *testing.T) {
+	for _, tt := range []struct {
+		name v1.ResourceName
+		want bool
+	}{
+		{"nvidia.com/gpu", true}, {"example.com/foo", true},
+		{"cpu", false}, {"memory", false}, {"hugepages-2Mi", false}, {"ephemeral-storage", false},
+		{"kubernetes.io/something", false}, {"node.kubernetes.io/x", false}, {"requests.nvidia.com/gpu", false},
+	} {
+		t.Run(string(tt.name), func(t *testing.T) {
+			if got := isExtended(tt.name); got != tt.want {
+				t.Fatalf("isExtended(%s) = %v", tt.name, got)
+			}
+		})
+	}
+}
