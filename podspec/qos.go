@@ -3,6 +3,8 @@ package podspec
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -79,4 +81,38 @@ func CgroupParent(pod *v1.Pod) string {
 // <root>/<namespace>_<name>_<uid>.
 func PodLogDir(root string, pod *v1.Pod) string {
 	return filepath.Join(root, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID))
+}
+
+// IsExtendedResource reports whether name is an extended resource (a
+// device plugin's or the built-in GPUs', e.g. nvidia.com/gpu): neither
+// native (cpu, memory, ephemeral-storage, hugepages-*, pods, the
+// kubernetes.io domains) nor a quota name (requests.*), as upstream's
+// IsExtendedResourceName.
+func IsExtendedResource(name v1.ResourceName) bool {
+	s := string(name)
+	i := strings.IndexByte(s, '/')
+	if strings.HasPrefix(s, "requests.") || i < 0 {
+		return false
+	}
+	domain := s[:i]
+	return domain != "kubernetes.io" && !strings.HasSuffix(domain, ".kubernetes.io")
+}
+
+// ExtendedResources are the extended resources any container of the pod
+// asks for (requests or limits), sorted.
+func ExtendedResources(p *v1.Pod) []v1.ResourceName {
+	var out []v1.ResourceName
+	for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			for _, l := range []v1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
+				for name := range l {
+					if IsExtendedResource(name) && !slices.Contains(out, name) {
+						out = append(out, name)
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }

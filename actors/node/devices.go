@@ -2,8 +2,6 @@ package node
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // Extended resources (nvidia.com/gpu, a device plugin's resources): the
@@ -39,36 +38,8 @@ type deviceState struct {
 	wait        actorkit.Timer
 }
 
-// isExtended: a resource that is neither native (cpu, memory, storage,
-// hugepages, pods, the kubernetes.io domain) nor a quota-only name: what
-// the device manager and device plugins serve, as upstream's
-// IsExtendedResourceName.
-func isExtended(name v1.ResourceName) bool {
-	s := string(name)
-	if strings.HasPrefix(s, "requests.") || !strings.Contains(s, "/") {
-		return false
-	}
-	domain := s[:strings.Index(s, "/")]
-	return domain != "kubernetes.io" && !strings.HasSuffix(domain, ".kubernetes.io")
-}
-
 // extendedNames are the extended resources the pod asks for, sorted.
-func extendedNames(p *v1.Pod) []v1.ResourceName {
-	var out []v1.ResourceName
-	for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for _, c := range cs {
-			for _, l := range []v1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
-				for name := range l {
-					if isExtended(name) && !slices.Contains(out, name) {
-						out = append(out, name)
-					}
-				}
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
-}
+func extendedNames(p *v1.Pod) []v1.ResourceName { return podspec.ExtendedResources(p) }
 
 // extendedRequest is the pod's effective request of an extended resource
 // (limits stand for requests when only they are set, as API defaulting).

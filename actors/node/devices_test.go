@@ -124,20 +124,3 @@ func TestDeviceWaitIsBounded(t *testing.T) {
 		},
 	})
 }
-
-func TestIsExtended(t *testing.T) {
-	for _, tt := range []struct {
-		name v1.ResourceName
-		want bool
-	}{
-		{"nvidia.com/gpu", true}, {"example.com/foo", true},
-		{"cpu", false}, {"memory", false}, {"hugepages-2Mi", false}, {"ephemeral-storage", false},
-		{"kubernetes.io/something", false}, {"node.kubernetes.io/x", false}, {"requests.nvidia.com/gpu", false},
-	} {
-		t.Run(string(tt.name), func(t *testing.T) {
-			if got := isExtended(tt.name); got != tt.want {
-				t.Fatalf("isExtended(%s) = %v", tt.name, got)
-			}
-		})
-	}
-}

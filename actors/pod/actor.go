@@ -42,6 +42,7 @@ import (
 	"github.com/actorlet/actorlet/errdefs"
 	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // Metrics is what a PodActor reports. May be nil.
@@ -109,6 +110,10 @@ type Deps struct {
 	ConfigSource ConfigSource
 	// Volumes is the VolumeActor; nil: pods with volumes get none mounted.
 	Volumes *actor.PID
+	// Devices is the DevicesActor, asked for the devices of a pod that
+	// requests extended resources (GPUs) before its containers are
+	// created; nil: such pods get none.
+	Devices *actor.PID
 	// Files keeps the pod's files on the host (managed /etc/hosts,
 	// termination logs, probe checkpoints); nil: none.
 	Files Files
@@ -197,6 +202,7 @@ type Actor struct {
 	slot     startSlot
 	images   imageWaits
 	volumes  volumeState
+	devices  deviceState
 	probes   probeSet
 	deadline deadline
 	events   eventLog
@@ -242,6 +248,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handleImageResult(ctx, m)
 	case *messages.VolumesReady:
 		a.handleVolumesReady(ctx, m)
+	case *messages.DevicesAllocated:
+		a.handleDevicesAllocated(ctx, m)
 	case *messages.StartGranted:
 		if a.slot.grant() {
 			a.kick(ctx)
@@ -307,6 +315,7 @@ func (a *Actor) handleFired(ctx actor.Context, m *actorkit.Fired) {
 		// A volume answer pending for a whole period is lost (the
 		// VolumeActor restarted): ask again.
 		a.volumes.asked = false
+		a.devices.asked = false
 		a.look(ctx, false)
 	case a.cacheTTL.Fired(a.self, m):
 		if a.asked {
@@ -570,6 +579,13 @@ func (a *Actor) take(ctx actor.Context, act action) {
 		if !ready {
 			return // VolumesReady continues
 		}
+		ready, ask = a.devices.ready(a.d.Devices != nil, len(podspec.ExtendedResources(a.pod)) > 0)
+		if ask {
+			ctx.Send(a.d.Devices, &messages.AllocateDevices{Pod: a.pod.DeepCopy(), ReplyTo: a.self.PID()})
+		}
+		if !ready {
+			return // DevicesAllocated continues
+		}
 		id := a.images.add(act)
 		ctx.Send(a.d.Images, &messages.EnsureImage{
 			RequestID: id, Image: act.container.Image, Policy: act.container.ImagePullPolicy, ReplyTo: a.self.PID(),
@@ -585,6 +601,30 @@ func (a *Actor) handleVolumesReady(ctx actor.Context, m *messages.VolumesReady) 
 	}
 	if m.Reason != "" {
 		a.event(v1.EventTypeWarning, m.Reason, "volumes", "Unable to attach or mount volumes: %s", m.Message)
+		for _, c := range append(append([]v1.Container{}, a.pod.Spec.InitContainers...), a.pod.Spec.Containers...) {
+			a.waits[c.Name] = waitInfo{reason: ReasonContainerCreating, message: m.Reason + ": " + m.Message}
+		}
+		a.hold(a.retry.fail())
+		a.kick(ctx)
+		return
+	}
+	for name, w := range a.waits {
+		if w.reason == ReasonContainerCreating {
+			delete(a.waits, name)
+		}
+	}
+	a.kick(ctx)
+}
+
+// handleDevicesAllocated continues a start that waited for the pod's
+// devices; a refusal (a device turned unhealthy since admission, a plugin
+// failing) is an event and a retry with back-off, as a failed mount.
+func (a *Actor) handleDevicesAllocated(ctx actor.Context, m *messages.DevicesAllocated) {
+	if a.kill != nil || m.UID != a.uid || !a.devices.answered(m) {
+		return
+	}
+	if m.Reason != "" {
+		a.event(v1.EventTypeWarning, m.Reason, "devices", "%s", m.Message)
 		for _, c := range append(append([]v1.Container{}, a.pod.Spec.InitContainers...), a.pod.Spec.Containers...) {
 			a.waits[c.Name] = waitInfo{reason: ReasonContainerCreating, message: m.Reason + ": " + m.Message}
 		}

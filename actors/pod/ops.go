@@ -187,12 +187,14 @@ func (a *Actor) startFunc(act action) opFunc {
 	pod, src, hostIP, hostFiles := a.pod.DeepCopy(), a.d.ConfigSource, a.d.Config.HostIP, HostFiles(a.d.Files)
 	alloc := a.d.Config.NodeAllocatable // never written after the start: shared read-only
 	attempt := act.attempt
+	devs := a.devices.containers[act.container.Name] // read only once answered
 	return func(ctx context.Context) (*delta, error) {
 		envs, command, args, err := makeEnv(ctx, envInput{pod: pod, c: spec, podIP: hooks.podIP, hostIP: hostIP, src: src, allocatable: alloc})
 		if err != nil {
 			return nil, &startError{config: true, err: err}
 		}
 		cfg.Envs, cfg.Command, cfg.Args = envs, command, args
+		applyDevices(cfg, devs)
 		if err := hostMounts(cfg, hostFiles, pod, spec, attempt, hooks.podIP); err != nil {
 			return nil, &startError{err: fmt.Errorf("create container %s: %w", cfg.Metadata.Name, err)}
 		}

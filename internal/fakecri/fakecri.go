@@ -91,6 +91,7 @@ type sandbox struct {
 
 type container struct {
 	st        *runtimeapi.ContainerStatus
+	cfg       *runtimeapi.ContainerConfig // as created
 	sandboxID string
 	order     int
 }
@@ -440,6 +441,18 @@ func (r *Runtime) Containers() []*runtimeapi.ContainerStatus {
 	return out
 }
 
+// ContainerConfig returns the config container id was created with (nil
+// when unknown): its environment, devices and mounts as the agent asked.
+func (r *Runtime) ContainerConfig(id string) *runtimeapi.ContainerConfig {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.containers[id]
+	if !ok || c.cfg == nil {
+		return nil
+	}
+	return clone(c.cfg)
+}
+
 // SandboxOf returns the ID of container id's sandbox ("" when unknown).
 func (r *Runtime) SandboxOf(id string) string {
 	r.mu.Lock()
@@ -632,7 +645,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, podID string, cfg *runtim
 		ref = img.img.Id
 	}
 	id := r.nextID("c")
-	r.containers[id] = &container{sandboxID: podID, order: r.nextOrder(), st: &runtimeapi.ContainerStatus{
+	r.containers[id] = &container{sandboxID: podID, order: r.nextOrder(), cfg: cfg, st: &runtimeapi.ContainerStatus{
 		Id: id, Metadata: cfg.Metadata, State: runtimeapi.ContainerState_CONTAINER_CREATED,
 		CreatedAt: r.now(), Labels: cfg.Labels, Annotations: cfg.Annotations,
 		Image: cfg.Image, ImageRef: ref, Mounts: cfg.Mounts,
