@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime"
 	"time"
 
@@ -31,7 +32,8 @@ type API interface {
 	GetNode(ctx context.Context, name string) (*v1.Node, error)
 	CreateNode(ctx context.Context, node *v1.Node) (*v1.Node, error)
 	PatchNodeStatus(ctx context.Context, name string, oldStatus, newStatus *v1.NodeStatus) (*v1.Node, error)
-	PatchNodeMeta(ctx context.Context, name string, labels map[string]string) (*v1.Node, error)
+	// PatchNodeMeta merges labels and annotations into the Node.
+	PatchNodeMeta(ctx context.Context, name string, labels, annotations map[string]string) (*v1.Node, error)
 }
 
 // Leaser renews the node's Lease.
@@ -73,6 +75,11 @@ type Config struct {
 	Status *actor.PID
 	// Events, when set, records the Node's events (NodeReady, NodeNotReady).
 	Events Recorder
+	// Devices, when set, is the DevicesActor: its extended resources
+	// (nvidia.com/gpu, device plugins') join the capacity (all devices) and
+	// the allocatable (healthy ones), and its labels and annotations (GPU
+	// feature discovery's) the Node's.
+	Devices *actor.PID
 	// RetryBase is the first retry after a failed status patch or lease
 	// renewal, doubling up to the update period (status) or a quarter of the
 	// lease (lease); upstream's lease controller starts at 200 ms.
@@ -135,6 +142,7 @@ type Actor struct {
 	statusTimer  actorkit.Timer // every UpdateFrequency: read the machine, ask PLEG's health
 	leaseTimer   actorkit.Timer // every LeaseDuration/4: renew the Lease
 	retryTimer   actorkit.Timer // after a failed registration
+	devices      *messages.DeviceCapacity
 }
 
 type (
@@ -184,6 +192,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.Health:
 		a.health = m
 		a.report(false)
+	case *messages.DeviceCapacity:
+		a.handleDeviceCapacity(m)
 	case *patched:
 		a.handlePatched(m)
 	case *renewed:
@@ -200,6 +210,9 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.retryTimer = actorkit.NewTimer("register")
 	a.register()
 	a.readMachine()
+	if a.cfg.Devices != nil {
+		ctx.Send(a.cfg.Devices, &messages.GetDeviceCapacity{ReplyTo: ctx.Self()})
+	}
 	a.statusTimer.Arm(a.self, a.cfg.UpdateFrequency)
 	a.leaseTimer.Arm(a.self, a.cfg.LeaseDuration/4)
 }
@@ -239,8 +252,8 @@ func (a *Actor) register() {
 		if err != nil {
 			return &registered{err: err}
 		}
-		if !hasLabels(existing.Labels, node.Labels) {
-			existing, err = api.PatchNodeMeta(ctx, node.Name, node.Labels)
+		if !hasLabels(existing.Labels, node.Labels) || !hasLabels(existing.Annotations, node.Annotations) {
+			existing, err = api.PatchNodeMeta(ctx, node.Name, node.Labels, node.Annotations)
 		}
 		return &registered{node: existing, err: err}
 	})
@@ -276,7 +289,34 @@ func (a *Actor) handleRegistered(ctx actor.Context, m *registered) {
 }
 
 func (a *Actor) initialNode() *v1.Node {
-	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: Labels(a.cfg.Hostname, a.cfg.Labels)}}
+	labels := Labels(a.cfg.Hostname, a.cfg.Labels)
+	var annotations map[string]string
+	if d := a.devices; d != nil {
+		for k, v := range d.Labels {
+			if _, set := a.cfg.Labels[k]; !set { // --node-labels win
+				labels[k] = v
+			}
+		}
+		if len(d.Annotations) > 0 {
+			annotations = maps.Clone(d.Annotations)
+		}
+	}
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: labels, Annotations: annotations}}
+}
+
+// handleDeviceCapacity takes the DevicesActor's extended resources into
+// the next report, and its labels and annotations into the Node's
+// metadata (registering again merges them).
+func (a *Actor) handleDeviceCapacity(m *messages.DeviceCapacity) {
+	a.devices = m
+	if a.node != nil {
+		want := a.initialNode()
+		if !hasLabels(a.node.Labels, want.Labels) || !hasLabels(a.node.Annotations, want.Annotations) {
+			a.register()
+			return // registered reports
+		}
+	}
+	a.report(false)
 }
 
 // Labels are the labels a node registers with, as upstream: hostname, os
@@ -468,6 +508,13 @@ func (a *Actor) status(now time.Time) (*v1.NodeStatus, error) {
 		capacity[k] = v.DeepCopy()
 	}
 	capacity[v1.ResourcePods] = *resource.NewQuantity(int64(a.cfg.MaxPods), resource.DecimalSI)
+	var devAllocatable map[v1.ResourceName]int64
+	if d := a.devices; d != nil {
+		for name, n := range d.Capacity {
+			capacity[name] = *resource.NewQuantity(n, resource.DecimalSI)
+		}
+		devAllocatable = d.Allocatable
+	}
 	var eviction v1.ResourceList
 	if a.cfg.EvictionHard != nil {
 		eviction = a.cfg.EvictionHard(capacity)
@@ -484,6 +531,12 @@ func (a *Actor) status(now time.Time) (*v1.NodeStatus, error) {
 			q = *resource.NewQuantity(0, q.Format)
 		}
 		allocatable[name] = q
+	}
+	if a.devices != nil {
+		for name := range a.devices.Capacity {
+			// The healthy devices, as upstream's device manager reports them.
+			allocatable[name] = *resource.NewQuantity(devAllocatable[name], resource.DecimalSI)
+		}
 	}
 	info.KubeletVersion = a.cfg.KubeletVersion
 	info.ContainerRuntimeVersion = a.cfg.RuntimeVersion

@@ -101,11 +101,17 @@ func (f *fakeAPI) PatchNodeStatus(_ context.Context, name string, _, st *v1.Node
 	return f.node.DeepCopy(), nil
 }
 
-func (f *fakeAPI) PatchNodeMeta(_ context.Context, _ string, labels map[string]string) (*v1.Node, error) {
+func (f *fakeAPI) PatchNodeMeta(_ context.Context, _ string, labels, annotations map[string]string) (*v1.Node, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for k, v := range labels {
 		f.node.Labels[k] = v
+	}
+	for k, v := range annotations {
+		if f.node.Annotations == nil {
+			f.node.Annotations = map[string]string{}
+		}
+		f.node.Annotations[k] = v
 	}
 	return f.node.DeepCopy(), nil
 }
@@ -145,6 +151,7 @@ type harness struct {
 	events *fakeRecorder
 	mu     sync.Mutex
 	health messages.Health
+	pid    *actor.PID // the NodeStatusActor
 }
 
 // fakeRecorder keeps the events recorded, as "reason: message".
@@ -186,6 +193,7 @@ func newHarness(t *testing.T, opts ...func(*Config)) *harness {
 		o(&cfg)
 	}
 	pid := h.sys.Root.Spawn(actor.PropsFromProducer(New(cfg, h.api, h.api, fakeMachine{}, pleg, h.clk, quiet)))
+	h.pid = pid
 	t.Cleanup(func() { h.sys.Root.Stop(pid) })
 	return h
 }
@@ -394,4 +402,39 @@ func TestAllocatableLeavesOutTheEvictionThresholds(t *testing.T) {
 	if got := n.Status.Capacity.Memory().String(); got != "4Gi" {
 		t.Errorf("capacity memory %s, want 4Gi", got)
 	}
+}
+
+func TestDevicesJoinCapacityAndLabels(t *testing.T) {
+	h := newHarness(t)
+	h.waitNode("registered", func(n *v1.Node, _, patches, _ int) bool { return patches > 0 })
+	h.sys.Root.Send(h.pid, &messages.DeviceCapacity{
+		Capacity:    map[v1.ResourceName]int64{"nvidia.com/gpu": 8},
+		Allocatable: map[v1.ResourceName]int64{"nvidia.com/gpu": 7},
+		Labels:      map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "pool": "gpu"},
+		Annotations: map[string]string{"actorlet.io/gpus": "[]"},
+		Ready:       true,
+	})
+	n := h.waitNode("GPUs in the status and labels", func(n *v1.Node, _, _, _ int) bool {
+		q, ok := n.Status.Allocatable["nvidia.com/gpu"]
+		return ok && q.Value() == 7 && n.Labels["nvidia.com/gpu.product"] != ""
+	})
+	if q := n.Status.Capacity["nvidia.com/gpu"]; q.Value() != 8 {
+		t.Errorf("capacity %s, want 8 (every GPU, the unhealthy one too)", q.String())
+	}
+	if n.Labels["pool"] != "a" {
+		t.Errorf("label pool=%q: --node-labels must win over the devices' labels", n.Labels["pool"])
+	}
+	if n.Annotations["actorlet.io/gpus"] != "[]" {
+		t.Errorf("annotations %v", n.Annotations)
+	}
+	h.sys.Root.Send(h.pid, &messages.DeviceCapacity{
+		Capacity:    map[v1.ResourceName]int64{"nvidia.com/gpu": 8},
+		Allocatable: map[v1.ResourceName]int64{"nvidia.com/gpu": 6},
+		Labels:      map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+		Ready:       true,
+	})
+	h.waitNode("one more GPU unhealthy", func(n *v1.Node, _, _, _ int) bool {
+		q := n.Status.Allocatable["nvidia.com/gpu"]
+		return q.Value() == 6
+	})
 }

@@ -166,10 +166,14 @@ func (c *Client) PatchNodeStatus(ctx context.Context, name string, oldStatus, ne
 	return n, nil
 }
 
-// PatchNodeMeta merges labels into the Node (for --node-labels on an
-// existing Node).
-func (c *Client) PatchNodeMeta(ctx context.Context, name string, labels map[string]string) (*v1.Node, error) {
-	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+// PatchNodeMeta merges labels and annotations into the Node (for
+// --node-labels on an existing Node, the GPUs' labels and annotations).
+func (c *Client) PatchNodeMeta(ctx context.Context, name string, labels, annotations map[string]string) (*v1.Node, error) {
+	meta := map[string]any{"labels": labels}
+	if len(annotations) > 0 {
+		meta["annotations"] = annotations
+	}
+	b, err := json.Marshal(map[string]any{"metadata": meta})
 	if err != nil {
 		return nil, err
 	}
