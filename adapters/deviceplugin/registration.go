@@ -1,0 +1,288 @@
+// Package deviceplugin speaks the kubelet's device plugin API
+// (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1) on both of its sides.
+//
+// Registration is the kubelet's registration server on
+// <dir>/kubelet.sock (dir is <root-dir>/device-plugins): a vendor plugin
+// calls Register there, the request is checked as upstream's device manager
+// checks it, and an accepted one is handed on as a
+// messages.DevicePluginRegistered. Plugin is the client of one registered
+// plugin (its own socket in the same dir): ListAndWatch, Allocate,
+// GetPreferredAllocation and PreStartContainer, with the methods of the
+// DevicesActor's Provider, so the actor treats a vendor's plugin like its
+// built-in GPUs.
+//
+// The package is an inbound adapter: it imports messages, never actors.
+package deviceplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/actorlet/actorlet/messages"
+)
+
+// SocketName is the name of the registration socket in the device plugins
+// dir, as upstream's kubelet (pluginapi.KubeletSocket).
+const SocketName = "kubelet.sock"
+
+// Registration is the kubelet's device plugin registration server
+// (pluginapi.RegistrationServer) on <dir>/kubelet.sock.
+type Registration struct {
+	dir  string
+	send func(*messages.DevicePluginRegistered)
+	log  *slog.Logger
+
+	mu  sync.Mutex
+	cur *serving // nil when not serving
+}
+
+// serving is one run of the gRPC server: done is closed when Serve
+// returned, with its error in err.
+type serving struct {
+	srv  *grpc.Server
+	done chan struct{}
+	err  error
+}
+
+// NewRegistration returns a registration server for the device plugins dir
+// (upstream: /var/lib/kubelet/device-plugins). send receives every accepted
+// registration, the plugin's endpoint made an absolute path in dir; it is
+// called from gRPC goroutines and must be safe for concurrent use and quick
+// (an actor's Send). log may be nil (slog.Default()).
+func NewRegistration(dir string, send func(*messages.DevicePluginRegistered), log *slog.Logger) *Registration {
+	if log == nil {
+		log = slog.Default()
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return &Registration{dir: dir, send: send, log: log.With("component", "deviceplugin-registration")}
+}
+
+// SocketPath is where the registration server listens: <dir>/kubelet.sock.
+func (r *Registration) SocketPath() string {
+	return filepath.Join(r.dir, SocketName)
+}
+
+// Start makes dir (0750) if it is missing, removes a stale socket left by an
+// earlier process, listens on the registration socket and serves it in a
+// goroutine until ctx ends or Stop is called.
+func (r *Registration) Start(ctx context.Context) error {
+	_, err := r.start(ctx)
+	return err
+}
+
+// Serve is Start, then waits until ctx ends (nil) or the server fails (the
+// error), and stops it.
+func (r *Registration) Serve(ctx context.Context) error {
+	run, err := r.start(ctx)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		r.stop(run)
+		return nil
+	case <-run.done:
+		r.stop(run)
+		if run.err == nil || errors.Is(run.err, grpc.ErrServerStopped) {
+			return nil
+		}
+		return fmt.Errorf("device plugin registration: serve: %w", run.err)
+	}
+}
+
+// Stop stops serving (open RPCs are cancelled) and removes the socket. It
+// is idempotent; Start may be called again afterwards.
+func (r *Registration) Stop() {
+	r.mu.Lock()
+	run := r.cur
+	r.mu.Unlock()
+	if run != nil {
+		r.stop(run)
+	}
+}
+
+func (r *Registration) start(ctx context.Context) (*serving, error) {
+	if r.send == nil {
+		return nil, errors.New("device plugin registration: no send function")
+	}
+	if !filepath.IsAbs(r.dir) {
+		return nil, fmt.Errorf("device plugin registration: dir %q is not an absolute path", r.dir)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cur != nil {
+		return nil, errors.New("device plugin registration: already started")
+	}
+	l, err := listenUnix(r.SocketPath())
+	if err != nil {
+		return nil, fmt.Errorf("device plugin registration: %w", err)
+	}
+	run := &serving{srv: grpc.NewServer(), done: make(chan struct{})}
+	pluginapi.RegisterRegistrationServer(run.srv, &registrationServer{r: r})
+	r.cur = run
+	go func() {
+		run.err = run.srv.Serve(l)
+		close(run.done)
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+			r.stop(run)
+		case <-run.done:
+		}
+	}()
+	r.log.Info("device plugin registration server listening", "socket", r.SocketPath(), "version", pluginapi.Version)
+	return run, nil
+}
+
+// stop stops run and waits for its serving goroutine.
+func (r *Registration) stop(run *serving) {
+	r.mu.Lock()
+	current := r.cur == run
+	if current {
+		r.cur = nil
+	}
+	r.mu.Unlock()
+	run.srv.Stop()
+	<-run.done
+	if current {
+		r.log.Info("device plugin registration server stopped")
+	}
+}
+
+// registrationServer is the gRPC face of a Registration.
+type registrationServer struct {
+	pluginapi.UnimplementedRegistrationServer
+	r *Registration
+}
+
+// Register checks a plugin's registration as upstream's device manager does
+// and tells the DevicesActor about an accepted one.
+func (s *registrationServer) Register(_ context.Context, req *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
+	msg, err := s.r.check(req)
+	if err != nil {
+		s.r.log.Warn("device plugin registration refused", "resource", req.GetResourceName(),
+			"endpoint", req.GetEndpoint(), "version", req.GetVersion(), "err", err)
+		return nil, err
+	}
+	s.r.log.Info("device plugin registered", "resource", msg.ResourceName, "endpoint", msg.Endpoint,
+		"preStartRequired", msg.PreStartRequired, "preferredAllocation", msg.GetPreferredAllocationAvailable)
+	s.r.send(msg)
+	return &pluginapi.Empty{}, nil
+}
+
+// check validates a registration and returns the message it becomes, or a
+// gRPC status error saying why it is refused.
+func (r *Registration) check(req *pluginapi.RegisterRequest) (*messages.DevicePluginRegistered, error) {
+	if !slices.Contains(pluginapi.SupportedVersions[:], req.GetVersion()) {
+		return nil, status.Errorf(codes.InvalidArgument,
+			"requested API version %q is not supported by kubelet. Supported version is %q",
+			req.GetVersion(), pluginapi.SupportedVersions)
+	}
+	if err := ValidateResourceName(req.GetResourceName()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := validateEndpoint(req.GetEndpoint()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	endpoint := filepath.Join(r.dir, req.GetEndpoint())
+	fi, err := os.Stat(endpoint)
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"the Endpoint %q: the plugin must serve its socket before it registers: %v", req.GetEndpoint(), err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return nil, status.Errorf(codes.FailedPrecondition, "the Endpoint %q: %s is not a socket", req.GetEndpoint(), endpoint)
+	}
+	opts := req.GetOptions()
+	return &messages.DevicePluginRegistered{
+		ResourceName:                    req.GetResourceName(),
+		Endpoint:                        endpoint,
+		PreStartRequired:                opts.GetPreStartRequired(),
+		GetPreferredAllocationAvailable: opts.GetGetPreferredAllocationAvailable(),
+	}, nil
+}
+
+// ValidateResourceName says whether name may be served by a device plugin:
+// an extended resource name as upstream's IsExtendedResourceName has it
+// (domain-prefixed, not in the kubernetes.io/ namespace, no "requests."
+// prefix, and a qualified name once "requests." is put before it).
+func ValidateResourceName(name string) error {
+	invalid := func(why string) error {
+		return fmt.Errorf("the ResourceName %q is invalid: %s", name, why)
+	}
+	switch {
+	case name == "":
+		return invalid("it is empty")
+	case !strings.Contains(name, "/"):
+		return invalid("an extended resource needs a domain prefix (example.com/name); unprefixed names are native resources")
+	case strings.Contains(name, v1.ResourceDefaultNamespacePrefix):
+		return invalid("the kubernetes.io/ namespace is reserved for native resources")
+	case strings.HasPrefix(name, v1.DefaultResourceRequestsPrefix):
+		return invalid("the requests. prefix is reserved for quota")
+	}
+	if errs := validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix + name); len(errs) > 0 {
+		return invalid(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// validateEndpoint checks that a plugin's endpoint is a socket file name in
+// the device plugins dir.
+func validateEndpoint(endpoint string) error {
+	invalid := func(why string) error {
+		return fmt.Errorf("the Endpoint %q is invalid: %s", endpoint, why)
+	}
+	switch {
+	case endpoint == "":
+		return invalid("it is empty; it must be the name of the plugin's socket file in the device plugins dir")
+	case strings.ContainsAny(endpoint, `/\`):
+		return invalid(`it must be a file name in the device plugins dir, without "/"`)
+	case strings.Contains(endpoint, ".."), endpoint == ".":
+		return invalid(`it must be a file name in the device plugins dir, without ".."`)
+	case endpoint == SocketName:
+		return invalid("it is the kubelet's own registration socket")
+	case strings.ContainsRune(endpoint, 0):
+		return invalid("it contains a NUL byte")
+	}
+	return nil
+}
+
+// listenUnix listens on a unix socket at p, making its dir (0750) if it is
+// missing and removing a stale socket there first. A file there that is not
+// a socket is left alone and refused.
+func listenUnix(p string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+		return nil, fmt.Errorf("socket dir: %w", err)
+	}
+	if fi, err := os.Lstat(p); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket", p)
+		}
+		if err := os.Remove(p); err != nil {
+			return nil, fmt.Errorf("remove stale socket: %w", err)
+		}
+	}
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	return l, nil
+}
