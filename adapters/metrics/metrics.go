@@ -82,6 +82,7 @@ type Registry struct {
 	runtimeOpsDuration *prometheus.HistogramVec
 	runtimeOpsErrors   *prometheus.CounterVec
 	evictions          *prometheus.CounterVec
+	devices            *deviceMetrics
 	imagePull          *prometheus.HistogramVec
 	imageGC            *prometheus.CounterVec
 	probeTotal         *prometheus.CounterVec
@@ -176,6 +177,8 @@ func New() *Registry {
 		r.probeTotal, r.probeDuration,
 		r.actorRestarts, r.actorPanics, r.actorStats,
 	)
+	r.devices = newDeviceMetrics()
+	r.reg.MustRegister(r.devices.collectors()...)
 	return r
 }
 
