@@ -47,6 +47,10 @@ type Config struct {
 	Push *actor.PID
 	// PLEG answers *messages.GetHealth. Required.
 	PLEG *actor.PID
+	// Devices answers the DevicesActor's queries: GET /devices (read-only
+	// too) and POST /devices/fault (main port). Optional: without it the
+	// paths are not served.
+	Devices *actor.PID
 	// Decode parses and validates one pod manifest (JSON or YAML).
 	Decode func([]byte) (*v1.Pod, error)
 	// Metrics serves GET /metrics; nil leaves the path unserved (404).
@@ -154,12 +158,18 @@ func (s *Server) Main() http.Handler {
 	if s.cfg.Debug != nil {
 		mux.Handle("/debug/", s.cfg.Debug)
 	}
+	if s.cfg.Devices != nil {
+		mux.HandleFunc("POST /devices/fault", s.handleDeviceFault)
+	}
 	return s.recover(mux)
 }
 
 func (s *Server) readOnlyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
 	mux.HandleFunc("GET /pods", s.handleGetPods)
+	if s.cfg.Devices != nil {
+		mux.HandleFunc("GET /devices", s.handleGetDevices)
+	}
 	if s.cfg.Metrics != nil {
 		mux.Handle("GET /metrics", s.cfg.Metrics)
 	}

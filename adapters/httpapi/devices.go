@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/actorlet/actorlet/messages"
+)
+
+// DevicesView is GET /devices: the node's extended resources as the
+// DevicesActor knows them (the standalone node view of the GPUs; in
+// cluster mode the Node object shows the same counts and labels).
+type DevicesView struct {
+	Capacity    map[v1.ResourceName]int64    `json:"capacity"`
+	Allocatable map[v1.ResourceName]int64    `json:"allocatable"`
+	Healthy     map[v1.ResourceName][]string `json:"healthy"`
+	Labels      map[string]string            `json:"labels,omitempty"`
+	Annotations map[string]string            `json:"annotations,omitempty"`
+	Pods        []DevicesPod                 `json:"pods"`
+}
+
+// DevicesPod is one pod's devices by container and resource.
+type DevicesPod struct {
+	Namespace  string                                  `json:"namespace"`
+	Name       string                                  `json:"name"`
+	UID        types.UID                               `json:"uid"`
+	Containers map[string]map[v1.ResourceName][]string `json:"containers"`
+}
+
+// handleGetDevices serves GET /devices.
+func (s *Server) handleGetDevices(w http.ResponseWriter, r *http.Request) {
+	const what = "devices actor"
+	var view DevicesView
+	res, aerr := s.ask(r, s.cfg.Devices, what, &messages.GetDeviceCapacity{})
+	if aerr != nil {
+		httpError(w, aerr.code, "devices: %s", aerr.msg)
+		return
+	}
+	c, ok := res.(*messages.DeviceCapacity)
+	if !ok {
+		httpError(w, http.StatusInternalServerError, "devices: unexpected answer %T", res)
+		return
+	}
+	view.Capacity, view.Allocatable, view.Labels, view.Annotations = c.Capacity, c.Allocatable, c.Labels, c.Annotations
+	if res, aerr = s.ask(r, s.cfg.Devices, what, &messages.GetAllocatableDevices{}); aerr != nil {
+		httpError(w, aerr.code, "devices: %s", aerr.msg)
+		return
+	}
+	if a, ok := res.(*messages.AllocatableDevices); ok {
+		view.Healthy = a.Devices
+	}
+	if res, aerr = s.ask(r, s.cfg.Devices, what, &messages.GetPodDevices{}); aerr != nil {
+		httpError(w, aerr.code, "devices: %s", aerr.msg)
+		return
+	}
+	view.Pods = []DevicesPod{}
+	if l, ok := res.(*messages.PodDevicesList); ok {
+		for _, p := range l.Pods {
+			view.Pods = append(view.Pods, DevicesPod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Containers: p.Containers})
+		}
+	}
+	slices.SortFunc(view.Pods, func(a, b DevicesPod) int {
+		if a.Namespace != b.Namespace {
+			return compare(a.Namespace, b.Namespace)
+		}
+		return compare(a.Name, b.Name)
+	})
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(view)
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// handleDeviceFault serves POST /devices/fault?device=<id>&xid=<n>: an Xid
+// error injected into a simulated GPU (--gpus=mock:...), for chaos tests.
+// A real device refuses it (400).
+func (s *Server) handleDeviceFault(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("device")
+	xid, err := strconv.ParseUint(r.URL.Query().Get("xid"), 10, 64)
+	if id == "" || err != nil {
+		httpError(w, http.StatusBadRequest, "device fault: want ?device=<device ID>&xid=<Xid number>")
+		return
+	}
+	res, aerr := s.ask(r, s.cfg.Devices, "devices actor", &messages.InjectDeviceFault{DeviceID: id, Xid: xid})
+	if aerr != nil {
+		httpError(w, aerr.code, "device fault: %s", aerr.msg)
+		return
+	}
+	m, ok := res.(*messages.DeviceFaultInjected)
+	if !ok {
+		httpError(w, http.StatusInternalServerError, "device fault: unexpected answer %T", res)
+		return
+	}
+	if m.Err != "" {
+		httpError(w, http.StatusBadRequest, "device fault: %s", m.Err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = fmt.Fprintf(w, "Xid %d injected on %s\n", xid, id)
+}
