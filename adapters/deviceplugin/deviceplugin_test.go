@@ -249,6 +249,31 @@ func TestRegistrationSocket(t *testing.T) {
 			t.Errorf("sent %+v", m)
 		}
 	})
+	t.Run("removes the sockets of earlier plugins", func(t *testing.T) {
+		dir := tempDir(t)
+		// A plugin of the earlier kubelet still listens; the checkpoint and
+		// a dir are not sockets and stay.
+		old := startPlugin(t, dir, "old-plugin.sock", "example.com/widget", nil)
+		if err := os.WriteFile(filepath.Join(dir, "kubelet_internal_checkpoint"), []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(filepath.Join(dir, "sub"), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		reg := deviceplugin.NewRegistration(dir, func(*messages.DevicePluginRegistered) {}, quiet)
+		if err := reg.Start(context.Background()); err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		defer reg.Stop()
+		if _, err := os.Stat(old.socket); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the old plugin's socket is still there (%v): it would not know to register again", err)
+		}
+		for _, keep := range []string{"kubelet_internal_checkpoint", "sub"} {
+			if _, err := os.Stat(filepath.Join(dir, keep)); err != nil {
+				t.Errorf("%s was removed: %v", keep, err)
+			}
+		}
+	})
 	t.Run("refuses a file that is not a socket", func(t *testing.T) {
 		dir := tempDir(t)
 		if err := os.WriteFile(filepath.Join(dir, "kubelet.sock"), []byte("data"), 0o600); err != nil {
@@ -302,16 +327,22 @@ func TestRegistrationSocket(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- reg.Serve(ctx) }()
-		p := startPlugin(t, dir, "vendor.sock", "example.com/widget", nil)
-		actortest.Eventually(t, "a registration while Serve runs", func() bool {
-			return p.register(ctx, reg.SocketPath()) == nil
+		// Serve removes the sockets in dir before it listens: the plugin
+		// starts once the registration socket is there.
+		actortest.Eventually(t, "the registration socket", func() bool {
+			_, err := os.Stat(reg.SocketPath())
+			return err == nil
 		})
+		p := startPlugin(t, dir, "vendor.sock", "example.com/widget", nil)
+		if err := p.register(ctx, reg.SocketPath()); err != nil {
+			t.Fatalf("Register while Serve runs: %v", err)
+		}
 		cancel()
 		if err := recv(t, done, "Serve to return"); err != nil {
 			t.Errorf("Serve: %v, want nil once its context ended", err)
 		}
-		if err := register(context.Background(), reg.SocketPath(), &pluginapi.RegisterRequest{}); err == nil {
-			t.Error("the server still answers after Serve returned")
+		if _, err := os.Stat(reg.SocketPath()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the socket is still there after Serve returned (%v)", err)
 		}
 	})
 	t.Run("no send function", func(t *testing.T) {

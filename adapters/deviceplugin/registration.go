@@ -79,9 +79,11 @@ func (r *Registration) SocketPath() string {
 	return filepath.Join(r.dir, SocketName)
 }
 
-// Start makes dir (0750) if it is missing, removes a stale socket left by an
-// earlier process, listens on the registration socket and serves it in a
-// goroutine until ctx ends or Stop is called.
+// Start makes dir (0750) if it is missing, removes every socket in it (a
+// stale registration socket and the sockets of plugins that registered with
+// an earlier kubelet: as upstream, this is how plugins learn that they must
+// register again; other files and dirs stay), listens on the registration
+// socket and serves it in a goroutine until ctx ends or Stop is called.
 func (r *Registration) Start(ctx context.Context) error {
 	_, err := r.start(ctx)
 	return err
@@ -130,6 +132,12 @@ func (r *Registration) start(ctx context.Context) (*serving, error) {
 	if r.cur != nil {
 		return nil, errors.New("device plugin registration: already started")
 	}
+	if err := os.MkdirAll(r.dir, 0o750); err != nil {
+		return nil, fmt.Errorf("device plugin registration: %w", err)
+	}
+	if err := r.removeSockets(); err != nil {
+		return nil, err
+	}
 	l, err := listenUnix(r.SocketPath())
 	if err != nil {
 		return nil, fmt.Errorf("device plugin registration: %w", err)
@@ -150,6 +158,33 @@ func (r *Registration) start(ctx context.Context) (*serving, error) {
 	}()
 	r.log.Info("device plugin registration server listening", "socket", r.SocketPath(), "version", pluginapi.Version)
 	return run, nil
+}
+
+// removeSockets removes every socket in dir, as upstream's device manager
+// does when it starts (CleanupPluginDirectory).
+func (r *Registration) removeSockets() error {
+	entries, err := os.ReadDir(r.dir)
+	if err != nil {
+		return fmt.Errorf("device plugin registration: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.Type()&os.ModeSocket == 0 {
+			continue
+		}
+		p := filepath.Join(r.dir, e.Name())
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		if e.Name() != SocketName {
+			r.log.Info("removed a device plugin socket of an earlier kubelet; its plugin must register again", "socket", p)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("device plugin registration: remove old sockets: %w", err)
+	}
+	return nil
 }
 
 // stop stops run and waits for its serving goroutine.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -89,14 +90,17 @@ func (p *testPlugin) register(ctx context.Context, kubeletSock string) error {
 	})
 }
 
-// register sends one registration request to the kubelet socket.
+// register sends one registration request to the kubelet socket, waiting
+// (5 s at most) for the socket to accept it as vendor plugins do.
 func register(ctx context.Context, kubeletSock string, req *pluginapi.RegisterRequest) error {
 	conn, err := grpc.NewClient("unix://"+kubeletSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, req)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, req, grpc.WaitForReady(true))
 	return err
 }
 
