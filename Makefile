@@ -1,5 +1,7 @@
 # actorlet: thin targets; the work is in scripts and Go tests.
 GO        ?= go
+# go-nvml is cgo and its header marks many functions deprecated: quiet.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN       := bin/actorlet
 RUN_DIR   ?= $(or $(TMPDIR),/tmp)/actorlet-run
 GOTEST    ?= $(GO) test -race

@@ -26,6 +26,7 @@ func runAgent(ctx context.Context, args []string) int {
 	if done, code := parseFlags(fs, args); done {
 		return code
 	}
+	opts.gpuDeviceRootSet = fs.Changed("gpu-device-root")
 	if opts.Version {
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
@@ -110,7 +111,14 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		return err
 	}
 	defer cluster.close()
-	w := &wiring{o: o, name: name, hostIP: nodeIP(o), rt: rt, cluster: cluster, clk: clock.RealClock{}, log: log, m: m}
+	gpus, err := openGPUs(o, log)
+	if err != nil {
+		return err
+	}
+	if gpus != nil {
+		defer func() { _ = gpus.Close() }()
+	}
+	w := &wiring{o: o, name: name, hostIP: nodeIP(o), rt: rt, cluster: cluster, clk: clock.RealClock{}, log: log, m: m, gpus: gpus}
 	secure, err := nodeAPISecurity(o, name, w.hostIP, cluster.kubeClient(), log)
 	if err != nil {
 		return fmt.Errorf("node API on --port: %w", err)
@@ -123,6 +131,8 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	log.Info("actorlet started", "node", name, "runtime", rt.name, "endpoint", rt.endpoint, "sources", t.sources)
 	stopChaos := startChaos(ctx, o, t, log)
 	defer stopChaos()
+	devServers := startDeviceServers(ctx, w, t)
+	defer devServers.stop()
 
 	srv, err := newNodeAPI(w, t)
 	if err != nil {

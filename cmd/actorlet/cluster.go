@@ -127,7 +127,7 @@ func (c *clusterParts) nodeStatusActor(w *wiring) actor.Producer {
 		UpdateFrequency: o.NodeStatusUpdateFrequency, ReportFrequency: o.NodeStatusReportFrequency,
 		LeaseDuration:  time.Duration(o.NodeLeaseDurationSeconds) * time.Second,
 		KubeletVersion: kubeletVersion, RuntimeVersion: w.rt.version, Port: o.Port, Status: w.pid("status"),
-		Events: c.events,
+		Events: c.events, Devices: w.pid("devices"),
 	}, c.client, c.client, &host.Machine{RootDir: o.RootDir}, w.pid("pleg"), w.clk, w.log)
 }
 

@@ -31,6 +31,10 @@ type options struct {
 	ContainerRuntimeEndpoint string
 	RootDir                  string
 	PodLogsDir               string
+	GPUs                     string
+	GPUDeviceRoot            string
+	gpuDeviceRootSet         bool // --gpu-device-root given: no stand-ins for simulated GPUs
+	DeviceMetricsPeriod      time.Duration
 	HostnameOverride         string
 	NodeIP                   string
 	Address                  string
@@ -101,6 +105,9 @@ func defaultOptions() *options {
 		ContainerRuntimeEndpoint: "unix:///run/containerd/containerd.sock",
 		RootDir:                  "/var/lib/kubelet",
 		PodLogsDir:               "/var/log/pods",
+		GPUs:                     gpusAuto,
+		GPUDeviceRoot:            "/dev",
+		DeviceMetricsPeriod:      10 * time.Second,
 		Address:                  "0.0.0.0",
 		Port:                     10250,
 		ReadOnlyPort:             10255,
@@ -150,6 +157,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ContainerRuntimeEndpoint, "container-runtime-endpoint", o.ContainerRuntimeEndpoint, "CRI v1 endpoint (unix:///path), or sim:// for the embedded simulated runtime (options as query: sim://?start-latency=50ms&fault-rate=0.01).")
 	fs.StringVar(&o.RootDir, "root-dir", o.RootDir, "Directory for actorlet's files (the embedded sim runtime's socket, checkpoints).")
 	fs.StringVar(&o.PodLogsDir, "pod-logs-dir", o.PodLogsDir, "Root of the pods' container logs (KubeletConfiguration podLogsDir).")
+	fs.StringVar(&o.GPUs, "gpus", o.GPUs, "Built-in GPUs (nvidia.com/gpu): auto (NVML when the NVIDIA driver is there), nvml, none, "+
+		"or simulated ones on go-nvml's mock servers: mock:dgxa100|dgxh100|dgxh200|dgxb200[?count=N&xid-every=D].")
+	fs.StringVar(&o.GPUDeviceRoot, "gpu-device-root", o.GPUDeviceRoot, "Host directory of the GPUs' device nodes (nvidia0, nvidiactl, ...) given to containers.")
+	fs.DurationVar(&o.DeviceMetricsPeriod, "device-metrics-period", o.DeviceMetricsPeriod, "How often the GPUs' utilization, memory, temperature and power are sampled (DCGM_FI_* gauges).")
 	fs.StringVar(&o.HostnameOverride, "hostname-override", o.HostnameOverride, "The node name to use instead of the hostname.")
 	fs.StringVar(&o.NodeIP, "node-ip", o.NodeIP, "The node's IP address (hostIP of pods). Default: the first non-loopback IPv4 address, else 127.0.0.1.")
 	fs.StringVar(&o.Address, "address", o.Address, "IP address to serve the node API on.")
@@ -256,6 +267,12 @@ func (o *options) validate() error {
 		if d.v <= 0 {
 			bad("--%s must be positive, got %s", d.name, d.v)
 		}
+	}
+	if err := validGPUs(o.GPUs); err != nil {
+		bad("%v", err)
+	}
+	if o.DeviceMetricsPeriod <= 0 {
+		bad("--device-metrics-period must be positive, got %s", o.DeviceMetricsPeriod)
 	}
 	if o.ActorMaxRestarts < 1 {
 		bad("--actor-max-restarts must be at least 1, got %d", o.ActorMaxRestarts)

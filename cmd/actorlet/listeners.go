@@ -30,7 +30,7 @@ func newNodeAPI(w *wiring, t *tree) (*httpapi.Server, error) {
 	status := t.pid("status")
 	return httpapi.New(httpapi.Config{
 		Debug:  debug,
-		System: t.sys, Status: status, Push: t.pid("source-push"), PLEG: t.pid("pleg"),
+		System: t.sys, Status: status, Push: t.pid("source-push"), PLEG: t.pid("pleg"), Devices: t.pid("devices"),
 		Decode:  pushDecoder(w.name),
 		Metrics: w.m.Handler(),
 		ContainerLogs: httpapi.NewContainerLogs(w.o.PodLogsDir,

@@ -29,6 +29,7 @@ import (
 	"github.com/actorlet/actorlet/adapters/host"
 	"github.com/actorlet/actorlet/adapters/manifest"
 	"github.com/actorlet/actorlet/adapters/metrics"
+	"github.com/actorlet/actorlet/adapters/nvml"
 	"github.com/actorlet/actorlet/adapters/podfiles"
 	"github.com/actorlet/actorlet/adapters/prober"
 	volumefiles "github.com/actorlet/actorlet/adapters/volume"
@@ -47,6 +48,7 @@ func treeActors(w *wiring) []treeActor {
 		{name: "source-file", source: messages.SourceFile, off: w.o.PodManifestPath == "", build: fileSource},
 		{name: "source-url", source: messages.SourceURL, off: w.o.ManifestURL == "", build: urlSource},
 		{name: "volumes", build: volumeActor},
+		{name: "devices", build: devicesActor},
 		{name: "source-api", source: messages.SourceAPI, off: standalone, build: w.cluster.apiSource},
 		{name: "node", build: nodeActor},
 		{name: "pleg", build: plegActor},
@@ -110,6 +112,7 @@ type wiring struct {
 	clk     clock.WithDelayedExecution
 	log     *slog.Logger
 	m       *metrics.Registry
+	gpus    *nvml.GPUs // the built-in GPUs; nil: none
 
 	sys         *actor.ActorSystem
 	props       func(actor.Producer) *actor.Props // every actor's supervision
@@ -283,6 +286,7 @@ func nodeActor(w *wiring) actor.Producer {
 		RespawnBackoff:    o.ActorRespawnBackoffInitial,
 		RespawnBackoffMax: o.ActorRespawnBackoffMax,
 		Events:            w.cluster.recorder(w.log),
+		Devices:           w.pid("devices"),
 	}, w.pid("status"), podProps, w.m, w.log)
 }
 
@@ -302,6 +306,7 @@ func podDeps(w *wiring, files *podfiles.Files) pod.Deps {
 		},
 		ConfigSource: w.cluster.configSource(),
 		Volumes:      w.pid("volumes"),
+		Devices:      w.pid("devices"),
 		Events:       w.cluster.recorder(w.log),
 		Probes: pod.Probing{
 			Handlers:          probe.Handlers{Exec: rt, HTTP: pr, TCP: pr, GRPC: pr},
