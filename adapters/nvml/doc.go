@@ -30,8 +30,10 @@
 // Watch registers for Xid critical errors and double-bit ECC errors (those
 // each GPU supports) and marks a GPU unhealthy on a critical Xid or a
 // double-bit ECC error; application Xids (13, 31, 43, 45, 68, 109) leave
-// it healthy, as NVIDIA's k8s-device-plugin does. An unhealthy GPU stays
-// unhealthy for the life of the GPUs value.
+// it healthy, as NVIDIA's k8s-device-plugin does; an event with no device
+// marks every GPU. An unhealthy GPU stays unhealthy for the life of the
+// GPUs value. On mock specs InjectXid raises an Xid through the same NVML
+// event set (device ID AllGPUs, "*": an event with no device).
 //
 // # Labels and annotations
 //

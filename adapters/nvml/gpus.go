@@ -139,6 +139,7 @@ func open(spec string, lib nvml.Interface, sim *simulation, opts Options) (*GPUs
 	if opts.EventWait <= 0 {
 		opts.EventWait = time.Second
 	}
+	opts.EventWait = max(opts.EventWait, time.Millisecond) // NVML waits whole ms
 	g := &GPUs{
 		spec:      spec,
 		lib:       lib,
@@ -190,7 +191,9 @@ func (g *GPUs) discover() error {
 	if v, ret := g.lib.SystemGetCudaDriverVersion(); ret == nvml.SUCCESS {
 		g.cudaVersion = v
 	}
+	// Calls newer than the driver would kill the process: ask first.
 	numaByNVML := g.lib.Extensions().LookupSymbol("nvmlDeviceGetNumaNodeId") == nil
+	migByNVML := g.lib.Extensions().LookupSymbol("nvmlDeviceGetMigMode") == nil
 	for i := range n {
 		dev, ret := g.lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
@@ -220,9 +223,11 @@ func (g *GPUs) discover() error {
 		if pci, ret := dev.GetPciInfo(); ret == nvml.SUCCESS {
 			d.busID = normalizeBusID(cString(pci.BusId[:]))
 		}
-		if current, _, ret := dev.GetMigMode(); ret == nvml.SUCCESS {
-			d.migCapable = true
-			d.migEnabled = current == nvml.DEVICE_MIG_ENABLE
+		if migByNVML {
+			if current, _, ret := dev.GetMigMode(); ret == nvml.SUCCESS {
+				d.migCapable = true
+				d.migEnabled = current == nvml.DEVICE_MIG_ENABLE
+			}
 		}
 		d.numa = g.numaNode(dev, d.busID, numaByNVML)
 		g.gpus = append(g.gpus, d)
@@ -397,6 +402,7 @@ func (g *GPUs) PreferredAllocation(ctx context.Context, available, mustInclude [
 		if chosen[id] {
 			continue
 		}
+		chosen[id] = true
 		known = known || d.numa >= 0
 		groups[d.numa] = append(groups[d.numa], d)
 	}

@@ -291,6 +291,7 @@ func TestPreferredAllocation(t *testing.T) {
 		{name: "beside mustInclude", available: all, mustInclude: pick(5), size: 2, want: pick(5, 4)},
 		{name: "spanning nodes", available: all, size: 5, want: pick(0, 1, 2, 3, 4)},
 		{name: "mustInclude only", available: all, mustInclude: pick(6, 2), size: 2, want: pick(6, 2)},
+		{name: "repeated IDs counted once", available: pick(4, 4, 5, 0), size: 2, want: pick(4, 5)},
 		{name: "size too big", available: pick(0, 1), size: 3, wantErr: true},
 		{name: "size zero", available: all, size: 0, wantErr: true},
 		{name: "unknown ID", available: []string{"GPU-nope"}, size: 1, wantErr: true},

@@ -137,7 +137,7 @@ func TestDiscoveryLeavesOutUnreadableGPUs(t *testing.T) {
 
 func TestMIGModes(t *testing.T) {
 	g := mustSimulated(t, "mock:dgxa100?count=2", func(_ *server.Server, devs []*server.Device) {
-		devs[1].SetMigMode(nvml.DEVICE_MIG_ENABLE)
+		_, _ = devs[1].SetMigMode(nvml.DEVICE_MIG_ENABLE)
 	})
 	labels, anno := g.Describe()
 	if !strings.HasSuffix(anno["actorlet.io/gpu-0"], ",mig=disabled") || !strings.HasSuffix(anno["actorlet.io/gpu-1"], ",mig=enabled") {
