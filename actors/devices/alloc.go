@@ -26,7 +26,7 @@ func isExtended(name v1.ResourceName) bool {
 		strings.HasPrefix(s, v1.DefaultResourceRequestsPrefix) {
 		return false
 	}
-	return len(content.IsQualifiedName(v1.DefaultResourceRequestsPrefix+s)) == 0
+	return len(content.IsLabelKey(v1.DefaultResourceRequestsPrefix+s)) == 0
 }
 
 // containerNeed is what one container of a pod asks for.

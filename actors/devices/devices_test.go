@@ -333,7 +333,7 @@ func TestUnhealthyDevice(t *testing.T) {
 	if got := h.events.all(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("events %q, want %q", got, want)
 	}
-	if n := h.metrics.unhealthy["nvidia.com/gpu"]; n != 1 {
+	if n := h.metrics.unhealthyCount("nvidia.com/gpu"); n != 1 {
 		t.Fatalf("%d unhealthy devices counted, want 1", n)
 	}
 	// a keeps it; the allocatable devices no longer list it.

@@ -307,6 +307,12 @@ func (m *fakeMetrics) sample(key string) (Owner, map[string]float64, bool) {
 	return o, m.values[key], ok
 }
 
+func (m *fakeMetrics) unhealthyCount(resource string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.unhealthy[resource]
+}
+
 func (m *fakeMetrics) counts(resource string) [3]int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -474,4 +480,6 @@ func gpuPod(name string, res string, ctrs map[string]int) *v1.Pod {
 	return p
 }
 
-func onePod(name string, n int) *v1.Pod { return gpuPod(name, "nvidia.com/gpu", map[string]int{"c": n}) }
+func onePod(name string, n int) *v1.Pod {
+	return gpuPod(name, "nvidia.com/gpu", map[string]int{"c": n})
+}
