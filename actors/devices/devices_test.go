@@ -283,6 +283,10 @@ func TestReleaseFrees(t *testing.T) {
 	if r := h.allocate(onePod("b", 1)); r.Reason != "" || r.Containers["c"].IDs["nvidia.com/gpu"][0] != "g0" {
 		t.Fatalf("after the release: %+v", r)
 	}
+	one := h.ask(&messages.GetPodDevices{UID: "uid-b"}).(*messages.PodDevicesList).Pods
+	if len(one) != 1 || one[0].Name != "b" || !slices.Equal(one[0].Containers["c"]["nvidia.com/gpu"], []string{"g0"}) {
+		t.Fatalf("GetPodDevices of b: %+v", one)
+	}
 	actortest.Eventually(t, "the checkpoint without the released pod", func() bool {
 		pods, err := decodeCheckpoint(h.store.get())
 		return err == nil && pods["uid-a"] == nil && pods["uid-b"] != nil
@@ -527,5 +531,32 @@ func TestCheckpointWriteFailureRefuses(t *testing.T) {
 	h.store.mu.Unlock()
 	if r := h.allocate(onePod("b", 1)); r.Reason != "" {
 		t.Fatalf("the refused pod kept its device: %+v", r)
+	}
+}
+
+func TestReleasedWhileAllocating(t *testing.T) {
+	gpus := newGPUs("g0")
+	gate := make(chan struct{})
+	gpus.gate = gate
+	h := newHarness(t, func(c *Config) { c.Providers = []Provider{gpus} })
+	h.spawn()
+	h.capacity()
+	gpus.entered = make(chan []string, 1)
+	h.send(&messages.AllocateDevices{Pod: onePod("a", 1), ReplyTo: h.sink})
+	select { // a's device is reserved and being allocated
+	case <-gpus.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's devices were never allocated")
+	}
+	if r := h.allocate(onePod("b", 1)); r.Reason == "" {
+		t.Fatalf("b got a's reserved device: %+v", r)
+	}
+	h.send(&messages.ReleaseDevices{UID: "uid-a"}) // the pod is gone before its devices came
+	close(gate)
+	if r := h.allocate(onePod("b", 1)); r.Reason != "" || r.UID != "uid-b" {
+		t.Fatalf("b after a was released mid-allocation: %+v", r)
+	}
+	if got := h.podDevices(); len(got) != 1 || got["ns/b c nvidia.com/gpu"] == nil {
+		t.Fatalf("allocations %v, want b only", got)
 	}
 }

@@ -39,6 +39,7 @@ type fakeProvider struct {
 	watchCalls int
 	fail       chan error    // a Watch returns the error sent here
 	gate       chan struct{} // when set, Allocate waits for it to close
+	entered    chan []string // when set, Allocate tells its IDs here first
 	allocs     [][]string
 	preStarts  int
 	allocErr   error
@@ -126,8 +127,11 @@ func (f *fakeProvider) allocCount() int {
 
 func (f *fakeProvider) Allocate(ctx context.Context, ids []string) (*pluginapi.ContainerAllocateResponse, error) {
 	f.mu.Lock()
-	gate, err := f.gate, f.allocErr
+	gate, entered, err := f.gate, f.entered, f.allocErr
 	f.mu.Unlock()
+	if entered != nil {
+		entered <- append([]string(nil), ids...)
+	}
 	if gate != nil {
 		select {
 		case <-gate:
