@@ -43,6 +43,12 @@ type container struct {
 	message    string
 
 	fs    map[string][]byte // the container's tiny filesystem
+	// What the container consumes on command (usage.go): bytes alloc'd
+	// (while it runs), processes spawned (while it runs), and bytes fill'd
+	// per file of fs (on its writable layer until removed).
+	memAlloc uint64
+	spawned  uint64
+	filled   map[string]uint64
 	proc  *proc             // main program while running
 	execs map[*proc]struct{}
 
@@ -220,6 +226,7 @@ func (r *Runtime) killContainerLocked(c *container, code int, reason string) {
 func (r *Runtime) markExitedLocked(c *container, code int, reason string) {
 	c.killAll()
 	c.proc = nil
+	c.memAlloc, c.spawned = 0, 0
 	c.state = runtimeapi.ContainerState_CONTAINER_EXITED
 	c.exitCode = int32(code)
 	c.reason = reason
@@ -270,6 +277,7 @@ func (r *Runtime) RemoveContainer(_ context.Context, req *runtimeapi.RemoveConta
 
 func (r *Runtime) removeContainerLocked(c *container) {
 	c.killAll()
+	r.retiredCPU += c.cpuNanos(now())
 	delete(r.containers, c.id)
 	delete(r.ctrNames, c.name)
 	r.ctrLabels.remove(c.id, c.labels)

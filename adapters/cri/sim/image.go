@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"regexp"
@@ -128,8 +127,8 @@ func digestOf(parts ...string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// newImage builds the stable record for a reference.
-func newImage(ref imageRef) *image {
+// newImage builds the stable record for a reference, of size size.
+func newImage(ref imageRef, size uint64) *image {
 	norm := ref.String()
 	img := &image{id: digestOf("image", norm)}
 	if ref.tag != "" {
@@ -140,8 +139,7 @@ func newImage(ref imageRef) *image {
 		d = digestOf("manifest", norm)
 	}
 	img.repoDigests = []string{ref.name() + "@" + d}
-	sum := sha256.Sum256([]byte(norm))
-	img.size = 1<<20 + binary.BigEndian.Uint64(sum[:8])%(50<<20) // 1..51 MiB
+	img.size = size
 	img.pinned = ref.preloaded()
 	return img
 }
@@ -182,7 +180,7 @@ func (r *Runtime) resolveImageLocked(s string) *image {
 }
 
 func (r *Runtime) addImageLocked(ref imageRef) *image {
-	img := newImage(ref)
+	img := newImage(ref, r.node.imageSize(ref))
 	if old, ok := r.images[img.id]; ok {
 		return old
 	}
@@ -304,22 +302,27 @@ func (r *Runtime) RemoveImage(_ context.Context, req *runtimeapi.RemoveImageRequ
 	return &runtimeapi.RemoveImageResponse{}, nil
 }
 
-// ImageFsInfo reports the images' total size on a simulated filesystem.
+// ImageFsInfo reports the image filesystem (ImageFsMountpoint: the images'
+// sizes) and the container filesystem (ContainerFsMountpoint: the
+// containers' writable layers, on the node filesystem). Their capacities
+// are FsInfo's (imagefs-capacity, node-disk): CRI has no field for them.
 func (r *Runtime) ImageFsInfo(context.Context, *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
-	r.mu.Lock()
-	var used uint64
-	n := uint64(len(r.images))
-	for _, img := range r.images {
-		used += img.size
-	}
-	r.mu.Unlock()
 	ts := now()
+	r.mu.Lock()
+	u := r.nodeUsageLocked(ts)
+	r.mu.Unlock()
 	return &runtimeapi.ImageFsInfoResponse{
 		ImageFilesystems: []*runtimeapi.FilesystemUsage{{
 			Timestamp:  ts,
-			FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: "/var/lib/actorlet-sim/images"},
-			UsedBytes:  &runtimeapi.UInt64Value{Value: used},
-			InodesUsed: &runtimeapi.UInt64Value{Value: n * 100},
+			FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: ImageFsMountpoint},
+			UsedBytes:  u64(u.images),
+			InodesUsed: u64(u.imageCount * 100),
+		}},
+		ContainerFilesystems: []*runtimeapi.FilesystemUsage{{
+			Timestamp:  ts,
+			FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: ContainerFsMountpoint},
+			UsedBytes:  u64(u.layerBytes),
+			InodesUsed: u64(u.layerIns),
 		}},
 	}, nil
 }

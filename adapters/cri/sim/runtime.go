@@ -52,6 +52,16 @@ type Config struct {
 	FaultMethods []string      // CRI method names; empty = all methods except Version and Status
 	Seed         int64         // seed of the fault RNG (0 = time-based)
 	IPBase       string        // first sandbox address in 127.0.0.0/8, default 127.1.0.1
+
+	// The simulated node (usage.go); 0 means the default.
+	NodeMemory      int64 // bytes of memory (node-memory), default DefaultNodeMemory
+	NodeDisk        int64 // bytes of the node filesystem, where writable layers live (node-disk), default DefaultNodeDisk
+	NodePIDs        int64 // pid_max (node-pids), default DefaultNodePIDs
+	ImageFsCapacity int64 // bytes of the image filesystem (imagefs-capacity), default DefaultImageFsCapacity
+	// ImageSizes maps image references to sizes (image-size=busybox=5Mi):
+	// a reference without tag or digest sets every tag of that repository.
+	// Other images get a deterministic size of 1 to 51 MiB.
+	ImageSizes map[string]string
 }
 
 // AddFlags registers the simulator's flags on fs, with c's values as defaults.
@@ -65,6 +75,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.FaultMethods, "fault-methods", c.FaultMethods, "sim runtime: CRI methods subject to faults (e.g. CreateContainer,StartContainer); empty = all but Version and Status")
 	fs.Int64Var(&c.Seed, "fault-seed", c.Seed, "sim runtime: seed of the fault generator (0 = time-based)")
 	fs.StringVar(&c.IPBase, "ip-base", c.IPBase, "sim runtime: first sandbox address; sandboxes get consecutive addresses in 127.0.0.0/8")
+	c.addNodeFlags(fs)
 }
 
 // Validate reports a configuration error, if any.
@@ -80,7 +91,7 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	return nil
+	return c.validateNode()
 }
 
 func parseIPBase(s string) (uint32, error) {
@@ -123,6 +134,10 @@ type Runtime struct {
 	subs       map[*subscriber]struct{}
 	seq        uint64 // creation order, for stable listings
 
+	node       nodeConfig // the simulated node's sizes (usage.go)
+	started    int64      // when the runtime started (ns): the node's start time
+	retiredCPU uint64     // CPU ns of removed containers, kept in the node's total
+
 	stream streamState // exec, attach, port-forward (stream.go)
 }
 
@@ -164,6 +179,8 @@ func New(cfg Config) *Runtime {
 		ipNext:     base,
 		ipUsed:     map[uint32]bool{},
 		subs:       map[*subscriber]struct{}{},
+		node:       newNodeConfig(cfg),
+		started:    now(),
 	}
 	if len(cfg.FaultMethods) > 0 {
 		r.faultMethods = map[string]bool{}

@@ -111,6 +111,7 @@ func (p *proc) streams(redirs []redirect) (stdout, stderr sink) {
 			name := rd.target
 			if !rd.append {
 				p.c.fs[name] = nil
+				delete(p.c.filled, name)
 			} else if _, ok := p.c.fs[name]; !ok {
 				p.c.fs[name] = nil
 			}
@@ -294,6 +295,16 @@ func (p *proc) run(argv []string, redirs []redirect, last int, k cont) {
 		k(0, false)
 	case "rm":
 		k(p.rm(args, stderr), false)
+	case "alloc":
+		k(p.alloc(args, stderr), false)
+	case "free":
+		k(p.free(args, stderr), false)
+	case "fill":
+		k(p.fill(args, stderr), false)
+	case "spawn":
+		k(p.spawn(args, stderr), false)
+	case "reap":
+		k(p.reap(args, stderr), false)
 	case "cat":
 		k(p.cat(args, stdout, stderr), false)
 	case "test":
@@ -433,6 +444,7 @@ func (p *proc) rm(args []string, stderr sink) int {
 		}
 		if _, ok := p.c.fs[a]; ok {
 			delete(p.c.fs, a)
+			delete(p.c.filled, a)
 		} else if !force {
 			stderr([]byte("rm: can't remove '" + a + "': No such file or directory\n"))
 			code = 1
@@ -513,7 +525,7 @@ func (p *proc) testExpr(args []string) (ok, bad bool) {
 		case "-d":
 			return p.isDir(a), false
 		case "-s":
-			return len(p.c.fs[a]) > 0, false
+			return len(p.c.fs[a]) > 0 || p.c.filled[a] > 0, false
 		case "-n":
 			return a != "", false
 		case "-z":

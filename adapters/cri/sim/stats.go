@@ -9,7 +9,7 @@ import (
 )
 
 // Plausible, small numbers: a running container uses 1% of a core and
-// 4 MiB; a sandbox's pause process 512 KiB.
+// 4 MiB (plus what it alloc'd: usage.go); a sandbox's pause process 512 KiB.
 const (
 	ctrNanoCores   = 10_000_000
 	ctrMemoryBytes = 4 << 20
@@ -18,33 +18,28 @@ const (
 
 func u64(v uint64) *runtimeapi.UInt64Value { return &runtimeapi.UInt64Value{Value: v} }
 
-// containerStats builds stats; the caller holds r.mu.
+// containerStats builds stats; the caller holds r.mu. Memory is the
+// container's working set (4 MiB plus what it alloc'd) while it runs; the
+// writable layer holds its files and what it fill'd.
 func (r *Runtime) containerStats(c *container, ts int64) *runtimeapi.ContainerStats {
-	var cpuNanos, cores, mem uint64
-	if c.startedAt > 0 {
-		end := ts
-		if c.finishedAt > 0 {
-			end = c.finishedAt
-		}
-		if end > c.startedAt {
-			cpuNanos = uint64(end-c.startedAt) / 100
-		}
+	var cores uint64
+	if c.running() {
+		cores = ctrNanoCores
 	}
-	if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
-		cores, mem = ctrNanoCores, ctrMemoryBytes
+	ws := c.workingSet()
+	mem := &runtimeapi.MemoryUsage{Timestamp: ts, WorkingSetBytes: u64(ws), UsageBytes: u64(ws), RssBytes: u64(c.rss()),
+		PageFaults: u64(0), MajorPageFaults: u64(0)}
+	if limit := c.resources.GetLinux().GetMemoryLimitInBytes(); limit > 0 {
+		mem.AvailableBytes = u64(sub0(uint64(limit), ws))
 	}
-	var fsBytes uint64 = 4096
-	for _, b := range c.fs {
-		fsBytes += 4096 + uint64(len(b))
-	}
+	fsBytes, inodes := c.writableLayer()
 	return &runtimeapi.ContainerStats{
 		Attributes: &runtimeapi.ContainerAttributes{Id: c.id, Metadata: c.meta, Labels: c.labels, Annotations: c.annotations},
-		Cpu:        &runtimeapi.CpuUsage{Timestamp: ts, UsageCoreNanoSeconds: u64(cpuNanos), UsageNanoCores: u64(cores)},
-		Memory: &runtimeapi.MemoryUsage{Timestamp: ts, WorkingSetBytes: u64(mem), UsageBytes: u64(mem), RssBytes: u64(mem / 2),
-			AvailableBytes: u64(0), PageFaults: u64(0), MajorPageFaults: u64(0)},
+		Cpu:        &runtimeapi.CpuUsage{Timestamp: ts, UsageCoreNanoSeconds: u64(c.cpuNanos(ts)), UsageNanoCores: u64(cores)},
+		Memory:     mem,
 		WritableLayer: &runtimeapi.FilesystemUsage{Timestamp: ts,
-			FsId:      &runtimeapi.FilesystemIdentifier{Mountpoint: "/var/lib/actorlet-sim/containers"},
-			UsedBytes: u64(fsBytes), InodesUsed: u64(uint64(1 + len(c.fs)))},
+			FsId:      &runtimeapi.FilesystemIdentifier{Mountpoint: ContainerFsMountpoint},
+			UsedBytes: u64(fsBytes), InodesUsed: u64(inodes)},
 	}
 }
 
@@ -82,9 +77,7 @@ func (r *Runtime) sandboxStats(sb *sandbox, ts int64) *runtimeapi.PodSandboxStat
 		cpuNanos += st.Cpu.UsageCoreNanoSeconds.Value
 		cores += st.Cpu.UsageNanoCores.Value
 		mem += st.Memory.WorkingSetBytes.Value
-		if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
-			procs++
-		}
+		procs += c.pidCount()
 	}
 	if sb.state == runtimeapi.PodSandboxState_SANDBOX_READY {
 		mem += pauseMemory
