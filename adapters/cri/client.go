@@ -54,6 +54,12 @@ const (
 	opPullImage        = "pull_image"
 	opListImages       = "list_images"
 	opRemoveImage      = "remove_image"
+
+	opContainerStats      = "container_stats"
+	opListContainerStats  = "list_container_stats"
+	opPodSandboxStats     = "podsandbox_stats"
+	opListPodSandboxStats = "list_podsandbox_stats"
+	opImageFsInfo         = "image_fs_info"
 )
 
 // Observer receives one call per CRI operation: its name (see above), how long
@@ -405,6 +411,69 @@ func (c *Client) RemoveImage(ctx context.Context, ref string) error {
 		return fmt.Errorf("remove image %s: %w", ref, err)
 	}
 	return nil
+}
+
+// ContainerStats returns one container's stats (CPU, memory, writable
+// layer).
+func (c *Client) ContainerStats(ctx context.Context, id string) (*runtimeapi.ContainerStats, error) {
+	ctx, done := c.call(ctx, opContainerStats, c.timeout)
+	resp, err := c.runtime.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: id})
+	if err == nil && resp.GetStats() == nil {
+		err = unknown("empty stats")
+	}
+	if err = done(err); err != nil {
+		return nil, fmt.Errorf("container stats %s: %w", id, err)
+	}
+	return resp.GetStats(), nil
+}
+
+// ListContainerStats returns the stats of the containers matching filter
+// (nil: all).
+func (c *Client) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
+	ctx, done := c.call(ctx, opListContainerStats, c.timeout)
+	resp, err := c.runtime.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{Filter: filter})
+	if err = done(err); err != nil {
+		return nil, fmt.Errorf("list container stats: %w", err)
+	}
+	return resp.GetStats(), nil
+}
+
+// PodSandboxStats returns one sandbox's stats (CPU, memory, network,
+// processes, its containers). Runtimes without it (containerd 1.6) answer
+// errdefs.ErrUnimplemented.
+func (c *Client) PodSandboxStats(ctx context.Context, id string) (*runtimeapi.PodSandboxStats, error) {
+	ctx, done := c.call(ctx, opPodSandboxStats, c.timeout)
+	resp, err := c.runtime.PodSandboxStats(ctx, &runtimeapi.PodSandboxStatsRequest{PodSandboxId: id})
+	if err == nil && resp.GetStats() == nil {
+		err = unknown("empty stats")
+	}
+	if err = done(err); err != nil {
+		return nil, fmt.Errorf("pod sandbox stats %s: %w", id, err)
+	}
+	return resp.GetStats(), nil
+}
+
+// ListPodSandboxStats returns the stats of the sandboxes matching filter
+// (nil: all). Runtimes without it (containerd 1.6) answer
+// errdefs.ErrUnimplemented.
+func (c *Client) ListPodSandboxStats(ctx context.Context, filter *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
+	ctx, done := c.call(ctx, opListPodSandboxStats, c.timeout)
+	resp, err := c.runtime.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{Filter: filter})
+	if err = done(err); err != nil {
+		return nil, fmt.Errorf("list pod sandbox stats: %w", err)
+	}
+	return resp.GetStats(), nil
+}
+
+// ImageFsInfo returns the usage of the filesystems the runtime keeps images
+// on and, where it keeps them apart, containers' writable layers on.
+func (c *Client) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+	ctx, done := c.call(ctx, opImageFsInfo, c.timeout)
+	resp, err := c.images.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+	if err = done(err); err != nil {
+		return nil, fmt.Errorf("image fs info: %w", err)
+	}
+	return resp, nil
 }
 
 func sandboxName(cfg *runtimeapi.PodSandboxConfig) string {
