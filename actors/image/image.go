@@ -2,11 +2,15 @@
 // the pull policy, runs at most one pull per image at a time (later requests
 // wait for that pull's result), pulls different images concurrently, and
 // backs off per image after a failed pull, as the upstream kubelet's image
-// manager does.
+// manager does; and, given WithGC, collects unused images as the upstream
+// kubelet's image garbage collector does (gc.go): periodically when the
+// image filesystem is fuller than a high threshold, down to a low one,
+// least recently used first, and on ReclaimImages from the EvictionActor.
 package image
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -39,8 +43,36 @@ type Config struct {
 	BackoffCap  time.Duration
 	// PullTimeout bounds one pull; 0 means no bound (upstream has none).
 	PullTimeout time.Duration
-	// StatusTimeout bounds one status check (2m, the runtime request timeout).
+	// StatusTimeout bounds one status check (2m, the runtime request
+	// timeout), and each runtime call of a garbage collection.
 	StatusTimeout time.Duration
+
+	// Image garbage collection (used with WithGC), upstream's
+	// --image-gc-high-threshold, --image-gc-low-threshold,
+	// --image-minimum-gc-age and --image-maximum-gc-age. When the image
+	// filesystem is HighThresholdPercent full or more, unused images are
+	// deleted until it is LowThresholdPercent full. Both zero take the
+	// defaults (85, 80); otherwise they are taken as given (Validate).
+	HighThresholdPercent int
+	LowThresholdPercent  int
+	// MinimumGCAge: an image first seen less than this ago is never
+	// deleted for space (upstream default 2m, see DefaultConfig; 0: none).
+	MinimumGCAge time.Duration
+	// MaximumGCAge: an unused image not used for this long is deleted
+	// whatever the usage (0: off, the default).
+	MaximumGCAge time.Duration
+	// GCPeriod is the period of the collection (upstream ImageGCPeriod,
+	// 5m).
+	GCPeriod time.Duration
+}
+
+// DefaultConfig is the upstream kubelet's defaults.
+func DefaultConfig() Config {
+	return Config{
+		BackoffBase: 10 * time.Second, BackoffCap: 300 * time.Second, StatusTimeout: 2 * time.Minute,
+		HighThresholdPercent: 85, LowThresholdPercent: 80, MinimumGCAge: 2 * time.Minute,
+		GCPeriod: 5 * time.Minute,
+	}
 }
 
 func (c Config) withDefaults() Config {
@@ -56,7 +88,43 @@ func (c Config) withDefaults() Config {
 	if c.StatusTimeout <= 0 {
 		c.StatusTimeout = 2 * time.Minute
 	}
+	if c.HighThresholdPercent == 0 && c.LowThresholdPercent == 0 {
+		c.HighThresholdPercent, c.LowThresholdPercent = 85, 80
+	}
+	if c.GCPeriod <= 0 {
+		c.GCPeriod = 5 * time.Minute
+	}
 	return c
+}
+
+// Validate checks the garbage collection policy as the upstream kubelet
+// checks its configuration: thresholds within 0..100, the low one below the
+// high one, ages not negative and a maximum age, when set, not below the
+// minimum age. Zero values are checked as New takes them (defaults filled).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.HighThresholdPercent < 0 || c.HighThresholdPercent > 100 {
+		errs = append(errs, fmt.Errorf("image GC high threshold (--image-gc-high-threshold) %d must be between 0 and 100, inclusive", c.HighThresholdPercent))
+	}
+	if c.LowThresholdPercent < 0 || c.LowThresholdPercent > 100 {
+		errs = append(errs, fmt.Errorf("image GC low threshold (--image-gc-low-threshold) %d must be between 0 and 100, inclusive", c.LowThresholdPercent))
+	}
+	if c.LowThresholdPercent >= c.HighThresholdPercent {
+		errs = append(errs, fmt.Errorf("image GC low threshold (--image-gc-low-threshold) %d must be less than the high threshold (--image-gc-high-threshold) %d",
+			c.LowThresholdPercent, c.HighThresholdPercent))
+	}
+	if c.MinimumGCAge < 0 {
+		errs = append(errs, fmt.Errorf("image minimum GC age (--image-minimum-gc-age) %v must not be negative", c.MinimumGCAge))
+	}
+	if c.MaximumGCAge < 0 {
+		errs = append(errs, fmt.Errorf("image maximum GC age (--image-maximum-gc-age) %v must not be negative", c.MaximumGCAge))
+	}
+	if c.MaximumGCAge > 0 && c.MaximumGCAge < c.MinimumGCAge {
+		errs = append(errs, fmt.Errorf("image maximum GC age (--image-maximum-gc-age) %v must be greater than the minimum GC age (--image-minimum-gc-age) %v",
+			c.MaximumGCAge, c.MinimumGCAge))
+	}
+	return errors.Join(errs...)
 }
 
 type opKind int
@@ -94,24 +162,40 @@ type Actor struct {
 	cfg Config
 	log *slog.Logger
 
+	gcDeps *GC // nil: no garbage collection
+
 	self     actorkit.Self
 	ops      map[string]*op
 	backoff  *flowcontrol.Backoff // per image, as the upstream kubelet's image puller
 	cancel   context.CancelFunc   // cancels every call of this incarnation
 	callsCtx context.Context
+	gc       *gcState // this incarnation's collector; nil without WithGC
 }
 
-// New returns the ImageActor's producer.
-func New(svc ImageService, clk clock.WithDelayedExecution, cfg Config, log *slog.Logger) actor.Producer {
+// Option adds to the ImageActor.
+type Option func(*Actor)
+
+// New returns the ImageActor's producer. cfg must pass Validate (check it
+// where flags are parsed): New panics on a bad policy, as on a missing
+// service or clock.
+func New(svc ImageService, clk clock.WithDelayedExecution, cfg Config, log *slog.Logger, opts ...Option) actor.Producer {
 	if svc == nil || clk == nil {
 		panic("image: service and clock are required")
+	}
+	if err := cfg.Validate(); err != nil {
+		panic("image: " + err.Error())
 	}
 	if log == nil {
 		log = slog.Default()
 	}
 	cfg = cfg.withDefaults()
+	proto := Actor{svc: svc, clk: clk, cfg: cfg, log: log}
+	for _, o := range opts {
+		o(&proto)
+	}
 	return func() actor.Actor {
-		return &Actor{svc: svc, clk: clk, cfg: cfg, log: log}
+		a := proto
+		return &a
 	}
 }
 
@@ -130,6 +214,14 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handleStatusDone(ctx, m)
 	case *pullDone:
 		a.handlePullDone(ctx, m)
+	case *messages.ReclaimImages:
+		a.handleReclaimImages(ctx, m)
+	case *actorkit.Fired:
+		a.handleFired(m)
+	case *gcScanned:
+		a.handleGCScanned(ctx, m)
+	case *gcDone:
+		a.handleGCDone(ctx, m)
 	}
 }
 
@@ -139,6 +231,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	// NewFakeBackOff is NewBackOff on an injected clock (no jitter).
 	a.backoff = flowcontrol.NewFakeBackOff(a.cfg.BackoffBase, a.cfg.BackoffCap, a.clk)
 	a.callsCtx, a.cancel = context.WithCancel(context.Background())
+	a.startGC()
 }
 
 // handleStop cancels the calls in flight and answers everyone waiting, so
@@ -155,6 +248,7 @@ func (a *Actor) handleStop(ctx actor.Context, why string) {
 		}
 	}
 	a.ops = map[string]*op{}
+	a.stopGC(ctx, why)
 }
 
 func (a *Actor) handleEnsureImage(ctx actor.Context, m *messages.EnsureImage) {
@@ -163,6 +257,7 @@ func (a *Actor) handleEnsureImage(ctx actor.Context, m *messages.EnsureImage) {
 			Message: fmt.Sprintf("Failed to apply default image tag %q: %v", m.Image, err)})
 		return
 	}
+	a.noteUsed(m.Image)
 	if o, ok := a.ops[m.Image]; ok {
 		o.waiters = append(o.waiters, m)
 		return
@@ -204,6 +299,7 @@ func (a *Actor) handleStatusDone(ctx actor.Context, m *statusDone) {
 			a.reply(ctx, w, messages.ImageResult{Reason: messages.ReasonErrImagePull,
 				Message: fmt.Sprintf("Failed to inspect image %q: %v", m.image, m.err)})
 		case m.img != nil && w.Policy != v1.PullAlways:
+			a.noteUsed(m.img.GetId())
 			a.reply(ctx, w, messages.ImageResult{ImageRef: m.img.GetId()})
 		case m.img == nil && w.Policy == v1.PullNever:
 			a.reply(ctx, w, messages.ImageResult{Reason: messages.ReasonErrImageNeverPull,
@@ -224,6 +320,7 @@ func (a *Actor) handlePullDone(ctx actor.Context, m *pullDone) {
 	}
 	if m.err == nil {
 		a.backoff.Reset(m.image)
+		a.noteUsed(m.ref)
 		a.log.Info("image pulled", "image", m.image, "ref", m.ref)
 		for _, w := range o.waiters {
 			a.reply(ctx, w, messages.ImageResult{ImageRef: m.ref, Pulled: w.Policy != v1.PullNever})
