@@ -27,6 +27,7 @@ func TestDiscoveryTellsCapacity(t *testing.T) {
 			Allocatable: map[v1.ResourceName]int64{"nvidia.com/gpu": 2},
 			Labels:      map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "2"},
 			Annotations: map[string]string{"actorlet.io/gpus": "fake"},
+			Ready:       true, // the only built-in provider listed
 		}
 		if !reflect.DeepEqual(c, want) {
 			t.Fatalf("capacity %+v, want %+v", c, want)

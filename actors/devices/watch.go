@@ -186,7 +186,7 @@ func (a *Actor) handleFired(m *actorkit.Fired) {
 // order).
 func (a *Actor) capacity() *messages.DeviceCapacity {
 	c := &messages.DeviceCapacity{Capacity: map[v1.ResourceName]int64{}, Allocatable: map[v1.ResourceName]int64{},
-		Labels: map[string]string{}, Annotations: map[string]string{}}
+		Labels: map[string]string{}, Annotations: map[string]string{}, Ready: a.builtinListed()}
 	for _, name := range sortedKeys(a.res) {
 		r := a.res[name]
 		var healthy int64
@@ -205,12 +205,23 @@ func (a *Actor) capacity() *messages.DeviceCapacity {
 
 func copyCapacity(c *messages.DeviceCapacity) *messages.DeviceCapacity {
 	return &messages.DeviceCapacity{Capacity: maps.Clone(c.Capacity), Allocatable: maps.Clone(c.Allocatable),
-		Labels: maps.Clone(c.Labels), Annotations: maps.Clone(c.Annotations)}
+		Labels: maps.Clone(c.Labels), Annotations: maps.Clone(c.Annotations), Ready: c.Ready}
 }
 
 func equalCapacity(x, y *messages.DeviceCapacity) bool {
 	return maps.Equal(x.Capacity, y.Capacity) && maps.Equal(x.Allocatable, y.Allocatable) &&
-		maps.Equal(x.Labels, y.Labels) && maps.Equal(x.Annotations, y.Annotations)
+		maps.Equal(x.Labels, y.Labels) && maps.Equal(x.Annotations, y.Annotations) && x.Ready == y.Ready
+}
+
+// builtinListed: every built-in provider has listed its devices (or
+// failed): the capacity is Ready, the NodeActor admits against it.
+func (a *Actor) builtinListed() bool {
+	for _, r := range a.res {
+		if r.builtin && !r.listed {
+			return false
+		}
+	}
+	return true
 }
 
 // publish tells the subscribers the capacity when it changed (the first
@@ -218,12 +229,8 @@ func equalCapacity(x, y *messages.DeviceCapacity) bool {
 // counts.
 func (a *Actor) publish() {
 	a.setCounts(false)
-	if !a.initialSent {
-		for _, r := range a.res {
-			if r.builtin && !r.listed {
-				return
-			}
-		}
+	if !a.initialSent && !a.builtinListed() {
+		return
 	}
 	c := a.capacity()
 	if a.initialSent && equalCapacity(c, a.lastSent) {
