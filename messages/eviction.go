@@ -73,3 +73,22 @@ type ContainersReclaimed struct {
 	Containers, Sandboxes int
 	Err                   string
 }
+
+// EvaluateEviction asks the EvictionActor for a housekeeping pass now
+// (tests, the simulated runtime's commands, a benchmark) instead of at the
+// next period. ReplyTo (or else the sender, when there is one) is sent
+// EvictionEvaluated once that pass (or, when one is in flight, the next)
+// has ended.
+type EvaluateEviction struct {
+	ReplyTo *actor.PID
+}
+
+// EvictionEvaluated answers EvaluateEviction: the node's pressure after the
+// pass, the pod it evicted (empty when none) and the signal it evicted
+// for; Err says why the pass could not observe the node.
+type EvictionEvaluated struct {
+	Pressure NodePressure
+	Evicted  types.UID
+	Signal   string
+	Err      string
+}

@@ -17,12 +17,21 @@ type KillPod struct {
 	UID         types.UID
 	GracePeriod *int64
 	Reason      string
+	// Evicted: the EvictionActor evicted the pod. The PodActor publishes
+	// it with a DisruptionTarget condition (reason TerminationByKubelet)
+	// while it stops, then Failed with Reason "Evicted" and Message once
+	// nothing of it runs, as upstream; the pod is not run again.
+	Evicted bool
+	Message string
 }
 
 // PodTerminated is sent by a PodActor to its parent once nothing of the pod
 // is left in the runtime.
 type PodTerminated struct {
 	UID types.UID
+	// Status is the final status the PodActor published for an evicted
+	// pod (Failed, Evicted); nil otherwise. Read only.
+	Status *v1.PodStatus
 }
 
 // NeedPod is sent by a (re)started PodActor to its parent, which answers with
