@@ -345,7 +345,7 @@ func (a *Actor) handleKillPod(ctx actor.Context, m *messages.KillPod) {
 	if a.kill == nil {
 		a.log.Info("killing pod", "reason", m.Reason)
 	}
-	a.kill = m
+	a.kill = evictedKill(a.kill, m)
 	a.images.drop() // image results no longer matter
 	a.releaseSlot()
 	a.kick(ctx)
@@ -538,6 +538,9 @@ func (a *Actor) reconcile(ctx actor.Context) {
 
 // reconcileKill stops everything of the pod, then reports it terminated.
 func (a *Actor) reconcileKill(ctx actor.Context, now time.Time) {
+	if a.kill.Evicted && a.pod != nil {
+		a.publish(a.waits, now) // DisruptionTarget, then Failed/Evicted once gone
+	}
 	if !a.snap.empty() {
 		if !a.retry.held(now) {
 			a.run(action{kind: actStopContainers, reason: a.kill.Reason}, true)
@@ -555,7 +558,11 @@ func (a *Actor) reconcileKill(ctx actor.Context, now time.Time) {
 		ctx.Send(a.d.Volumes, &messages.TearDownVolumes{UID: a.uid})
 	}
 	a.log.Info("pod terminated")
-	ctx.Send(ctx.Parent(), &messages.PodTerminated{UID: a.uid})
+	done := &messages.PodTerminated{UID: a.uid}
+	if a.kill.Evicted && a.status != nil {
+		done.Status = a.status.DeepCopy()
+	}
+	ctx.Send(ctx.Parent(), done)
 }
 
 // take starts the planned action, or what it waits for first: a start
@@ -711,11 +718,15 @@ func (a *Actor) checkDeadline(now time.Time) bool {
 }
 
 func (a *Actor) statusWith(waits map[string]waitInfo, now time.Time) v1.PodStatus {
-	return computeStatus(statusInput{
+	st := computeStatus(statusInput{
 		pod: a.pod, snap: a.snap, waits: waits, runtimeName: a.d.Config.RuntimeName,
 		hostIP: a.d.Config.HostIP, startTime: a.startTime(), prev: a.status, now: now,
 		probe: a.probeState, deadlineExceeded: a.deadline.exceeded,
 	})
+	if a.kill != nil && a.kill.Evicted {
+		st = evictedStatus(st, a.kill, a.snap != nil && a.snap.empty(), a.status, now)
+	}
+	return st
 }
 
 // publish sends the status to the StatusActor when it changed.
