@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
@@ -43,8 +44,8 @@ type ContainerLister interface {
 // ImageFs reports the filesystem that holds the runtime's images: its
 // capacity and the bytes still available on it, as statfs tells
 // (upstream's image filesystem stats). CRI's ImageFsInfo gives the bytes
-// the images use but no capacity; CapacityFromUsage makes an ImageFs of it
-// for a filesystem that holds only images and whose capacity is known.
+// the images use and the mountpoint but no capacity; FsFromInfo makes an
+// ImageFs of it and of a filesystem measurer.
 type ImageFs interface {
 	ImageFsCapacity(ctx context.Context) (capacity, available uint64, err error)
 }
@@ -104,32 +105,51 @@ func WithGC(gc GC) Option {
 	return func(a *Actor) { a.gcDeps = &gc }
 }
 
-// CapacityFromUsage is the ImageFs of a filesystem that holds only the
-// runtime's images and has a known capacity (the simulated runtime's image
-// filesystem, a dedicated image disk): available is capacity less the
-// bytes ImageFsInfo reports used (0 when they exceed it).
-func CapacityFromUsage(info ImageFsInfoer, capacity uint64) ImageFs {
-	return usageFs{info: info, capacity: capacity}
+// FsInfoer tells the capacity and availability of the filesystem at a
+// mountpoint (adapters/host's Stats; the simulated runtime for its own).
+type FsInfoer interface {
+	FsInfo(ctx context.Context, mountpoint string) (*statsapi.FsStats, error)
 }
 
-type usageFs struct {
-	info     ImageFsInfoer
-	capacity uint64
+// FsFromInfo is the ImageFs of the filesystem the runtime's ImageFsInfo
+// names (its first image filesystem's mountpoint), measured by fs. Where fs
+// gives no available bytes, they are its capacity less the bytes used
+// (fs's figure, else the runtime's).
+func FsFromInfo(info ImageFsInfoer, fs FsInfoer) ImageFs {
+	return infoFs{info: info, fs: fs}
 }
 
-func (u usageFs) ImageFsCapacity(ctx context.Context) (uint64, uint64, error) {
-	resp, err := u.info.ImageFsInfo(ctx)
+type infoFs struct {
+	info ImageFsInfoer
+	fs   FsInfoer
+}
+
+func (f infoFs) ImageFsCapacity(ctx context.Context) (uint64, uint64, error) {
+	resp, err := f.info.ImageFsInfo(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("image filesystem info: %w", err)
 	}
-	var used uint64
-	for _, fs := range resp.GetImageFilesystems() {
-		used += fs.GetUsedBytes().GetValue()
+	fss := resp.GetImageFilesystems()
+	if len(fss) == 0 || fss[0].GetFsId().GetMountpoint() == "" {
+		return 0, 0, errors.New("image filesystem info: the runtime names no image filesystem")
 	}
-	if used >= u.capacity {
-		return u.capacity, 0, nil
+	mp := fss[0].GetFsId().GetMountpoint()
+	st, err := f.fs.FsInfo(ctx, mp)
+	if err != nil {
+		return 0, 0, fmt.Errorf("image filesystem %s: %w", mp, err)
 	}
-	return u.capacity, u.capacity - used, nil
+	if st == nil || st.CapacityBytes == nil {
+		return 0, 0, fmt.Errorf("image filesystem %s: no capacity", mp)
+	}
+	capacity := *st.CapacityBytes
+	if st.AvailableBytes != nil {
+		return capacity, *st.AvailableBytes, nil
+	}
+	used := fss[0].GetUsedBytes().GetValue()
+	if st.UsedBytes != nil {
+		used = *st.UsedBytes
+	}
+	return capacity, capacity - min(used, capacity), nil
 }
 
 // imageRecord is what the collector knows of one image.

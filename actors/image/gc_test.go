@@ -17,6 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/actorlet/actorlet/internal/actortest"
@@ -43,7 +44,8 @@ var (
 	_ ImageFs         = (*gcRuntime)(nil)
 	_ Metrics         = (*gcMetrics)(nil)
 	_ Recorder        = (*gcEvents)(nil)
-	_ ImageFsInfoer   = fsInfo(nil)
+	_ ImageFsInfoer   = fsInfo{}
+	_ FsInfoer        = fsStats{}
 )
 
 func newGCRuntime(capacity uint64) *gcRuntime {
@@ -589,34 +591,69 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// fsInfo is an ImageFsInfoer reporting these used bytes.
-type fsInfo []uint64
+// fsInfo is an ImageFsInfoer naming one image filesystem (none when
+// mountpoint is empty) using used bytes.
+type fsInfo struct {
+	mountpoint string
+	used       uint64
+}
 
 func (f fsInfo) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
 	r := &runtimeapi.ImageFsInfoResponse{}
-	for _, u := range f {
-		r.ImageFilesystems = append(r.ImageFilesystems, &runtimeapi.FilesystemUsage{UsedBytes: &runtimeapi.UInt64Value{Value: u}})
+	if f.mountpoint != "" {
+		r.ImageFilesystems = []*runtimeapi.FilesystemUsage{{
+			FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: f.mountpoint}, UsedBytes: &runtimeapi.UInt64Value{Value: f.used}}}
 	}
 	return r, nil
 }
 
-func TestCapacityFromUsage(t *testing.T) {
+// fsStats is an FsInfoer knowing one mountpoint.
+type fsStats struct {
+	mountpoint string
+	st         *statsapi.FsStats
+}
+
+func (f fsStats) FsInfo(_ context.Context, mp string) (*statsapi.FsStats, error) {
+	if mp != f.mountpoint {
+		return nil, fmt.Errorf("no filesystem at %s", mp)
+	}
+	return f.st, nil
+}
+
+func TestFsFromInfo(t *testing.T) {
+	u := func(v uint64) *uint64 { return &v }
+	const mp = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"
 	tests := []struct {
 		name          string
-		used          fsInfo
-		capacity      uint64
+		info          fsInfo
+		st            *statsapi.FsStats
+		wantCapacity  uint64
 		wantAvailable uint64
+		wantErr       string
 	}{
-		{name: "one filesystem", used: fsInfo{300}, capacity: 1000, wantAvailable: 700},
-		{name: "summed", used: fsInfo{300, 200}, capacity: 1000, wantAvailable: 500},
-		{name: "none reported", capacity: 1000, wantAvailable: 1000},
-		{name: "over capacity", used: fsInfo{1500}, capacity: 1000, wantAvailable: 0},
+		{name: "statfs figures", info: fsInfo{mp, 300}, st: &statsapi.FsStats{CapacityBytes: u(1000), AvailableBytes: u(400)},
+			wantCapacity: 1000, wantAvailable: 400},
+		{name: "no available: capacity less used", info: fsInfo{mp, 300}, st: &statsapi.FsStats{CapacityBytes: u(1000), UsedBytes: u(700)},
+			wantCapacity: 1000, wantAvailable: 300},
+		{name: "no available nor used: the runtime's used", info: fsInfo{mp, 300}, st: &statsapi.FsStats{CapacityBytes: u(1000)},
+			wantCapacity: 1000, wantAvailable: 700},
+		{name: "used over capacity", info: fsInfo{mp, 3000}, st: &statsapi.FsStats{CapacityBytes: u(1000)},
+			wantCapacity: 1000, wantAvailable: 0},
+		{name: "no image filesystem", info: fsInfo{}, wantErr: "the runtime names no image filesystem"},
+		{name: "no capacity", info: fsInfo{mp, 1}, st: &statsapi.FsStats{}, wantErr: "image filesystem " + mp + ": no capacity"},
+		{name: "unknown mountpoint", info: fsInfo{"/elsewhere", 1}, wantErr: "image filesystem /elsewhere: no filesystem at /elsewhere"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, av, err := CapacityFromUsage(tt.used, tt.capacity).ImageFsCapacity(context.Background())
-			if err != nil || c != tt.capacity || av != tt.wantAvailable {
-				t.Fatalf("got %d %d %v, want %d %d", c, av, err, tt.capacity, tt.wantAvailable)
+			c, av, err := FsFromInfo(tt.info, fsStats{mountpoint: mp, st: tt.st}).ImageFsCapacity(context.Background())
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || c != tt.wantCapacity || av != tt.wantAvailable {
+				t.Fatalf("got %d %d %v, want %d %d", c, av, err, tt.wantCapacity, tt.wantAvailable)
 			}
 		})
 	}
