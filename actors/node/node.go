@@ -75,6 +75,10 @@ type Config struct {
 	// DeviceWait bounds the wait for its first capacity (default
 	// DefaultDeviceWait).
 	DeviceWait time.Duration
+	// Eviction is the EvictionActor: its EvictPods are carried out, and
+	// pods are admitted under its NodePressure as upstream (evict.go); it
+	// is asked for the pressure at start. Nil: no pressure is known.
+	Eviction *actor.PID
 }
 
 // New returns the NodeActor producer.
@@ -172,6 +176,8 @@ type Actor struct {
 
 	starting map[types.UID]bool // pods holding a start slot
 	waiting  []types.UID        // pods waiting for one, in order
+
+	pressure messages.NodePressure // the EvictionActor's, for admission
 }
 
 // track adds (sign 1) or removes (sign -1) an entry's share of the counts;
@@ -221,6 +227,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 	case *messages.DeviceCapacity:
 		a.handleDeviceCapacity(ctx, m)
+	case *messages.NodePressure:
+		a.handleNodePressure(m)
+	case *messages.EvictPod:
+		a.handleEvictPod(ctx, m)
 	case *messages.SourceSynced:
 		a.markSynced(ctx, m.Source)
 	case *messages.PodEvents:
@@ -262,6 +272,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.self = actorkit.Start(ctx, a.cfg.Clock)
 	a.housekeeping = actorkit.NewTimer("housekeeping")
 	a.startDevices(ctx)
+	a.startPressure(ctx)
 	if a.cfg.Sweeper != nil {
 		a.housekeeping.Arm(a.self, min(sweepSoon, a.cfg.HousekeepingPeriod))
 	}
@@ -421,6 +432,10 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 		a.reject(ctx, p, source, reason, msg)
 		return
 	}
+	if reason, msg := a.admitPressure(p, source); reason != "" {
+		a.reject(ctx, p, source, reason, msg)
+		return
+	}
 	if reason, msg := a.fits(p); reason != "" {
 		a.reject(ctx, p, source, reason, msg)
 		return
@@ -479,6 +494,7 @@ func (a *Actor) gracefulDelete(ctx actor.Context, p *v1.Pod, source string) {
 	if e.killing == nil || e.killing.GracePeriod == nil ||
 		(kill.GracePeriod != nil && *kill.GracePeriod < *e.killing.GracePeriod) {
 		// A shorter grace period (a second, forced delete) wins.
+		keepEviction(e.killing, kill)
 		e.killing = kill
 		a.sendKill(ctx, p.UID, e)
 	}
@@ -597,6 +613,7 @@ func (a *Actor) handleNeedPod(ctx actor.Context, m *messages.NeedPod) {
 		return
 	}
 	if e.killing != nil {
+		a.evictedSyncFirst(ctx, e)
 		ctx.Send(e.pid, e.killing)
 		return
 	}
@@ -613,7 +630,9 @@ func (a *Actor) handleTerminated(ctx actor.Context, m *messages.PodTerminated) {
 	if e.pod != nil {
 		forget.Namespace, forget.Name = e.pod.Namespace, e.pod.Name
 	}
-	ctx.Send(a.status, forget)
+	if !a.keepEvicted(ctx, e, m) {
+		ctx.Send(a.status, forget)
+	}
 	a.releaseDevices(ctx, e)
 	if e.deleting && e.source == messages.SourceAPI {
 		a.finished[m.UID] = forget

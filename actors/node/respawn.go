@@ -201,6 +201,7 @@ func (a *Actor) respawnWorker(ctx actor.Context, uid types.UID, e *entry) {
 	a.log.Info("pod actor spawned again after its back-off", "uid", uid, "killing", e.killing != nil)
 	e.pid, e.w.down, e.w.reported, e.w.respawned = pid, false, nil, a.cfg.Clock.Now()
 	if e.killing != nil {
+		a.evictedSyncFirst(ctx, e)
 		ctx.Send(pid, e.killing)
 		return
 	}
