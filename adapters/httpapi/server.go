@@ -20,6 +20,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
 	"github.com/actorlet/actorlet/messages"
@@ -55,6 +56,9 @@ type Config struct {
 	Decode func([]byte) (*v1.Pod, error)
 	// Metrics serves GET /metrics; nil leaves the path unserved (404).
 	Metrics http.Handler
+	// StatsSummary answers GET /stats/summary and feeds GET
+	// /metrics/resource (stats.go); nil leaves both unserved (404).
+	StatsSummary func(ctx context.Context) (*statsapi.Summary, error)
 	// Debug serves /debug/ on the main handler; may be nil.
 	Debug http.Handler
 	// ContainerLogs serves GET /containerLogs/{namespace}/{pod}/{container}
@@ -132,8 +136,8 @@ func (s *Server) Healthz() http.Handler {
 	return s.recover(mux)
 }
 
-// ReadOnly serves GET /pods, GET /healthz and GET /metrics (the read-only
-// port). Other paths get 404, other methods 405.
+// ReadOnly serves GET /pods, GET /healthz, GET /metrics, GET
+// /stats/summary and GET /metrics/resource (the read-only port). Other paths get 404, other methods 405.
 func (s *Server) ReadOnly() http.Handler {
 	mux := http.NewServeMux()
 	s.readOnlyRoutes(mux)
@@ -172,6 +176,10 @@ func (s *Server) readOnlyRoutes(mux *http.ServeMux) {
 	}
 	if s.cfg.Metrics != nil {
 		mux.Handle("GET /metrics", s.cfg.Metrics)
+	}
+	if s.cfg.StatsSummary != nil {
+		mux.HandleFunc("GET /stats/summary", s.handleStatsSummary)
+		mux.Handle("GET /metrics/resource", s.resourceMetrics())
 	}
 }
 
