@@ -46,7 +46,7 @@ func TestNodeStats(t *testing.T) {
 		cpu, usage, ws, rss, pgfault uint64
 	}{
 		{"cgroup v1", map[string]string{
-			"cpuacct/cpuacct.usage":       "123456789\n",
+			"cpuacct/cpuacct.usage":        "123456789\n",
 			"memory/memory.usage_in_bytes": "6000000000\n",
 			"memory/memory.stat":           "cache 1\ntotal_inactive_file 1000000000\ntotal_rss 3000000000\ntotal_pgfault 77\ntotal_pgmajfault 3\n",
 		}, 123456789, 6000000000, 5000000000, 3000000000, 77},

@@ -45,10 +45,10 @@ func (u *usage) add(o usage) {
 // podFs is one pod's measured disk usage outside the runtime.
 type podFs struct {
 	t         metav1.Time
-	volumes   []volumeUsage // by name
-	ephemeral usage         // of the volumes that count as ephemeral storage
+	volumes   []volumeUsage    // by name
+	ephemeral usage            // of the volumes that count as ephemeral storage
 	ctrLogs   map[string]usage // by container name
-	logsTotal usage // the whole pod log directory
+	logsTotal usage            // the whole pod log directory
 }
 
 type volumeUsage struct {

@@ -107,10 +107,9 @@ type Provider struct {
 	cpu *cpuCache
 	fs  *fsAnalyzer
 
-	mu               sync.Mutex
-	noSandboxStats   bool              // the runtime answered Unimplemented
-	lastWarn         map[string]string // what -> last error logged
-	lastWarnInterval time.Duration
+	mu             sync.Mutex
+	noSandboxStats bool              // the runtime answered Unimplemented
+	lastWarn       map[string]string // what -> last error logged
 }
 
 // New returns a Provider; Run starts its background measurement of volumes

@@ -42,15 +42,15 @@ type container struct {
 	reason     string
 	message    string
 
-	fs    map[string][]byte // the container's tiny filesystem
+	fs map[string][]byte // the container's tiny filesystem
 	// What the container consumes on command (usage.go): bytes alloc'd
 	// (while it runs), processes spawned (while it runs), and bytes fill'd
 	// per file of fs (on its writable layer until removed).
 	memAlloc uint64
 	spawned  uint64
 	filled   map[string]uint64
-	proc  *proc             // main program while running
-	execs map[*proc]struct{}
+	proc     *proc // main program while running
+	execs    map[*proc]struct{}
 
 	attached map[*attachment]struct{} // attached clients (stream.go)
 }
