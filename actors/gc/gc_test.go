@@ -81,7 +81,8 @@ func newHarness(t *testing.T, rt *fakecri.Runtime, clk *testclock.FakeClock) *ha
 		}
 	}))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h.pid = sys.Root.Spawn(actor.PropsFromProducer(New(rt, clk, Config{PodLogsDir: logsDir, Logs: h.logs}, log)))
+	h.pid = sys.Root.Spawn(actor.PropsFromProducer(New(rt, clk, Config{PodLogsDir: logsDir, Logs: h.logs}, log),
+		actor.WithReceiverMiddleware(actortest.Barrier())))
 	t.Cleanup(func() { sys.Root.Stop(h.pid) })
 	return h
 }
@@ -457,4 +458,23 @@ func TestOSLogsRemovesTheLogAndItsRotations(t *testing.T) {
 	if err := (OSLogs{}).RemoveContainerLog(context.Background(), filepath.Join(dir, "0.log")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestStopAnswersReclaims(t *testing.T) {
+	clk := testclock.NewFakeClock(time.Unix(10000, 0))
+	rt := fakecri.New(clk)
+	release := rt.Block("ListContainers")
+	defer release()
+	h := newHarness(t, rt, clk)
+	actortest.Eventually(t, "the first collection to list", func() bool { return rt.InFlight("ListContainers") == 1 })
+	h.sys.Root.Send(h.pid, &messages.ReclaimContainers{ReplyTo: h.recP})
+	actortest.Sync(t, h.sys, h.pid) // a stop overtakes what is queued
+	if err := h.sys.Root.StopFuture(h.pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	actortest.Eventually(t, "the reclaim answered", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.replies) == 1 && h.replies[0].Err == "container garbage collector stopped"
+	})
 }

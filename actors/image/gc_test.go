@@ -35,6 +35,8 @@ type gcRuntime struct {
 	removed    []string // IDs, in order
 	removeErr  map[string]error
 	fsErr      error
+	listGate   chan struct{} // ListImages waits for it when set
+	listing    chan struct{} // told when ListImages waits
 }
 
 var (
@@ -133,7 +135,15 @@ func (r *gcRuntime) PullImage(_ context.Context, ref string, _ *runtimeapi.PodSa
 	return id, nil
 }
 
-func (r *gcRuntime) ListImages(context.Context) ([]*runtimeapi.Image, error) {
+func (r *gcRuntime) ListImages(ctx context.Context) ([]*runtimeapi.Image, error) {
+	if r.listGate != nil {
+		r.listing <- struct{}{}
+		select {
+		case <-r.listGate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []*runtimeapi.Image
@@ -252,7 +262,8 @@ func newGCHarness(t *testing.T, rt *gcRuntime, cfg Config, withGC bool) *gcHarne
 	if withGC {
 		opts = append(opts, WithGC(GC{Images: rt, Containers: rt, Fs: rt, Metrics: h.m, Events: h.ev, NodeName: "node-1"}))
 	}
-	h.pid = sys.Root.Spawn(actor.PropsFromProducer(New(rt, h.clk, cfg, log, opts...)))
+	h.pid = sys.Root.Spawn(actor.PropsFromProducer(New(rt, h.clk, cfg, log, opts...),
+		actor.WithReceiverMiddleware(actortest.Barrier())))
 	t.Cleanup(func() { sys.Root.Stop(h.pid) })
 	return h
 }
@@ -510,6 +521,21 @@ func TestReclaimImagesErrors(t *testing.T) {
 			t.Fatalf("present %v", got)
 		}
 	})
+}
+
+func TestStopAnswersReclaimImages(t *testing.T) {
+	rt := newGCRuntime(1000)
+	rt.listGate, rt.listing = make(chan struct{}), make(chan struct{}, 1)
+	h := newGCHarness(t, rt, Config{}, true)
+	<-rt.listing // the first collection lists
+	h.sys.Root.Send(h.pid, &messages.ReclaimImages{Bytes: 10, ReplyTo: h.recP})
+	actortest.Sync(t, h.sys, h.pid) // a stop overtakes what is queued
+	if err := h.sys.Root.StopFuture(h.pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := h.next().(*messages.ImagesReclaimed); !ok || r.Err != "image actor stopped" {
+		t.Fatalf("reply %+v, want the stop", r)
+	}
 }
 
 func TestGCFilesystemErrors(t *testing.T) {
