@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -33,9 +34,14 @@ const DefaultDeviceWait = 10 * time.Second
 // deviceState is the NodeActor's view of the extended resources.
 type deviceState struct {
 	allocatable map[v1.ResourceName]int64
-	ready       bool                  // a Ready capacity came, or the wait ended
-	held        []*messages.PodUpdate // source updates waiting for ready
-	wait        actorkit.Timer
+	// labels are the node's labels with the devices' (GPU feature
+	// discovery's, which the Node object carries in cluster mode) under
+	// --node-labels: what node selectors and affinity match. Nil: the
+	// configured ones alone.
+	labels map[string]string
+	ready  bool                  // a Ready capacity came, or the wait ended
+	held   []*messages.PodUpdate // source updates waiting for ready
+	wait   actorkit.Timer
 }
 
 // extendedNames are the extended resources the pod asks for, sorted.
@@ -60,6 +66,14 @@ func extendedRequest(p *v1.Pod, name v1.ResourceName) resource.Quantity {
 		}
 	}
 	return podRequest(withLimits, name)
+}
+
+// nodeLabels are the labels pods' node selectors and affinity match.
+func (a *Actor) nodeLabels() map[string]string {
+	if a.dev.labels != nil {
+		return a.dev.labels
+	}
+	return a.cfg.NodeLabels
 }
 
 // devicesWired: a DevicesActor counts the extended resources.
@@ -91,6 +105,11 @@ func (a *Actor) holdUpdate(m *messages.PodUpdate) bool {
 // on the first ready one, admits the updates held meanwhile.
 func (a *Actor) handleDeviceCapacity(ctx actor.Context, m *messages.DeviceCapacity) {
 	a.dev.allocatable = m.Allocatable
+	a.dev.labels = nil
+	if len(m.Labels) > 0 {
+		a.dev.labels = maps.Clone(m.Labels)
+		maps.Copy(a.dev.labels, a.cfg.NodeLabels) // --node-labels win, as on the Node
+	}
 	if m.Ready {
 		a.devicesReady(ctx, "")
 	}

@@ -124,3 +124,16 @@ func TestDeviceWaitIsBounded(t *testing.T) {
 		},
 	})
 }
+
+func TestDeviceLabelsMatchNodeSelectors(t *testing.T) {
+	h, _ := newDevicesHarness(t, nil)
+	onGPUNode := gpuPod("a", 1)
+	onGPUNode.Spec.NodeSelector = map[string]string{"nvidia.com/gpu.present": "true"}
+	h.run([]step{{
+		name: "a pod selecting the GPU feature discovery label runs once the devices tell it",
+		do: sendAll(&messages.DeviceCapacity{Allocatable: map[v1.ResourceName]int64{gpu: 1},
+			Labels: map[string]string{"nvidia.com/gpu.present": "true"}, Ready: true},
+			set(messages.SourceFile, onGPUNode)),
+		pods: map[string]string{"a": "SyncPod img"},
+	}})
+}

@@ -28,8 +28,8 @@ func (a *Actor) predicates(p *v1.Pod) (reason, msg string) {
 	if os := p.Spec.OS; os != nil && string(os.Name) != goruntime.GOOS {
 		return ReasonOSNotSupported, fmt.Sprintf("Failed to admit pod as the OS field (%s) doesn't match node OS (%s)", os.Name, goruntime.GOOS)
 	}
-	if want, ok := p.Spec.NodeSelector[v1.LabelOSStable]; ok && want != a.cfg.NodeLabels[v1.LabelOSStable] {
-		return ReasonOSSelector, fmt.Sprintf("Failed to admit pod as the `%s` label (%s) doesn't match node label (%s)", v1.LabelOSStable, want, a.cfg.NodeLabels[v1.LabelOSStable])
+	if want, ok := p.Spec.NodeSelector[v1.LabelOSStable]; ok && want != a.nodeLabels()[v1.LabelOSStable] {
+		return ReasonOSSelector, fmt.Sprintf("Failed to admit pod as the `%s` label (%s) doesn't match node label (%s)", v1.LabelOSStable, want, a.nodeLabels()[v1.LabelOSStable])
 	}
 	if !a.matchesNodeAffinity(p) {
 		return ReasonNodeAffinity, "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
@@ -45,7 +45,7 @@ func (a *Actor) predicates(p *v1.Pod) (reason, msg string) {
 // NodeAffinity filter decides.
 func (a *Actor) matchesNodeAffinity(p *v1.Pod) bool {
 	for k, v := range p.Spec.NodeSelector {
-		if have, ok := a.cfg.NodeLabels[k]; !ok || have != v {
+		if have, ok := a.nodeLabels()[k]; !ok || have != v {
 			return false
 		}
 	}
@@ -73,7 +73,7 @@ func (a *Actor) matchesTerm(term v1.NodeSelectorTerm) bool {
 	if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
 		return false
 	}
-	node := labels.Set(a.cfg.NodeLabels)
+	node := labels.Set(a.nodeLabels())
 	for _, e := range term.MatchExpressions {
 		if !matches(e, node) {
 			return false

@@ -80,6 +80,10 @@ type Config struct {
 	// the allocatable (healthy ones), and its labels and annotations (GPU
 	// feature discovery's) the Node's.
 	Devices *actor.PID
+	// Eviction, when set, is the EvictionActor: the MemoryPressure,
+	// DiskPressure and PIDPressure conditions follow its NodePressure
+	// (pressure.go); it is asked at start.
+	Eviction *actor.PID
 	// RetryBase is the first retry after a failed status patch or lease
 	// renewal, doubling up to the update period (status) or a quarter of the
 	// lease (lease); upstream's lease controller starts at 200 ms.
@@ -143,6 +147,10 @@ type Actor struct {
 	leaseTimer   actorkit.Timer // every LeaseDuration/4: renew the Lease
 	retryTimer   actorkit.Timer // after a failed registration
 	devices      *messages.DeviceCapacity
+	pressure     *messages.NodePressure // the EvictionActor's; nil: none known
+	// metaStale: the devices' labels came while the Node was being
+	// registered without them; registering again merges them.
+	metaStale bool
 }
 
 type (
@@ -194,6 +202,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.report(false)
 	case *messages.DeviceCapacity:
 		a.handleDeviceCapacity(m)
+	case *messages.NodePressure:
+		a.handleNodePressure(m)
 	case *patched:
 		a.handlePatched(m)
 	case *renewed:
@@ -213,6 +223,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	if a.cfg.Devices != nil {
 		ctx.Send(a.cfg.Devices, &messages.GetDeviceCapacity{ReplyTo: ctx.Self()})
 	}
+	a.askPressure(ctx)
 	a.statusTimer.Arm(a.self, a.cfg.UpdateFrequency)
 	a.leaseTimer.Arm(a.self, a.cfg.LeaseDuration/4)
 }
@@ -280,6 +291,12 @@ func (a *Actor) handleRegistered(ctx actor.Context, m *registered) {
 	}
 	a.log.Info("node registered", "node", m.node.Name, "uid", m.node.UID)
 	a.node = m.node
+	if a.metaStale {
+		a.metaStale = false
+		if want := a.initialNode(); !hasLabels(a.node.Labels, want.Labels) || !hasLabels(a.node.Annotations, want.Annotations) {
+			a.register()
+		}
+	}
 	if a.cfg.Status != nil {
 		ctx.Send(a.cfg.Status, &messages.NodeRegistered{Name: m.node.Name, UID: m.node.UID})
 	}
@@ -309,7 +326,9 @@ func (a *Actor) initialNode() *v1.Node {
 // metadata (registering again merges them).
 func (a *Actor) handleDeviceCapacity(m *messages.DeviceCapacity) {
 	a.devices = m
-	if a.node != nil {
+	if a.node == nil {
+		a.metaStale = true // the registration in flight has not got them
+	} else {
 		want := a.initialNode()
 		if !hasLabels(a.node.Labels, want.Labels) || !hasLabels(a.node.Annotations, want.Annotations) {
 			a.register()
@@ -568,12 +587,7 @@ func (a *Actor) conditions(now time.Time) []v1.NodeCondition {
 		ready.Message = fmt.Sprintf("PLEG is not healthy: pleg was last seen active %s ago; threshold is %s",
 			now.Sub(h.LastRelist).Round(time.Second), h.Threshold)
 	}
-	conds := []v1.NodeCondition{
-		{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "actorlet has sufficient memory available"},
-		{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "actorlet has no disk pressure"},
-		{Type: v1.NodePIDPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientPID", Message: "actorlet has sufficient PID available"},
-		ready,
-	}
+	conds := append(pressureConditions(a.pressure), ready)
 	for i := range conds {
 		conds[i].LastHeartbeatTime = t
 		conds[i].LastTransitionTime = t

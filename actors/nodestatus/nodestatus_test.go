@@ -438,3 +438,14 @@ func TestDevicesJoinCapacityAndLabels(t *testing.T) {
 		return q.Value() == 6
 	})
 }
+
+func TestDeviceLabelsThatComeDuringRegistration(t *testing.T) {
+	h := newHarness(t)
+	// Sent at once: the registration started with the actor has no labels
+	// of the devices; the Node gets them anyway.
+	h.sys.Root.Send(h.pid, &messages.DeviceCapacity{
+		Capacity: map[v1.ResourceName]int64{"nvidia.com/gpu": 2}, Allocatable: map[v1.ResourceName]int64{"nvidia.com/gpu": 2},
+		Labels: map[string]string{"nvidia.com/gpu.present": "true"}, Ready: true,
+	})
+	h.waitNode("the GPU label", func(n *v1.Node, _, _, _ int) bool { return n.Labels["nvidia.com/gpu.present"] == "true" })
+}

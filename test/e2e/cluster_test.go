@@ -114,7 +114,7 @@ func (c *cluster) waitPod(t *testing.T, ns, name, what string, timeout time.Dura
 			return false, err
 		}
 		got = p
-		return cond(p), fmt.Errorf("phase %s, %s", p.Status.Phase, describe(p))
+		return cond(p), fmt.Errorf("phase %s %s %q, %s", p.Status.Phase, p.Status.Reason, p.Status.Message, describe(p))
 	})
 	return got
 }
