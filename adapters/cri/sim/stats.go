@@ -68,7 +68,7 @@ func (r *Runtime) ListContainerStats(_ context.Context, req *runtimeapi.ListCont
 }
 
 func (r *Runtime) sandboxStats(sb *sandbox, ts int64) *runtimeapi.PodSandboxStats {
-	var cpuNanos, cores, mem uint64 = 0, 0, 0
+	var cpuNanos, cores, mem, rss uint64
 	var procs uint64
 	ctrs := make([]*runtimeapi.ContainerStats, 0, len(sb.containers))
 	for _, c := range sb.sortedContainers() {
@@ -77,17 +77,19 @@ func (r *Runtime) sandboxStats(sb *sandbox, ts int64) *runtimeapi.PodSandboxStat
 		cpuNanos += st.Cpu.UsageCoreNanoSeconds.Value
 		cores += st.Cpu.UsageNanoCores.Value
 		mem += st.Memory.WorkingSetBytes.Value
+		rss += st.Memory.RssBytes.Value
 		procs += c.pidCount()
 	}
 	if sb.state == runtimeapi.PodSandboxState_SANDBOX_READY {
 		mem += pauseMemory
+		rss += pauseMemory
 		procs++
 	}
 	return &runtimeapi.PodSandboxStats{
 		Attributes: &runtimeapi.PodSandboxAttributes{Id: sb.id, Metadata: sb.meta, Labels: sb.labels, Annotations: sb.annotations},
 		Linux: &runtimeapi.LinuxPodSandboxStats{
 			Cpu:    &runtimeapi.CpuUsage{Timestamp: ts, UsageCoreNanoSeconds: u64(cpuNanos), UsageNanoCores: u64(cores)},
-			Memory: &runtimeapi.MemoryUsage{Timestamp: ts, WorkingSetBytes: u64(mem), UsageBytes: u64(mem), RssBytes: u64(mem / 2)},
+			Memory: &runtimeapi.MemoryUsage{Timestamp: ts, WorkingSetBytes: u64(mem), UsageBytes: u64(mem), RssBytes: u64(rss)},
 			Network: &runtimeapi.NetworkUsage{Timestamp: ts, DefaultInterface: &runtimeapi.NetworkInterfaceUsage{
 				Name: "eth0", RxBytes: u64(procs * 1024), TxBytes: u64(procs * 512), RxErrors: u64(0), TxErrors: u64(0)}},
 			Process:    &runtimeapi.ProcessUsage{Timestamp: ts, ProcessCount: u64(procs)},
