@@ -454,7 +454,7 @@ func TestSummaryContainerFs(t *testing.T) {
 }
 
 // write creates a file of n bytes.
-func write(t *testing.T, path string, n int) {
+func write(t testing.TB, path string, n int) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/actorlet/actorlet/adapters/cri"
 	"github.com/actorlet/actorlet/adapters/cri/sim"
@@ -165,4 +166,35 @@ func BenchmarkSummary1000(b *testing.B) {
 			b.ReportMetric(100*float64(cpu)/float64(10*time.Second), "core-%@10s")
 		})
 	}
+}
+
+// BenchmarkMeasureVolumes1000 measures one background pass over 1,000 pods,
+// each with an emptyDir of three files, a configMap and a container log
+// (the pass runs every --volume-stats-agg-period, 1 m by default).
+func BenchmarkMeasureVolumes1000(b *testing.B) {
+	root, logs := b.TempDir(), b.TempDir()
+	for i := range 1000 {
+		uid := fmt.Sprintf("uid-%04d", i)
+		vol := filepath.Join(root, "pods", uid, "volumes")
+		for _, f := range []string{"kubernetes.io~empty-dir/cache/a", "kubernetes.io~empty-dir/cache/b", "kubernetes.io~empty-dir/cache/sub/c",
+			"kubernetes.io~configmap/conf/app.conf"} {
+			write(b, filepath.Join(vol, f), 1000)
+		}
+		write(b, filepath.Join(logs, fmt.Sprintf("default_pod-%04d_%s", i, uid), "app", "0.log"), 5000)
+	}
+	a := newFsAnalyzer(root, logs, clock.RealClock{}, slog.New(slog.DiscardHandler))
+	var before, after syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	b.ResetTimer()
+	for b.Loop() {
+		a.measure()
+	}
+	b.StopTimer()
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	if len(a.snapshot()) != 1000 {
+		b.Fatalf("measured %d pods", len(a.snapshot()))
+	}
+	cpu := time.Duration(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano()) / time.Duration(b.N)
+	b.ReportMetric(float64(cpu)/float64(time.Millisecond), "cpu-ms/op")
+	b.ReportMetric(100*float64(cpu)/float64(DefaultVolumePeriod), "core-%@1m")
 }
