@@ -41,6 +41,11 @@ unit: vet
 integration: build
 	$(GOTEST) -timeout 30m -run 'E2E|Containerd|ControlPlane' ./test/... ./adapters/... ./internal/...
 
+# The real-GPU check (docs/GPUS.md): skips where NVML finds no library or GPU.
+.PHONY: gpu-check
+gpu-check: build
+	$(GO) test -count=1 -run 'TestRealGPU|TestE2ERealGPU' -v ./adapters/nvml/ ./test/e2e/
+
 vet:
 	$(GO) vet $(PKGS)
 
