@@ -7,11 +7,11 @@
 //
 // A pass is one housekeeping step (every HousekeepingPeriod, 10 s, on the
 // injected clock; at once on EvaluateEviction or when the kernel's memory
-// threshold notifier fires): the Summary is read off the mailbox and the
-// pods are asked of the StatusActor (GetPods) at the same time; the
+// threshold notifier fires): the Summary is read off the mailbox; the
 // observations decide the conditions (sent to the subscribers as
-// NodePressure when they change) and the threshold to act on; a disk
-// threshold first asks the container garbage collector
+// NodePressure when they change) and the threshold to act on, if any; then
+// the pods are asked of the StatusActor (GetPods) and a disk threshold
+// first asks the container garbage collector
 // (ReclaimContainers) and the ImageActor (ReclaimImages) and observes
 // again; a threshold still met evicts the first pod of the ranking that is
 // not critical (EvictPod to the NodeActor, a Warning event "Evicted",
@@ -157,8 +157,7 @@ func New(cfg Config, log *slog.Logger) actor.Producer {
 type phase int
 
 const (
-	idle      phase = iota
-	observing       // the Summary and the pods are asked
+	observing phase = iota // the Summary is asked
 	reclaimContainers
 	reclaimImages
 	reobserving // the Summary after a reclaim
@@ -194,8 +193,11 @@ type Actor struct {
 	st       state
 	cur      *pass
 	seq      uint64       // passes started
-	again    []*actor.PID // a pass was asked while one ran (nil entries: no reply)
-	queued   bool
+	again    []*actor.PID // EvaluateEviction callers of the queued pass
+	queued   bool         // a pass was asked while one ran
+	// calls ends the Summary reads of this incarnation when it stops.
+	calls       context.Context
+	cancelCalls context.CancelFunc
 
 	pressure  messages.NodePressure
 	published bool
@@ -273,6 +275,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.cur, a.again, a.queued = nil, nil, false
 	a.pressure, a.published = messages.NodePressure{}, false
 	a.evicting = map[types.UID]time.Time{}
+	a.calls, a.cancelCalls = context.WithCancel(context.Background())
 	a.startNotifier()
 	// The first pass soon after the start: a restarted actor tells its
 	// subscribers the pressure again.
@@ -282,6 +285,9 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 func (a *Actor) handleStop() {
 	a.tick.Stop()
 	a.deadline.Stop()
+	if a.cancelCalls != nil {
+		a.cancelCalls()
+	}
 	if a.notifierCancel != nil {
 		a.notifierCancel()
 		a.notifierCancel = nil
@@ -324,12 +330,11 @@ func (a *Actor) trigger(ctx actor.Context, replyTo *actor.PID) {
 	}
 	a.deadline.Arm(a.self, a.cfg.PassTimeout)
 	a.readSummary()
-	ctx.Request(a.cfg.Status, &messages.GetPods{})
 }
 
 func (a *Actor) readSummary() {
 	stats, seq := a.cfg.Stats, a.seq
-	actorkit.Go(a.self, a.cfg.PassTimeout, func(ctx context.Context) *summaryDone {
+	actorkit.GoIn(a.self, a.calls, a.cfg.PassTimeout, func(ctx context.Context) *summaryDone {
 		s, err := stats.Summary(ctx)
 		if err == nil && s == nil {
 			err = errors.New("no summary")
@@ -340,7 +345,7 @@ func (a *Actor) readSummary() {
 
 func (a *Actor) handleSummary(ctx actor.Context, m *summaryDone) {
 	p := a.cur
-	if p == nil || m.seq != p.seq || (p.phase != observing && p.phase != reobserving) || p.summary != nil && p.phase == observing {
+	if p == nil || m.seq != p.seq || (p.phase != observing && p.phase != reobserving) {
 		return // a pass that timed out
 	}
 	if m.err != nil {
@@ -364,6 +369,9 @@ func (a *Actor) handleSummary(ctx actor.Context, m *summaryDone) {
 		return
 	}
 	p.threshold = p.dec.act[0]
+	// The pods are asked only now (a pass with nothing to do costs the
+	// StatusActor nothing); the answer comes during the reclaim.
+	ctx.Request(a.cfg.Status, &messages.GetPods{})
 	res := signalResource[p.threshold.Signal]
 	a.log.Info("eviction threshold met: attempting to reclaim", "signal", p.threshold.Signal, "threshold", p.threshold.String(), "resource", res)
 	a.nodeEvent(v1.EventTypeWarning, "EvictionThresholdMet", fmt.Sprintf("Attempting to reclaim %s", res))

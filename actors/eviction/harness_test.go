@@ -285,12 +285,6 @@ func (h *harness) evaluate() *messages.EvictionEvaluated {
 	return out
 }
 
-func (h *harness) setPods(pods []v1.Pod) {
-	h.mu.Lock()
-	h.pods = pods
-	h.mu.Unlock()
-}
-
 func (h *harness) setPhase(uid types.UID, phase v1.PodPhase) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -81,10 +81,10 @@ type cmpFunc func(p1, p2 *v1.Pod) int
 // priority, then more processes. Pods without stats come first.
 func rankPods(pods []*v1.Pod, sig Signal, stats statsFunc, dedicatedImageFs bool) {
 	var cmps []cmpFunc
-	switch res := signalResource[sig]; {
-	case res == v1.ResourceMemory:
+	switch res := signalResource[sig]; res {
+	case v1.ResourceMemory:
 		cmps = []cmpFunc{exceedsRequests(stats, memoryUse, v1.ResourceMemory), byPriority, aboveRequests(stats, memoryUse, v1.ResourceMemory)}
-	case res == resourcePids:
+	case resourcePids:
 		cmps = []cmpFunc{byPriority, byProcesses(stats)}
 	default:
 		use := diskUse(measured(sig, dedicatedImageFs), res)

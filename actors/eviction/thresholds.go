@@ -262,3 +262,32 @@ func parseValue(s string) (Value, error) {
 	}
 	return Value{Quantity: &q}, nil
 }
+
+// HardEvictionReservation is what the hard thresholds keep out of the
+// node's capacity for its allocatable, as upstream's
+// hardEvictionReservation: memory.available's amount of memory and
+// nodefs.available's of ephemeral-storage (a percentage of the capacity
+// given).
+func HardEvictionReservation(ts []Threshold, capacity v1.ResourceList) v1.ResourceList {
+	out := v1.ResourceList{}
+	for _, t := range ts {
+		if !t.Hard() {
+			continue
+		}
+		var name v1.ResourceName
+		switch t.Signal {
+		case SignalMemoryAvailable:
+			name = v1.ResourceMemory
+		case SignalNodeFsAvailable:
+			name = v1.ResourceEphemeralStorage
+		default:
+			continue
+		}
+		c, ok := capacity[name]
+		if t.Value.Quantity == nil && !ok {
+			continue // a percentage of an unknown capacity
+		}
+		out[name] = t.Value.Of(c)
+	}
+	return out
+}

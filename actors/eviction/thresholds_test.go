@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -176,5 +177,21 @@ func TestMinimumReclaimKeepsThresholdMet(t *testing.T) {
 	}
 	if d := synchronize(&st, ts, obs("400Mi"), t0.Add(20*time.Second), time.Minute); len(d.act) != 0 {
 		t.Fatalf("reclaimed past the minimum: acts %v", d.act)
+	}
+}
+
+func TestHardEvictionReservation(t *testing.T) {
+	ts, err := ParseThresholds(DefaultHard(), map[string]string{"memory.available": "1Gi"}, map[string]string{"memory.available": "1m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := HardEvictionReservation(ts, map[v1.ResourceName]resource.Quantity{
+		v1.ResourceMemory: resource.MustParse("8Gi"), v1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+	})
+	if m, d := got[v1.ResourceMemory], got[v1.ResourceEphemeralStorage]; m.String() != "100Mi" || d.String() != "10Gi" || len(got) != 2 {
+		t.Errorf("reservation %v, want memory 100Mi (the soft threshold does not count) and ephemeral-storage 10Gi", got)
+	}
+	if got := HardEvictionReservation(ts, nil); len(got) != 1 {
+		t.Errorf("without capacity: %v, want memory only", got)
 	}
 }
