@@ -50,6 +50,9 @@ func evictedStatus(st v1.PodStatus, kill *messages.KillPod, gone bool, prev *v1.
 			st.InitContainerStatuses = prev.DeepCopy().InitContainerStatuses
 			st.ContainerStatuses = prev.DeepCopy().ContainerStatuses
 			st.PodIP, st.PodIPs = prev.PodIP, prev.PodIPs
+			if prev.StartTime != nil {
+				st.StartTime = prev.StartTime.DeepCopy()
+			}
 		}
 		for _, list := range [][]v1.ContainerStatus{st.InitContainerStatuses, st.ContainerStatuses} {
 			for i := range list {

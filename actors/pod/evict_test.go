@@ -48,8 +48,8 @@ func TestEvictedPodEndsFailedEvicted(t *testing.T) {
 	if term := cs.State.Terminated; term == nil || term.ExitCode != 137 || term.Reason != ReasonContainerStatusUnknown || cs.Ready {
 		t.Errorf("container status %+v, want terminated 137 ContainerStatusUnknown, not ready", cs)
 	}
-	if cs.ContainerID == "" || cs.State.Terminated.StartedAt.IsZero() {
-		t.Errorf("container status %+v lost its ID or start", cs)
+	if cs.ContainerID == "" || cs.State.Terminated.StartedAt.IsZero() || st.StartTime == nil {
+		t.Errorf("container status %+v (pod start %v) lost its ID or start", cs, st.StartTime)
 	}
 	// While it stopped, the pod kept its phase and gained the condition.
 	var during bool
