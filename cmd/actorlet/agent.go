@@ -119,6 +119,7 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		defer func() { _ = gpus.Close() }()
 	}
 	w := &wiring{o: o, name: name, hostIP: nodeIP(o), rt: rt, cluster: cluster, clk: clock.RealClock{}, log: log, m: m, gpus: gpus}
+	w.stats = newStats(ctx, w)
 	secure, err := nodeAPISecurity(o, name, w.hostIP, cluster.kubeClient(), log)
 	if err != nil {
 		return fmt.Errorf("node API on --port: %w", err)

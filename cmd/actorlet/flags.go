@@ -32,6 +32,10 @@ type options struct {
 	RootDir                  string
 	PodLogsDir               string
 	GPUs                     string
+	ImageGCHighThreshold     int32
+	ImageGCLowThreshold      int32
+	ImageMinimumGCAge        time.Duration
+	ImageMaximumGCAge        time.Duration
 	GPUDeviceRoot            string
 	gpuDeviceRootSet         bool // --gpu-device-root given: no stand-ins for simulated GPUs
 	DeviceMetricsPeriod      time.Duration
@@ -106,6 +110,9 @@ func defaultOptions() *options {
 		RootDir:                  "/var/lib/kubelet",
 		PodLogsDir:               "/var/log/pods",
 		GPUs:                     gpusAuto,
+		ImageGCHighThreshold:     85,
+		ImageGCLowThreshold:      80,
+		ImageMinimumGCAge:        2 * time.Minute,
 		GPUDeviceRoot:            "/dev",
 		DeviceMetricsPeriod:      10 * time.Second,
 		Address:                  "0.0.0.0",
@@ -157,6 +164,12 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ContainerRuntimeEndpoint, "container-runtime-endpoint", o.ContainerRuntimeEndpoint, "CRI v1 endpoint (unix:///path), or sim:// for the embedded simulated runtime (options as query: sim://?start-latency=50ms&fault-rate=0.01).")
 	fs.StringVar(&o.RootDir, "root-dir", o.RootDir, "Directory for actorlet's files (the embedded sim runtime's socket, checkpoints).")
 	fs.StringVar(&o.PodLogsDir, "pod-logs-dir", o.PodLogsDir, "Root of the pods' container logs (KubeletConfiguration podLogsDir).")
+	fs.Int32Var(&o.ImageGCHighThreshold, "image-gc-high-threshold", o.ImageGCHighThreshold,
+		"Percent of the image filesystem's capacity used at which image garbage collection runs (0-100; 100 turns it off).")
+	fs.Int32Var(&o.ImageGCLowThreshold, "image-gc-low-threshold", o.ImageGCLowThreshold,
+		"Percent of the image filesystem's capacity image garbage collection frees down to (below the high threshold).")
+	fs.DurationVar(&o.ImageMinimumGCAge, "image-minimum-gc-age", o.ImageMinimumGCAge, "Minimum age of an unused image before it may be garbage collected.")
+	fs.DurationVar(&o.ImageMaximumGCAge, "image-maximum-gc-age", o.ImageMaximumGCAge, "An image unused this long is garbage collected whatever the disk usage (0: off).")
 	fs.StringVar(&o.GPUs, "gpus", o.GPUs, "Built-in GPUs (nvidia.com/gpu): auto (NVML when the NVIDIA driver is there), nvml, none, "+
 		"or simulated ones on go-nvml's mock servers: mock:dgxa100|dgxh100|dgxh200|dgxb200[?count=N&xid-every=D].")
 	fs.StringVar(&o.GPUDeviceRoot, "gpu-device-root", o.GPUDeviceRoot, "Host directory of the GPUs' device nodes (nvidia0, nvidiactl, ...) given to containers.")
@@ -267,6 +280,9 @@ func (o *options) validate() error {
 		if d.v <= 0 {
 			bad("--%s must be positive, got %s", d.name, d.v)
 		}
+	}
+	if err := imageConfig(o).Validate(); err != nil {
+		bad("%v", err)
 	}
 	if err := validGPUs(o.GPUs); err != nil {
 		bad("%v", err)

@@ -31,8 +31,9 @@ func newNodeAPI(w *wiring, t *tree) (*httpapi.Server, error) {
 	return httpapi.New(httpapi.Config{
 		Debug:  debug,
 		System: t.sys, Status: status, Push: t.pid("source-push"), PLEG: t.pid("pleg"), Devices: t.pid("devices"),
-		Decode:  pushDecoder(w.name),
-		Metrics: w.m.Handler(),
+		StatsSummary: w.summary(),
+		Decode:       pushDecoder(w.name),
+		Metrics:      w.m.Handler(),
 		ContainerLogs: httpapi.NewContainerLogs(w.o.PodLogsDir,
 			httpapi.StatusResolver(t.sys, status, 0), w.log.With("component", "container-logs")),
 		Streaming: httpapi.NewStreaming(httpapi.StatusResolver(t.sys, status, 0), w.rt.client,

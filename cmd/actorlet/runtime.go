@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/actorlet/actorlet/adapters/cri"
+	"github.com/actorlet/actorlet/adapters/cri/sim"
 	"github.com/actorlet/actorlet/adapters/metrics"
 	"github.com/actorlet/actorlet/internal/actorkit"
 )
@@ -21,15 +22,19 @@ type runtimeConn struct {
 	// name is the runtime's name ("containerd"), version the Node's
 	// containerRuntimeVersion ("containerd://2.1.0").
 	name, version string
+	// sim is the embedded simulated runtime (sim://), nil otherwise: the
+	// node it simulates is the stats' node.
+	sim *sim.Runtime
 }
 
 // startRuntime starts the embedded sim runtime for sim://, dials the
 // runtime and waits until it answers.
 func startRuntime(ctx context.Context, o *options, m *metrics.Registry, log *slog.Logger) (*runtimeConn, error) {
 	endpoint := o.ContainerRuntimeEndpoint
+	var simRT *sim.Runtime
 	if kind, rest, _ := parseEndpoint(endpoint); kind == "sim" {
 		var err error
-		endpoint, err = startEmbeddedSim(ctx, o.RootDir, strings.TrimPrefix(rest, "?"), log)
+		simRT, endpoint, err = startEmbeddedSim(ctx, o.RootDir, strings.TrimPrefix(rest, "?"), log)
 		if err != nil {
 			return nil, fmt.Errorf("embedded sim runtime: %w", err)
 		}
@@ -43,7 +48,7 @@ func startRuntime(ctx context.Context, o *options, m *metrics.Registry, log *slo
 		_ = rt.Close()
 		return nil, err
 	}
-	return &runtimeConn{client: rt, endpoint: endpoint, name: name, version: version}, nil
+	return &runtimeConn{client: rt, endpoint: endpoint, name: name, version: version, sim: simRT}, nil
 }
 
 // waitForRuntime asks the runtime for its version until it answers (as the

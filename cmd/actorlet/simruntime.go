@@ -71,18 +71,18 @@ func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 
 // startEmbeddedSim serves the simulated runtime in-process on a socket under
 // rootDir and returns its endpoint; the agent talks to it over real gRPC.
-func startEmbeddedSim(ctx context.Context, rootDir, rawQuery string, log *slog.Logger) (string, error) {
+func startEmbeddedSim(ctx context.Context, rootDir, rawQuery string, log *slog.Logger) (*sim.Runtime, string, error) {
 	cfg, err := simConfigFromQuery(rawQuery)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	if err := os.MkdirAll(rootDir, 0o750); err != nil {
-		return "", fmt.Errorf("root dir: %w", err)
+		return nil, "", fmt.Errorf("root dir: %w", err)
 	}
 	endpoint := "unix://" + filepath.Join(rootDir, "actorlet-sim.sock")
 	l, err := sim.Listen(endpoint)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	rt := sim.New(cfg)
 	go func() {
@@ -95,5 +95,5 @@ func startEmbeddedSim(ctx context.Context, rootDir, rawQuery string, log *slog.L
 		rt.Close()
 	}()
 	log.Info("embedded simulated runtime serving", "endpoint", endpoint)
-	return endpoint, nil
+	return rt, endpoint, nil
 }

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/actorlet/actorlet/actors/image"
 	"github.com/actorlet/actorlet/actors/node"
 	"github.com/actorlet/actorlet/actors/nodestatus"
 	"github.com/actorlet/actorlet/actors/pleg"
@@ -32,6 +31,7 @@ import (
 	"github.com/actorlet/actorlet/adapters/nvml"
 	"github.com/actorlet/actorlet/adapters/podfiles"
 	"github.com/actorlet/actorlet/adapters/prober"
+	"github.com/actorlet/actorlet/adapters/stats"
 	volumefiles "github.com/actorlet/actorlet/adapters/volume"
 	"github.com/actorlet/actorlet/messages"
 	"github.com/actorlet/actorlet/supervisors"
@@ -49,6 +49,7 @@ func treeActors(w *wiring) []treeActor {
 		{name: "source-url", source: messages.SourceURL, off: w.o.ManifestURL == "", build: urlSource},
 		{name: "volumes", build: volumeActor},
 		{name: "devices", build: devicesActor},
+		{name: "gc", build: gcActor},
 		{name: "source-api", source: messages.SourceAPI, off: standalone, build: w.cluster.apiSource},
 		{name: "node", build: nodeActor},
 		{name: "pleg", build: plegActor},
@@ -113,6 +114,7 @@ type wiring struct {
 	log     *slog.Logger
 	m       *metrics.Registry
 	gpus    *nvml.GPUs // the built-in GPUs; nil: none
+	stats   *stats.Provider
 
 	sys         *actor.ActorSystem
 	props       func(actor.Producer) *actor.Props // every actor's supervision
@@ -231,13 +233,6 @@ func supervise(w *wiring, onGiveUp func(supervisors.GiveUp)) (*supervisors.Regis
 	}, w.clk, w.log, m.IncActorRestart)
 	mws := supervisors.Middlewares(reg, w.log, func(kind string, _ any, _ []byte) { m.IncActorPanic(kind) })
 	return reg, strategy, mws
-}
-
-func imageActor(w *wiring) actor.Producer {
-	o := w.o
-	return image.New(w.rt.client, w.clk, image.Config{
-		BackoffBase: o.ImagePullBackoffInitial, BackoffCap: o.ImagePullBackoffMax, PullTimeout: o.RuntimeRequestTimeout,
-	}, w.log)
 }
 
 func fileSource(w *wiring) actor.Producer {
