@@ -27,6 +27,12 @@
 #   CLUSTER_CA=<path>          the cluster CA (PEM): a kubelet's --client-ca-file; it signed every
 #                              client certificate, kube-apiserver's kubelet client certificate included
 #
+# The aggregation layer is on (for deploy/local/metrics-server.sh and `kubectl top`): a front-proxy CA
+# of its own (pki/front-proxy-ca.crt) signed kube-apiserver's proxy client certificate (CN
+# front-proxy-client), the --requestheader-* flags name them (kube-apiserver publishes them in
+# kube-system/extension-apiserver-authentication), and --enable-aggregator-routing=true makes it dial
+# an APIService's endpoints directly, as there is no kube-proxy.
+#
 # kube-apiserver reaches kubelets (kubectl logs, exec, /proxy) as CN kube-apiserver-kubelet-client,
 # bound to the ClusterRole system:kubelet-api-admin (as kubeadm does), so kubelets with
 # --authorization-mode=Webhook allow it; it prefers a node's InternalIP, then its Hostname.
@@ -67,10 +73,14 @@ PORTS=$DIR/ports.env
 ADMIN_KUBECONFIG=$DIR/admin.kubeconfig
 SERVICE_CIDR=${ACTORLET_SERVICE_CIDR:-10.96.0.0/16}
 PROCS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+# Started in DIR by other scripts (deploy/local/metrics-server.sh), with their pid files next to ours:
+# not part of the control plane's health, but stopped with it (they would outlive their cluster).
+ADDONS=(metrics-server)
 STAGING_SKIP='k8s.io/sample-cli-plugin|k8s.io/sample-controller' # replaced upstream, never required
 # Bump when start_apiserver's flags, the PKI or the RBAC objects change: `up` then brings a running
 # control plane up to date in place (see upgrade). 2: kubelet client cert + RBAC, preferred addresses.
-CONFIG_VERSION=2
+# 3: the aggregation layer (front-proxy CA and client cert, --requestheader-*, aggregator routing).
+CONFIG_VERSION=3
 STAMP=$DIR/config.version
 KUBELET_CLIENT_CN=kube-apiserver-kubelet-client
 export PATH=$PATH:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -255,13 +265,13 @@ load_ports() {
 
 newkey() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
 
-# sign NAME SUBJECT EXT: NAME.key + NAME.crt signed by the CA.
+# sign NAME SUBJECT EXT [CA]: NAME.key + NAME.crt signed by CA (default ca: the cluster CA).
 sign() {
-  local name=$1 subj=$2 ext=$3
+  local name=$1 subj=$2 ext=$3 ca=${4:-ca}
   newkey "$PKI/$name.key"
   openssl req -new -key "$PKI/$name.key" -subj "$subj" -out "$PKI/$name.csr" 2>/dev/null
   printf '%s\n' "$ext" >"$PKI/$name.ext"
-  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/$ca.crt" -CAkey "$PKI/$ca.key" -CAcreateserial \
     -days 3650 -sha256 -extfile "$PKI/$name.ext" -out "$PKI/$name.crt" 2>/dev/null ||
     die "openssl could not sign $name"
   rm -f "$PKI/$name.csr" "$PKI/$name.ext"
@@ -291,9 +301,24 @@ subjectAltName=IP:127.0.0.1,IP:$(first_service_ip),DNS:localhost,DNS:kubernetes,
   sign controller-manager "/CN=system:kube-controller-manager" "$CLIENT_EXT"
   sign scheduler "/CN=system:kube-scheduler" "$CLIENT_EXT"
   sign_kubelet_client
+  front_proxy_pki
   newkey "$PKI/sa.key"
   openssl pkey -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
   rm -f "$PKI/ca.srl"
+}
+
+# front_proxy_pki: the aggregation layer's own CA and kube-apiserver's client certificate towards
+# extension API servers (kept apart from the cluster CA, as kubeadm does: a certificate of this CA
+# lets its holder assert any user through the X-Remote-* headers). Made once; an older control plane
+# gets it on its next kube-apiserver start.
+front_proxy_pki() {
+  [ -s "$PKI/front-proxy-client.crt" ] && [ -s "$PKI/front-proxy-ca.crt" ] && return 0
+  newkey "$PKI/front-proxy-ca.key"
+  openssl req -x509 -new -key "$PKI/front-proxy-ca.key" -subj "/CN=actorlet-front-proxy-ca" -days 3650 -sha256 \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+    -out "$PKI/front-proxy-ca.crt" 2>/dev/null || die "openssl could not make the front-proxy CA"
+  sign front-proxy-client "/CN=front-proxy-client" "$CLIENT_EXT" front-proxy-ca
+  rm -f "$PKI/front-proxy-ca.srl"
 }
 
 # sign_kubelet_client: kube-apiserver's client certificate towards kubelets; not system:masters, its
@@ -403,6 +428,7 @@ sa_ready() {
 start_apiserver() {
   local t1
   t1=$(now_ms)
+  front_proxy_pki
   start kube-apiserver "$KBIN/kube-apiserver" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
     --cert-dir="$DIR/apiserver-certs" \
@@ -417,6 +443,11 @@ start_apiserver() {
     --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
     --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
     --kubelet-preferred-address-types=InternalIP,Hostname \
+    --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$PKI/front-proxy-client.crt" --proxy-client-key-file="$PKI/front-proxy-client.key" \
+    --enable-aggregator-routing=true \
     --allow-privileged=true --profiling=false
   wait_until "kube-apiserver /readyz" 120 kube-apiserver api_ready
   log "kube-apiserver ready on 127.0.0.1:$API_PORT in $(($(now_ms) - t1)) ms"
@@ -520,11 +551,11 @@ start_all() {
   echo "$CONFIG_VERSION" >"$STAMP"
 }
 
-# stop_all: TERM our processes (newest first), KILL what is left after 10s.
+# stop_all: TERM our processes and the add-ons (newest first), KILL what is left after 10s.
 stop_all() {
-  local p pid pids=() i
-  for ((i = ${#PROCS[@]} - 1; i >= 0; i--)); do
-    p=${PROCS[i]}
+  local p pid pids=() i all=("${PROCS[@]}" "${ADDONS[@]}")
+  for ((i = ${#all[@]} - 1; i >= 0; i--)); do
+    p=${all[i]}
     if pid=$(ours "$p"); then
       kill "$pid" 2>/dev/null || true
       pids+=("$pid")
