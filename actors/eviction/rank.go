@@ -1,6 +1,8 @@
 package eviction
 
 import (
+	"github.com/actorlet/actorlet/podspec"
+
 	"fmt"
 	"sort"
 
@@ -9,33 +11,14 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
-// Pod annotations and the priority that make a pod critical, as upstream's
-// kubelettypes.IsCriticalPod: a static pod (its config.source is not the
-// API server), a mirror pod, or a priority of system-cluster-critical and
-// above.
-const (
-	annotationConfigSource = "kubernetes.io/config.source"
-	annotationConfigMirror = "kubernetes.io/config.mirror"
-	sourceAPI              = "api"
-	// SystemCriticalPriority is the least priority of a critical pod.
-	SystemCriticalPriority = int32(2000000000)
-)
+// SystemCriticalPriority is the least priority of a critical pod.
+const SystemCriticalPriority = podspec.SystemCriticalPriority
 
-// IsCriticalPod reports whether upstream counts the pod as critical: a
-// static or mirror pod, or one of priority SystemCriticalPriority and
-// above. Such pods are never evicted, and admitted under pressure.
-func IsCriticalPod(p *v1.Pod) bool {
-	if p == nil {
-		return false
-	}
-	if src, ok := p.Annotations[annotationConfigSource]; ok && src != sourceAPI {
-		return true
-	}
-	if _, ok := p.Annotations[annotationConfigMirror]; ok {
-		return true
-	}
-	return p.Spec.Priority != nil && *p.Spec.Priority >= SystemCriticalPriority
-}
+// IsCriticalPod reports whether upstream counts the pod as critical
+// (podspec.IsCriticalPod: a static or mirror pod, or one of priority
+// SystemCriticalPriority and above). Such pods are never evicted, and
+// admitted under pressure.
+func IsCriticalPod(p *v1.Pod) bool { return podspec.IsCriticalPod(p) }
 
 // statsFunc gives a pod's stats from the Summary.
 type statsFunc func(p *v1.Pod) (statsapi.PodStats, bool)

@@ -27,14 +27,6 @@ import (
 //     2000000000 and above) are always admitted. The reason is "Evicted",
 //     the message "The node had condition: [MemoryPressure]. ".
 
-// Annotations and priority of a critical pod, as upstream's
-// kubelettypes.IsCriticalPod.
-const (
-	annotationConfigSource = "kubernetes.io/config.source"
-	annotationConfigMirror = "kubernetes.io/config.mirror"
-	systemCriticalPriority = int32(2000000000)
-)
-
 // startPressure asks the EvictionActor for the node's pressure (a
 // restarted NodeActor is not told again otherwise).
 func (a *Actor) startPressure(ctx actor.Context) {
@@ -122,7 +114,9 @@ func keepEviction(prev, next *messages.KillPod) {
 // under the node's pressure conditions.
 func (a *Actor) admitPressure(p *v1.Pod, source string) (reason, msg string) {
 	conds := a.pressureConditions()
-	if len(conds) == 0 || source != messages.SourceAPI || isCriticalPod(p) {
+	// Static pods are critical (podspec.IsCriticalPod): pods of the API
+	// server and pushed pods are the ones refused.
+	if len(conds) == 0 || (source != messages.SourceAPI && source != messages.SourcePush) || podspec.IsCriticalPod(p) {
 		return "", ""
 	}
 	if len(conds) == 1 && conds[0] == v1.NodeMemoryPressure {
@@ -149,19 +143,6 @@ func (a *Actor) pressureConditions() []v1.NodeConditionType {
 		out = append(out, v1.NodePIDPressure)
 	}
 	return out
-}
-
-// isCriticalPod is upstream's kubelettypes.IsCriticalPod: a static pod
-// (its config.source is not the API server), a mirror pod, or one of
-// system-critical priority.
-func isCriticalPod(p *v1.Pod) bool {
-	if src, ok := p.Annotations[annotationConfigSource]; ok && src != messages.SourceAPI {
-		return true
-	}
-	if _, ok := p.Annotations[annotationConfigMirror]; ok {
-		return true
-	}
-	return p.Spec.Priority != nil && *p.Spec.Priority >= systemCriticalPriority
 }
 
 // toleratesMemoryPressure: the pod tolerates the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 const lowMemory = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. "
@@ -294,13 +295,13 @@ func TestAdmissionUnderPressure(t *testing.T) {
 	}
 	critical := func(uid string) *v1.Pod {
 		p := mkPod(uid, "img:1")
-		prio := systemCriticalPriority
+		prio := podspec.SystemCriticalPriority
 		p.Spec.Priority = &prio
 		return p
 	}
 	mirror := func(uid string) *v1.Pod {
 		p := mkPod(uid, "img:1")
-		p.Annotations = map[string]string{annotationConfigMirror: "x"}
+		p.Annotations = map[string]string{podspec.ConfigMirrorAnnotation: "x"}
 		return p
 	}
 	tolerating := func(uid string) *v1.Pod {
@@ -328,7 +329,8 @@ func TestAdmissionUnderPressure(t *testing.T) {
 		{name: "disk: burstable refused", pressure: disk, pod: burstable("a"), source: messages.SourceAPI, msg: "The node had condition: [DiskPressure]. "},
 		{name: "disk: tolerating memory pressure refused", pressure: disk, pod: tolerating("a"), source: messages.SourceAPI, msg: "The node had condition: [DiskPressure]. "},
 		{name: "disk: mirror admitted", pressure: disk, pod: mirror("a"), source: messages.SourceAPI},
-		{name: "disk: static admitted", pressure: disk, pod: burstable("a"), source: messages.SourcePush},
+		{name: "disk: static admitted", pressure: disk, pod: burstable("a"), source: messages.SourceURL},
+		{name: "disk: pushed refused (not static)", pressure: disk, pod: burstable("a"), source: messages.SourcePush, msg: "The node had condition: [DiskPressure]. "},
 		{name: "memory and disk: burstable refused", pressure: both, pod: burstable("a"), source: messages.SourceAPI, msg: "The node had condition: [MemoryPressure DiskPressure]. "},
 		{name: "pid: burstable refused", pressure: pid, pod: burstable("a"), source: messages.SourceAPI, msg: "The node had condition: [PIDPressure]. "},
 	} {

@@ -74,6 +74,9 @@ func (a *Actor) sweep() {
 		known[uid] = true
 	}
 	a.self.SendTo(a.status, &messages.PodsKnown{UIDs: known})
+	if a.cfg.GC != nil {
+		a.self.SendTo(a.cfg.GC, &messages.PodsKnown{UIDs: a.wantedPods()})
+	}
 	if a.devicesWired() {
 		// The DevicesActor frees the devices of any other pod (a release
 		// lost with a restart).
@@ -104,6 +107,20 @@ func (a *Actor) keep() map[types.UID]bool {
 		keep[uid] = true
 	}
 	return keep
+}
+
+// wantedPods are the pods a source wants or a PodActor holds.
+func (a *Actor) wantedPods() map[types.UID]bool {
+	out := make(map[types.UID]bool, len(a.pods))
+	for _, set := range a.sources {
+		for uid := range set {
+			out[uid] = true
+		}
+	}
+	for uid := range a.pods {
+		out[uid] = true
+	}
+	return out
 }
 
 func (a *Actor) handleSwept(m *swept) {

@@ -72,6 +72,11 @@ type Config struct {
 	// resources it reports, and it is told when a pod's devices are free
 	// (devices.go). Nil: extended resources are not checked.
 	Devices *actor.PID
+	// GC is the container garbage collector: every housekeeping it is told
+	// the pods a source wants or a PodActor holds (PodsKnown; not those
+	// only left in the runtime: what is left of them is its to remove).
+	// Nil: not told.
+	GC *actor.PID
 	// DeviceWait bounds the wait for its first capacity (default
 	// DefaultDeviceWait).
 	DeviceWait time.Duration

@@ -29,7 +29,7 @@ func TestEvictionHard(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := evictionHard(tc.capacity)
+			got := defaultOptions().evictionHard(tc.capacity)
 			if len(got) != len(tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
@@ -41,11 +41,12 @@ func TestEvictionHard(t *testing.T) {
 		})
 	}
 	// The shared default must not be changed through a returned value.
-	got := evictionHard(nil)
+	o := defaultOptions()
+	got := o.evictionHard(nil)
 	q := got[v1.ResourceMemory]
 	q.Add(resource.MustParse("1Gi"))
 	got[v1.ResourceMemory] = q
-	if again := evictionHard(nil)[v1.ResourceMemory]; again.Cmp(resource.MustParse("100Mi")) != 0 {
+	if again := o.evictionHard(nil)[v1.ResourceMemory]; again.Cmp(resource.MustParse("100Mi")) != 0 {
 		t.Fatalf("the default threshold changed to %s", again.String())
 	}
 }

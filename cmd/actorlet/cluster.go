@@ -123,11 +123,11 @@ func (c *clusterParts) nodeStatusActor(w *wiring) actor.Producer {
 	systemReserved, _ := parseResources(o.SystemReserved)
 	return nodestatus.New(nodestatus.Config{
 		NodeName: w.name, NodeIP: w.hostIP, Hostname: w.name, Labels: o.NodeLabels, MaxPods: int(o.MaxPods),
-		KubeReserved: kubeReserved, SystemReserved: systemReserved, EvictionHard: evictionHard,
+		KubeReserved: kubeReserved, SystemReserved: systemReserved, EvictionHard: o.evictionHard,
 		UpdateFrequency: o.NodeStatusUpdateFrequency, ReportFrequency: o.NodeStatusReportFrequency,
 		LeaseDuration:  time.Duration(o.NodeLeaseDurationSeconds) * time.Second,
 		KubeletVersion: kubeletVersion, RuntimeVersion: w.rt.version, Port: o.Port, Status: w.pid("status"),
-		Events: c.events, Devices: w.pid("devices"),
+		Events: c.events, Devices: w.pid("devices"), Eviction: w.pid("eviction"),
 	}, c.client, c.client, &host.Machine{RootDir: o.RootDir}, w.pid("pleg"), w.clk, w.log)
 }
 

@@ -33,38 +33,46 @@ type options struct {
 	PodLogsDir               string
 	GPUs                     string
 	ImageGCHighThreshold     int32
-	ImageGCLowThreshold      int32
-	ImageMinimumGCAge        time.Duration
-	ImageMaximumGCAge        time.Duration
-	GPUDeviceRoot            string
-	gpuDeviceRootSet         bool // --gpu-device-root given: no stand-ins for simulated GPUs
-	DeviceMetricsPeriod      time.Duration
-	HostnameOverride         string
-	NodeIP                   string
-	Address                  string
-	Port                     int32
-	ReadOnlyPort             int32
-	HealthzPort              int32
-	HealthzBindAddress       string
-	HealthzProbeTimeout      time.Duration
-	MaxPods                  int32
-	SyncFrequency            time.Duration
-	RuntimeRequestTimeout    time.Duration
-	PLEGRelistPeriod         time.Duration
-	PLEGThreshold            time.Duration
-	BackoffInitial           time.Duration
-	BackoffMax               time.Duration
-	ImagePullBackoffInitial  time.Duration
-	ImagePullBackoffMax      time.Duration
-	ChaosKillRate            float64
-	ChaosSeed                int64
-	ChaosKinds               string
-	ChaosDuration            time.Duration
-	Verbosity                int
-	LogFormat                string
-	Version                  bool // --version: print it and quit
-	EnableDebuggingHandlers  bool
-	MaxParallelPodStarts     int32
+	EvictionHard             signalMap
+	EvictionSoft             signalMap
+	EvictionSoftGracePeriod  map[string]string
+	EvictionMinimumReclaim   map[string]string
+	// EvictionPressureTransitionPeriod: a pressure condition stays true this
+	// long after its last threshold cleared.
+	EvictionPressureTransitionPeriod time.Duration
+	EvictionMaxPodGracePeriod        int32
+	ImageGCLowThreshold              int32
+	ImageMinimumGCAge                time.Duration
+	ImageMaximumGCAge                time.Duration
+	GPUDeviceRoot                    string
+	gpuDeviceRootSet                 bool // --gpu-device-root given: no stand-ins for simulated GPUs
+	DeviceMetricsPeriod              time.Duration
+	HostnameOverride                 string
+	NodeIP                           string
+	Address                          string
+	Port                             int32
+	ReadOnlyPort                     int32
+	HealthzPort                      int32
+	HealthzBindAddress               string
+	HealthzProbeTimeout              time.Duration
+	MaxPods                          int32
+	SyncFrequency                    time.Duration
+	RuntimeRequestTimeout            time.Duration
+	PLEGRelistPeriod                 time.Duration
+	PLEGThreshold                    time.Duration
+	BackoffInitial                   time.Duration
+	BackoffMax                       time.Duration
+	ImagePullBackoffInitial          time.Duration
+	ImagePullBackoffMax              time.Duration
+	ChaosKillRate                    float64
+	ChaosSeed                        int64
+	ChaosKinds                       string
+	ChaosDuration                    time.Duration
+	Verbosity                        int
+	LogFormat                        string
+	Version                          bool // --version: print it and quit
+	EnableDebuggingHandlers          bool
+	MaxParallelPodStarts             int32
 
 	// supervision (supervise in tree.go)
 	ActorMaxRestarts           int32
@@ -104,36 +112,37 @@ type options struct {
 
 func defaultOptions() *options {
 	return &options{
-		FileCheckFrequency:       20 * time.Second,
-		HTTPCheckFrequency:       20 * time.Second,
-		ContainerRuntimeEndpoint: "unix:///run/containerd/containerd.sock",
-		RootDir:                  "/var/lib/kubelet",
-		PodLogsDir:               "/var/log/pods",
-		GPUs:                     gpusAuto,
-		ImageGCHighThreshold:     85,
-		ImageGCLowThreshold:      80,
-		ImageMinimumGCAge:        2 * time.Minute,
-		GPUDeviceRoot:            "/dev",
-		DeviceMetricsPeriod:      10 * time.Second,
-		Address:                  "0.0.0.0",
-		Port:                     10250,
-		ReadOnlyPort:             10255,
-		HealthzPort:              10248,
-		HealthzBindAddress:       "127.0.0.1",
-		HealthzProbeTimeout:      5 * time.Second,
-		MaxPods:                  110,
-		SyncFrequency:            time.Minute,
-		RuntimeRequestTimeout:    2 * time.Minute,
-		PLEGRelistPeriod:         time.Second,
-		PLEGThreshold:            3 * time.Minute,
-		BackoffInitial:           10 * time.Second,
-		BackoffMax:               300 * time.Second,
-		ImagePullBackoffInitial:  10 * time.Second,
-		ImagePullBackoffMax:      300 * time.Second,
-		ChaosKinds:               "pod,probe",
-		LogFormat:                "text",
-		EnableDebuggingHandlers:  true,
-		MaxParallelPodStarts:     0,
+		FileCheckFrequency:               20 * time.Second,
+		HTTPCheckFrequency:               20 * time.Second,
+		ContainerRuntimeEndpoint:         "unix:///run/containerd/containerd.sock",
+		RootDir:                          "/var/lib/kubelet",
+		PodLogsDir:                       "/var/log/pods",
+		GPUs:                             gpusAuto,
+		ImageGCHighThreshold:             85,
+		EvictionPressureTransitionPeriod: 5 * time.Minute,
+		ImageGCLowThreshold:              80,
+		ImageMinimumGCAge:                2 * time.Minute,
+		GPUDeviceRoot:                    "/dev",
+		DeviceMetricsPeriod:              10 * time.Second,
+		Address:                          "0.0.0.0",
+		Port:                             10250,
+		ReadOnlyPort:                     10255,
+		HealthzPort:                      10248,
+		HealthzBindAddress:               "127.0.0.1",
+		HealthzProbeTimeout:              5 * time.Second,
+		MaxPods:                          110,
+		SyncFrequency:                    time.Minute,
+		RuntimeRequestTimeout:            2 * time.Minute,
+		PLEGRelistPeriod:                 time.Second,
+		PLEGThreshold:                    3 * time.Minute,
+		BackoffInitial:                   10 * time.Second,
+		BackoffMax:                       300 * time.Second,
+		ImagePullBackoffInitial:          10 * time.Second,
+		ImagePullBackoffMax:              300 * time.Second,
+		ChaosKinds:                       "pod,probe",
+		LogFormat:                        "text",
+		EnableDebuggingHandlers:          true,
+		MaxParallelPodStarts:             0,
 
 		ActorMaxRestarts:           int32(supervisors.DefaultMaxRestarts),
 		ActorRestartWindow:         supervisors.DefaultWindow,
@@ -170,6 +179,14 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Percent of the image filesystem's capacity image garbage collection frees down to (below the high threshold).")
 	fs.DurationVar(&o.ImageMinimumGCAge, "image-minimum-gc-age", o.ImageMinimumGCAge, "Minimum age of an unused image before it may be garbage collected.")
 	fs.DurationVar(&o.ImageMaximumGCAge, "image-maximum-gc-age", o.ImageMaximumGCAge, "An image unused this long is garbage collected whatever the disk usage (0: off).")
+	fs.Var(&o.EvictionHard, "eviction-hard", "Hard eviction thresholds, signal<value,... (default memory.available<100Mi,nodefs.available<10%,imagefs.available<15%,nodefs.inodesFree<5%; empty: none).")
+	fs.Var(&o.EvictionSoft, "eviction-soft", "Soft eviction thresholds, signal<value,... (each needs --eviction-soft-grace-period).")
+	fs.StringToStringVar(&o.EvictionSoftGracePeriod, "eviction-soft-grace-period", o.EvictionSoftGracePeriod, "Grace periods of the soft thresholds, signal=duration,...")
+	fs.StringToStringVar(&o.EvictionMinimumReclaim, "eviction-minimum-reclaim", o.EvictionMinimumReclaim, "What an eviction reclaims beyond the threshold, signal=quantity,...")
+	fs.DurationVar(&o.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", o.EvictionPressureTransitionPeriod,
+		"How long a pressure condition stays true after its last threshold cleared.")
+	fs.Int32Var(&o.EvictionMaxPodGracePeriod, "eviction-max-pod-grace-period", o.EvictionMaxPodGracePeriod,
+		"Grace period (seconds) cap of pods evicted for a soft threshold (0: kill at once, as upstream's default; negative: the pod's own).")
 	fs.StringVar(&o.GPUs, "gpus", o.GPUs, "Built-in GPUs (nvidia.com/gpu): auto (NVML when the NVIDIA driver is there), nvml, none, "+
 		"or simulated ones on go-nvml's mock servers: mock:dgxa100|dgxh100|dgxh200|dgxb200[?count=N&xid-every=D].")
 	fs.StringVar(&o.GPUDeviceRoot, "gpu-device-root", o.GPUDeviceRoot, "Host directory of the GPUs' device nodes (nvidia0, nvidiactl, ...) given to containers.")
@@ -280,6 +297,12 @@ func (o *options) validate() error {
 		if d.v <= 0 {
 			bad("--%s must be positive, got %s", d.name, d.v)
 		}
+	}
+	if _, err := o.thresholds(); err != nil {
+		bad("%v", err)
+	}
+	if o.EvictionPressureTransitionPeriod < 0 {
+		bad("--eviction-pressure-transition-period must not be negative, got %s", o.EvictionPressureTransitionPeriod)
 	}
 	if err := imageConfig(o).Validate(); err != nil {
 		bad("%v", err)

@@ -37,6 +37,7 @@ func TestHealthzOnTheLiveTree(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = rt.client.Close() })
 	w := &wiring{o: o, name: "n1", hostIP: "127.0.0.1", rt: rt, clk: clock.RealClock{}, log: log, m: m}
+	w.stats = newStats(ctx, w)
 	tr, err := spawnTree(ctx, w)
 	if err != nil {
 		t.Fatal(err)

@@ -50,6 +50,7 @@ func treeActors(w *wiring) []treeActor {
 		{name: "volumes", build: volumeActor},
 		{name: "devices", build: devicesActor},
 		{name: "gc", build: gcActor},
+		{name: "eviction", build: evictionActor},
 		{name: "source-api", source: messages.SourceAPI, off: standalone, build: w.cluster.apiSource},
 		{name: "node", build: nodeActor},
 		{name: "pleg", build: plegActor},
@@ -282,6 +283,8 @@ func nodeActor(w *wiring) actor.Producer {
 		RespawnBackoffMax: o.ActorRespawnBackoffMax,
 		Events:            w.cluster.recorder(w.log),
 		Devices:           w.pid("devices"),
+		GC:                w.pid("gc"),
+		Eviction:          w.pid("eviction"),
 	}, w.pid("status"), podProps, w.m, w.log)
 }
 
@@ -313,24 +316,6 @@ func podDeps(w *wiring, files *podfiles.Files) pod.Deps {
 	}
 }
 
-// Upstream's default hard eviction thresholds (--eviction-hard), which
-// upstream also keeps out of the allocatable: memory.available<100Mi and
-// nodefs.available<10%.
-var (
-	evictionHardMemory        = resource.MustParse("100Mi")
-	evictionHardNodefsPercent = int64(10)
-)
-
-// evictionHard is what the hard eviction thresholds keep out of capacity:
-// the same for admission and for the Node's allocatable (nodestatus).
-func evictionHard(capacity v1.ResourceList) v1.ResourceList {
-	out := v1.ResourceList{v1.ResourceMemory: evictionHardMemory.DeepCopy()}
-	if q, ok := capacity[v1.ResourceEphemeralStorage]; ok {
-		out[v1.ResourceEphemeralStorage] = *resource.NewQuantity(q.Value()*evictionHardNodefsPercent/100, resource.BinarySI)
-	}
-	return out
-}
-
 // allocatable is what pods of every source are admitted against: the
 // node's cpu, memory and ephemeral-storage (the filesystem holding
 // --root-dir) minus --kube-reserved, --system-reserved and, for memory and
@@ -344,7 +329,7 @@ func allocatable(ctx context.Context, o *options, log *slog.Logger) v1.ResourceL
 	}
 	kube, _ := parseResources(o.KubeReserved) // validated with the flags
 	sys, _ := parseResources(o.SystemReserved)
-	eviction := evictionHard(capacity)
+	eviction := o.evictionHard(capacity)
 	out := v1.ResourceList{}
 	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage} {
 		q, ok := capacity[name]
