@@ -7,7 +7,7 @@ RUN_DIR   ?= $(or $(TMPDIR),/tmp)/actorlet-run
 GOTEST    ?= $(GO) test -race
 PKGS      := ./...
 
-.PHONY: all build run test unit lint vet fmt integration clean containerd-up containerd-down controlplane-up controlplane-down
+.PHONY: all build run test unit lint vet fmt integration clean containerd-up containerd-down controlplane-up controlplane-down metrics-server-up metrics-server-down
 
 all: build
 
@@ -39,7 +39,7 @@ unit: vet
 	$(GOTEST) -short $(PKGS)
 
 integration: build
-	$(GOTEST) -timeout 30m -run 'E2E|Containerd|ControlPlane' ./test/... ./adapters/... ./internal/...
+	$(GOTEST) -timeout 30m -run 'E2E|Containerd|ControlPlane|MetricsServer' ./test/... ./adapters/... ./internal/...
 
 # The real-GPU check (docs/GPUS.md): skips where NVML finds no library or GPU.
 .PHONY: gpu-check
@@ -73,6 +73,14 @@ controlplane-up:
 
 controlplane-down:
 	deploy/local/controlplane.sh down
+
+# metrics-server (v0.9.0 from the module proxy) behind the API server's
+# aggregation layer: kubectl top node|pod (brings the control plane up).
+metrics-server-up:
+	deploy/local/metrics-server.sh up
+
+metrics-server-down:
+	deploy/local/metrics-server.sh down
 
 clean:
 	rm -rf bin
