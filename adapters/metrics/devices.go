@@ -101,7 +101,9 @@ func (r *Registry) SetDevices(resource string, capacity, allocatable, allocated 
 }
 
 // IncDeviceUnhealthy counts a device of resource that turned unhealthy.
-func (r *Registry) IncDeviceUnhealthy(resource string) { r.devices.unhealthy.WithLabelValues(resource).Inc() }
+func (r *Registry) IncDeviceUnhealthy(resource string) {
+	r.devices.unhealthy.WithLabelValues(resource).Inc()
+}
 
 func equal(a, b []string) bool {
 	if len(a) != len(b) {
