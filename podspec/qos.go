@@ -116,3 +116,38 @@ func ExtendedResources(p *v1.Pod) []v1.ResourceName {
 	slices.Sort(out)
 	return out
 }
+
+// PodRequest is the pod's effective request of a resource, as upstream's
+// resource helpers (and the scheduler's NodeResourcesFit): the larger of
+// the sum over its containers (with the restartable init containers, the
+// sidecars) and its largest init container (with the sidecars started
+// before it), plus the pod overhead.
+func PodRequest(p *v1.Pod, name v1.ResourceName) resource.Quantity {
+	sum := resource.Quantity{}
+	for _, c := range p.Spec.Containers {
+		if q, ok := c.Resources.Requests[name]; ok {
+			sum.Add(q)
+		}
+	}
+	sidecars, initMax := resource.Quantity{}, resource.Quantity{}
+	for _, c := range p.Spec.InitContainers {
+		q := c.Resources.Requests[name]
+		q = q.DeepCopy()
+		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			sidecars.Add(q)
+			continue
+		}
+		q.Add(sidecars)
+		if q.Cmp(initMax) > 0 {
+			initMax = q
+		}
+	}
+	sum.Add(sidecars)
+	if initMax.Cmp(sum) > 0 {
+		sum = initMax
+	}
+	if q, ok := p.Spec.Overhead[name]; ok {
+		sum.Add(q)
+	}
+	return sum
+}

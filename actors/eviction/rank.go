@@ -1,14 +1,14 @@
 package eviction
 
 import (
-	"github.com/actorlet/actorlet/podspec"
-
 	"fmt"
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // SystemCriticalPriority is the least priority of a critical pod.
@@ -234,37 +234,10 @@ func cmpBool(a, b bool) int {
 	return 1
 }
 
-// podRequest is the pod's effective request of a resource: the larger of
-// its containers' (with the sidecars) and its largest init container's
-// (with the sidecars started before it), plus the overhead, as upstream.
+// podRequest is the pod's effective request of a resource
+// (podspec.PodRequest).
 func podRequest(p *v1.Pod, name v1.ResourceName) resource.Quantity {
-	sum := resource.Quantity{}
-	for _, c := range p.Spec.Containers {
-		if q, ok := c.Resources.Requests[name]; ok {
-			sum.Add(q)
-		}
-	}
-	sidecars, initMax := resource.Quantity{}, resource.Quantity{}
-	for _, c := range p.Spec.InitContainers {
-		q := c.Resources.Requests[name]
-		q = q.DeepCopy()
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
-			sidecars.Add(q)
-			continue
-		}
-		q.Add(sidecars)
-		if q.Cmp(initMax) > 0 {
-			initMax = q
-		}
-	}
-	sum.Add(sidecars)
-	if initMax.Cmp(sum) > 0 {
-		sum = initMax
-	}
-	if q, ok := p.Spec.Overhead[name]; ok {
-		sum.Add(q)
-	}
-	return sum
+	return podspec.PodRequest(p, name)
 }
 
 // Upstream's eviction messages.

@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // Resource admission, as the upstream kubelet's predicate admit handler
@@ -69,40 +71,10 @@ func quantityValue(name v1.ResourceName, q resource.Quantity) int64 {
 	return q.Value()
 }
 
-// podRequest is the pod's effective request: the larger of the sum over
-// its containers and the largest init container, plus the pod overhead (as
-// upstream; sidecars are counted with the containers).
+// podRequest is the pod's effective request of a resource
+// (podspec.PodRequest).
 func podRequest(p *v1.Pod, name v1.ResourceName) resource.Quantity {
-	sum := resource.Quantity{}
-	for _, c := range p.Spec.Containers {
-		if q, ok := c.Resources.Requests[name]; ok {
-			sum.Add(q)
-		}
-	}
-	// Init containers run one at a time, each with the sidecars started
-	// before it; sidecars then run along the containers.
-	sidecars := resource.Quantity{}
-	initMax := resource.Quantity{}
-	for _, c := range p.Spec.InitContainers {
-		q := c.Resources.Requests[name]
-		q = q.DeepCopy()
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
-			sidecars.Add(q)
-			continue
-		}
-		q.Add(sidecars)
-		if q.Cmp(initMax) > 0 {
-			initMax = q
-		}
-	}
-	sum.Add(sidecars)
-	if initMax.Cmp(sum) > 0 {
-		sum = initMax
-	}
-	if q, ok := p.Spec.Overhead[name]; ok {
-		sum.Add(q)
-	}
-	return sum
+	return podspec.PodRequest(p, name)
 }
 
 // seenAnnotation is the upstream kubelet's kubernetes.io/config.seen, the

@@ -608,13 +608,24 @@ func (a *Actor) handleVolumesReady(ctx actor.Context, m *messages.VolumesReady) 
 	}
 	if m.Reason != "" {
 		a.event(v1.EventTypeWarning, m.Reason, "volumes", "Unable to attach or mount volumes: %s", m.Message)
-		for _, c := range append(append([]v1.Container{}, a.pod.Spec.InitContainers...), a.pod.Spec.Containers...) {
-			a.waits[c.Name] = waitInfo{reason: ReasonContainerCreating, message: m.Reason + ": " + m.Message}
-		}
-		a.hold(a.retry.fail())
-		a.kick(ctx)
+		a.setupFailed(ctx, m.Reason, m.Message)
 		return
 	}
+	a.setupDone(ctx)
+}
+
+// setupFailed shows every container waiting in ContainerCreating with why
+// the pod's setup (volumes, devices) failed, and retries after back-off.
+func (a *Actor) setupFailed(ctx actor.Context, reason, message string) {
+	for _, c := range append(append([]v1.Container{}, a.pod.Spec.InitContainers...), a.pod.Spec.Containers...) {
+		a.waits[c.Name] = waitInfo{reason: ReasonContainerCreating, message: reason + ": " + message}
+	}
+	a.hold(a.retry.fail())
+	a.kick(ctx)
+}
+
+// setupDone clears what setupFailed showed and goes on.
+func (a *Actor) setupDone(ctx actor.Context) {
 	for name, w := range a.waits {
 		if w.reason == ReasonContainerCreating {
 			delete(a.waits, name)
@@ -632,19 +643,10 @@ func (a *Actor) handleDevicesAllocated(ctx actor.Context, m *messages.DevicesAll
 	}
 	if m.Reason != "" {
 		a.event(v1.EventTypeWarning, m.Reason, "devices", "%s", m.Message)
-		for _, c := range append(append([]v1.Container{}, a.pod.Spec.InitContainers...), a.pod.Spec.Containers...) {
-			a.waits[c.Name] = waitInfo{reason: ReasonContainerCreating, message: m.Reason + ": " + m.Message}
-		}
-		a.hold(a.retry.fail())
-		a.kick(ctx)
+		a.setupFailed(ctx, m.Reason, m.Message)
 		return
 	}
-	for name, w := range a.waits {
-		if w.reason == ReasonContainerCreating {
-			delete(a.waits, name)
-		}
-	}
-	a.kick(ctx)
+	a.setupDone(ctx)
 }
 
 func (a *Actor) handleImageResult(ctx actor.Context, m *messages.ImageResult) {
