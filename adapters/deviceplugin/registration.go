@@ -19,12 +19,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -33,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/actorlet/actorlet/internal/grpcsock"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -46,17 +45,7 @@ type Registration struct {
 	dir  string
 	send func(*messages.DevicePluginRegistered)
 	log  *slog.Logger
-
-	mu  sync.Mutex
-	cur *serving // nil when not serving
-}
-
-// serving is one run of the gRPC server: done is closed when Serve
-// returned, with its error in err.
-type serving struct {
-	srv  *grpc.Server
-	done chan struct{}
-	err  error
+	sock *grpcsock.Server
 }
 
 // NewRegistration returns a registration server for the device plugins dir
@@ -71,12 +60,18 @@ func NewRegistration(dir string, send func(*messages.DevicePluginRegistered), lo
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
 	}
-	return &Registration{dir: dir, send: send, log: log.With("component", "deviceplugin-registration")}
+	r := &Registration{dir: dir, send: send, log: log.With("component", "deviceplugin-registration")}
+	r.sock = grpcsock.New("device plugin registration", filepath.Join(dir, SocketName),
+		func(srv *grpc.Server) { pluginapi.RegisterRegistrationServer(srv, &registrationServer{r: r}) },
+		grpcsock.WithPrepare(r.prepare),
+		grpcsock.WithLogger(r.log, "device plugin registration server listening",
+			"device plugin registration server stopped", "version", pluginapi.Version))
+	return r
 }
 
 // SocketPath is where the registration server listens: <dir>/kubelet.sock.
 func (r *Registration) SocketPath() string {
-	return filepath.Join(r.dir, SocketName)
+	return r.sock.SocketPath()
 }
 
 // Start makes dir (0750) if it is missing, removes every socket in it (a
@@ -85,79 +80,47 @@ func (r *Registration) SocketPath() string {
 // register again; other files and dirs stay), listens on the registration
 // socket and serves it in a goroutine until ctx ends or Stop is called.
 func (r *Registration) Start(ctx context.Context) error {
-	_, err := r.start(ctx)
-	return err
+	if err := r.checkConfig(); err != nil {
+		return err
+	}
+	return r.sock.Start(ctx)
 }
 
 // Serve is Start, then waits until ctx ends (nil) or the server fails (the
 // error), and stops it.
 func (r *Registration) Serve(ctx context.Context) error {
-	run, err := r.start(ctx)
-	if err != nil {
+	if err := r.checkConfig(); err != nil {
 		return err
 	}
-	select {
-	case <-ctx.Done():
-		r.stop(run)
-		return nil
-	case <-run.done:
-		r.stop(run)
-		if run.err == nil || errors.Is(run.err, grpc.ErrServerStopped) {
-			return nil
-		}
-		return fmt.Errorf("device plugin registration: serve: %w", run.err)
-	}
+	return r.sock.Serve(ctx)
 }
 
 // Stop stops serving (open RPCs are cancelled) and removes the socket. It
 // is idempotent; Start may be called again afterwards.
 func (r *Registration) Stop() {
-	r.mu.Lock()
-	run := r.cur
-	r.mu.Unlock()
-	if run != nil {
-		r.stop(run)
+	if r.sock != nil {
+		r.sock.Stop()
 	}
 }
 
-func (r *Registration) start(ctx context.Context) (*serving, error) {
+// checkConfig refuses a registration server that cannot serve.
+func (r *Registration) checkConfig() error {
 	if r.send == nil {
-		return nil, errors.New("device plugin registration: no send function")
+		return errors.New("device plugin registration: no send function")
 	}
 	if !filepath.IsAbs(r.dir) {
-		return nil, fmt.Errorf("device plugin registration: dir %q is not an absolute path", r.dir)
+		return fmt.Errorf("device plugin registration: dir %q is not an absolute path", r.dir)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cur != nil {
-		return nil, errors.New("device plugin registration: already started")
-	}
+	return nil
+}
+
+// prepare makes dir (0750) and removes the sockets in it before the server
+// listens; grpcsock puts "device plugin registration: " before its errors.
+func (r *Registration) prepare() error {
 	if err := os.MkdirAll(r.dir, 0o750); err != nil {
-		return nil, fmt.Errorf("device plugin registration: %w", err)
+		return err
 	}
-	if err := r.removeSockets(); err != nil {
-		return nil, err
-	}
-	l, err := listenUnix(r.SocketPath())
-	if err != nil {
-		return nil, fmt.Errorf("device plugin registration: %w", err)
-	}
-	run := &serving{srv: grpc.NewServer(), done: make(chan struct{})}
-	pluginapi.RegisterRegistrationServer(run.srv, &registrationServer{r: r})
-	r.cur = run
-	go func() {
-		run.err = run.srv.Serve(l)
-		close(run.done)
-	}()
-	go func() {
-		select {
-		case <-ctx.Done():
-			r.stop(run)
-		case <-run.done:
-		}
-	}()
-	r.log.Info("device plugin registration server listening", "socket", r.SocketPath(), "version", pluginapi.Version)
-	return run, nil
+	return r.removeSockets()
 }
 
 // removeSockets removes every socket in dir, as upstream's device manager
@@ -165,7 +128,7 @@ func (r *Registration) start(ctx context.Context) (*serving, error) {
 func (r *Registration) removeSockets() error {
 	entries, err := os.ReadDir(r.dir)
 	if err != nil {
-		return fmt.Errorf("device plugin registration: %w", err)
+		return err
 	}
 	var errs []error
 	for _, e := range entries {
@@ -182,24 +145,9 @@ func (r *Registration) removeSockets() error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("device plugin registration: remove old sockets: %w", err)
+		return fmt.Errorf("remove old sockets: %w", err)
 	}
 	return nil
-}
-
-// stop stops run and waits for its serving goroutine.
-func (r *Registration) stop(run *serving) {
-	r.mu.Lock()
-	current := r.cur == run
-	if current {
-		r.cur = nil
-	}
-	r.mu.Unlock()
-	run.srv.Stop()
-	<-run.done
-	if current {
-		r.log.Info("device plugin registration server stopped")
-	}
 }
 
 // registrationServer is the gRPC face of a Registration.
@@ -298,26 +246,4 @@ func validateEndpoint(endpoint string) error {
 		return invalid("it contains a NUL byte")
 	}
 	return nil
-}
-
-// listenUnix listens on a unix socket at p, making its dir (0750) if it is
-// missing and removing a stale socket there first. A file there that is not
-// a socket is left alone and refused.
-func listenUnix(p string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
-		return nil, fmt.Errorf("socket dir: %w", err)
-	}
-	if fi, err := os.Lstat(p); err == nil {
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("%s exists and is not a socket", p)
-		}
-		if err := os.Remove(p); err != nil {
-			return nil, fmt.Errorf("remove stale socket: %w", err)
-		}
-	}
-	l, err := net.Listen("unix", p)
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
-	return l, nil
 }

@@ -19,13 +19,9 @@ package podresources
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
-	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
@@ -35,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/actorlet/actorlet/internal/grpcsock"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -84,17 +81,7 @@ type Server struct {
 	src     Source
 	log     *slog.Logger
 	limiter *rate.Limiter
-
-	mu  sync.Mutex
-	cur *serving // nil when not serving
-}
-
-// serving is one run of the gRPC server: done is closed when Serve
-// returned, with its error in err.
-type serving struct {
-	srv  *grpc.Server
-	done chan struct{}
-	err  error
+	sock    *grpcsock.Server
 }
 
 // New returns a server for socketPath (SocketPath(rootDir) as upstream)
@@ -112,6 +99,10 @@ func New(socketPath string, src Source, log *slog.Logger, opts ...Option) *Serve
 	for _, o := range opts {
 		o(s)
 	}
+	s.sock = grpcsock.New("pod resources", socketPath,
+		func(srv *grpc.Server) { podresourcesapi.RegisterPodResourcesListerServer(srv, &listerServer{s: s}) },
+		grpcsock.WithGRPCOptions(grpc.UnaryInterceptor(s.rateLimit)),
+		grpcsock.WithLogger(s.log, "serving the pod resources API", "pod resources API stopped"))
 	return s
 }
 
@@ -122,88 +113,38 @@ func (s *Server) SocketPath() string { return s.socket }
 // socket left by an earlier process, listens and serves in a goroutine until
 // ctx ends or Stop is called.
 func (s *Server) Start(ctx context.Context) error {
-	_, err := s.start(ctx)
-	return err
+	if err := s.checkConfig(); err != nil {
+		return err
+	}
+	return s.sock.Start(ctx)
 }
 
 // Serve is Start, then waits until ctx ends (nil) or the server fails (the
 // error), and stops it.
 func (s *Server) Serve(ctx context.Context) error {
-	run, err := s.start(ctx)
-	if err != nil {
+	if err := s.checkConfig(); err != nil {
 		return err
 	}
-	select {
-	case <-ctx.Done():
-		s.stop(run)
-		return nil
-	case <-run.done:
-		s.stop(run)
-		if run.err == nil || errors.Is(run.err, grpc.ErrServerStopped) {
-			return nil
-		}
-		return fmt.Errorf("pod resources: serve: %w", run.err)
-	}
+	return s.sock.Serve(ctx)
 }
 
 // Stop stops serving (open requests are cancelled) and removes the socket.
 // It is idempotent; Start may be called again afterwards.
 func (s *Server) Stop() {
-	s.mu.Lock()
-	run := s.cur
-	s.mu.Unlock()
-	if run != nil {
-		s.stop(run)
+	if s.sock != nil {
+		s.sock.Stop()
 	}
 }
 
-func (s *Server) start(ctx context.Context) (*serving, error) {
+// checkConfig refuses a server that cannot serve.
+func (s *Server) checkConfig() error {
 	if s.src == nil {
-		return nil, errors.New("pod resources: no source")
+		return errors.New("pod resources: no source")
 	}
 	if s.socket == "" {
-		return nil, errors.New("pod resources: no socket path")
+		return errors.New("pod resources: no socket path")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur != nil {
-		return nil, errors.New("pod resources: already started")
-	}
-	l, err := listenUnix(s.socket)
-	if err != nil {
-		return nil, fmt.Errorf("pod resources: %w", err)
-	}
-	run := &serving{srv: grpc.NewServer(grpc.UnaryInterceptor(s.rateLimit)), done: make(chan struct{})}
-	podresourcesapi.RegisterPodResourcesListerServer(run.srv, &listerServer{s: s})
-	s.cur = run
-	go func() {
-		run.err = run.srv.Serve(l)
-		close(run.done)
-	}()
-	go func() {
-		select {
-		case <-ctx.Done():
-			s.stop(run)
-		case <-run.done:
-		}
-	}()
-	s.log.Info("serving the pod resources API", "socket", s.socket)
-	return run, nil
-}
-
-// stop stops run and waits for its serving goroutine.
-func (s *Server) stop(run *serving) {
-	s.mu.Lock()
-	current := s.cur == run
-	if current {
-		s.cur = nil
-	}
-	s.mu.Unlock()
-	run.srv.Stop()
-	<-run.done
-	if current {
-		s.log.Info("pod resources API stopped")
-	}
+	return nil
 }
 
 // errLimitExceeded is upstream's answer to a request over the rate limit.
@@ -369,26 +310,4 @@ func containerDevices(byResource map[v1.ResourceName][]string) []*podresourcesap
 		})
 	}
 	return out
-}
-
-// listenUnix listens on a unix socket at p, making its dir (0750) if it is
-// missing and removing a stale socket there first. A file there that is not
-// a socket is left alone and refused.
-func listenUnix(p string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
-		return nil, fmt.Errorf("socket dir: %w", err)
-	}
-	if fi, err := os.Lstat(p); err == nil {
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("%s exists and is not a socket", p)
-		}
-		if err := os.Remove(p); err != nil {
-			return nil, fmt.Errorf("remove stale socket: %w", err)
-		}
-	}
-	l, err := net.Listen("unix", p)
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
-	return l, nil
 }
