@@ -85,10 +85,10 @@ STAMP=$DIR/config.version
 KUBELET_CLIENT_CN=kube-apiserver-kubelet-client
 export PATH=$PATH:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-log() { echo "controlplane.sh: $*" >&2; }
-die() { log "error: $*"; exit 1; }
-cannot_run() { log "cannot run here: $*"; exit 3; }
-now_ms() { date +%s%3N; }
+PROG=controlplane.sh
+# log, die, cannot_run, now_ms, check_machine, lock, b64, write_kubeconfig, pid_for
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
 
 # modver FILE MODULE: the version FILE's go.mod requires of MODULE.
 modver() {
@@ -107,11 +107,6 @@ versions() {
 
 # ---------------------------------------------------------------------------------------------
 # checks
-
-check_machine() {
-  [ "$(uname -s)" = Linux ] || cannot_run "needs Linux"
-  command -v flock >/dev/null 2>&1 || cannot_run "flock (util-linux) is missing"
-}
 
 check_go() {
   command -v go >/dev/null 2>&1 || cannot_run "no Go toolchain on PATH (needed to build the control plane)"
@@ -328,48 +323,14 @@ sign_kubelet_client() {
   rm -f "$PKI/ca.srl"
 }
 
-b64() { base64 -w0 <"$1"; }
-
 # kubeconfig OUT USER CERT KEY: certificates embedded, so the file stands alone.
-kubeconfig() {
-  local out=$1
-  cat >"$out.tmp" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: actorlet
-  cluster:
-    server: https://127.0.0.1:$API_PORT
-    certificate-authority-data: $(b64 "$PKI/ca.crt")
-users:
-- name: $2
-  user:
-    client-certificate-data: $(b64 "$3")
-    client-key-data: $(b64 "$4")
-contexts:
-- name: actorlet
-  context:
-    cluster: actorlet
-    user: $2
-current-context: actorlet
-EOF
-  chmod 600 "$out.tmp"
-  mv "$out.tmp" "$out"
-}
+kubeconfig() { write_kubeconfig "$1" "https://127.0.0.1:$API_PORT" "$PKI/ca.crt" "$2" "$3" "$4"; }
 
 # ---------------------------------------------------------------------------------------------
 # processes
 
 # ours PROC: the pid in PROC's pid file, if that process is alive and was started for this DIR.
-ours() {
-  local f=$DIR/$1.pid pid st
-  [ -s "$f" ] || return 1
-  pid=$(cat "$f")
-  st=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1) || return 1
-  [ -n "$st" ] && [ "$st" != Z ] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$DIR/" || return 1
-  echo "$pid"
-}
+ours() { pid_for "$DIR/$1.pid" "$DIR"; }
 
 api_get() {
   curl -fsS --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
@@ -565,12 +526,6 @@ stop_all() {
   for pid in "${pids[@]}"; do
     reap "$pid"
   done
-}
-
-lock() {
-  mkdir -p "$(dirname "$LOCK")"
-  exec 9>"$LOCK"
-  flock 9
 }
 
 up() {

@@ -79,10 +79,10 @@ APISERVICE=v1beta1.metrics.k8s.io
 RESOLUTION=${ACTORLET_METRIC_RESOLUTION:-15s}
 export PATH=$PATH:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-log() { echo "metrics-server.sh: $*" >&2; }
-die() { log "error: $*"; exit 1; }
-cannot_run() { log "cannot run here: $*"; exit 3; }
-now_ms() { date +%s%3N; }
+PROG=metrics-server.sh
+# log, die, cannot_run, now_ms, check_machine, lock, b64, write_kubeconfig, pid_for
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
 
 version() {
   [ -f "$MODDIR/go.mod" ] || die "missing $MODDIR/go.mod"
@@ -90,11 +90,6 @@ version() {
     ($1 == "require" && $2 == "sigs.k8s.io/metrics-server") {print $3; exit}' "$MODDIR/go.mod")
   [ -n "$MS_VERSION" ] || die "cannot read the pinned metrics-server version from $MODDIR/go.mod"
   BIN=$CACHE/metrics-server-$MS_VERSION/bin/metrics-server
-}
-
-check_machine() {
-  [ "$(uname -s)" = Linux ] || cannot_run "needs Linux"
-  command -v flock >/dev/null 2>&1 || cannot_run "flock (util-linux) is missing"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -185,15 +180,7 @@ free_port() {
 # process
 
 # ours: the pid in the pid file, if that process is alive and serves from this DIR.
-ours() {
-  local pid st
-  [ -s "$PIDFILE" ] || return 1
-  pid=$(cat "$PIDFILE")
-  st=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1) || return 1
-  [ -n "$st" ] && [ "$st" != Z ] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$DIR/" || return 1
-  echo "$pid"
-}
+ours() { pid_for "$PIDFILE" "$DIR"; }
 
 stop_proc() {
   local pid i
@@ -209,8 +196,6 @@ stop_proc() {
 
 # ---------------------------------------------------------------------------------------------
 # identity: a client certificate of the cluster CA through the certificates API
-
-b64() { base64 -w0 <"$1"; }
 
 make_identity() {
   local i cert
@@ -240,28 +225,7 @@ EOF
   base64 -d <<<"$cert" >"$DIR/client.crt"
   kc delete csr "$CSR_NAME" --ignore-not-found >/dev/null
   rm -f "$DIR/client.csr"
-  cat >"$KUBECONFIG_OUT.tmp" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: actorlet
-  cluster:
-    server: $APISERVER
-    certificate-authority-data: $(b64 "$CLUSTER_CA")
-users:
-- name: $USER_NAME
-  user:
-    client-certificate-data: $(b64 "$DIR/client.crt")
-    client-key-data: $(b64 "$DIR/client.key")
-contexts:
-- name: actorlet
-  context:
-    cluster: actorlet
-    user: $USER_NAME
-current-context: actorlet
-EOF
-  chmod 600 "$KUBECONFIG_OUT.tmp"
-  mv "$KUBECONFIG_OUT.tmp" "$KUBECONFIG_OUT"
+  write_kubeconfig "$KUBECONFIG_OUT" "$APISERVER" "$CLUSTER_CA" "$USER_NAME" "$DIR/client.crt" "$DIR/client.key"
 }
 
 # rbac: upstream's manifests/base/rbac.yaml, bound to the user metrics-server instead of the
@@ -431,12 +395,6 @@ print_lines() {
   echo "METRICS_SERVER=https://$IP:$PORT"
   echo "METRICS_SERVER_KUBECONFIG=$KUBECONFIG_OUT"
   echo "METRICS_SERVER_LOG=$LOGFILE"
-}
-
-lock() {
-  mkdir -p "$(dirname "$LOCK")"
-  exec 9>"$LOCK"
-  flock 9
 }
 
 up() {
