@@ -117,6 +117,12 @@ func (o *Options) defaults() error {
 			o.Pods = 100
 		case ScenarioSoak:
 			o.Pods = soakDefaultPods
+		case ScenarioEviction:
+			o.Pods = evictionDefaultRounds
+		case ScenarioEvictionDensity:
+			o.Pods = evictionDensityDefaultPods
+		case ScenarioStats:
+			o.Pods = statsDefaultPods
 		default:
 			o.Pods = 1000
 		}
@@ -137,6 +143,9 @@ func (o *Options) defaults() error {
 		if o.SampleEvery <= 0 {
 			o.SampleEvery = soakDefaultSampleEvery
 		}
+	}
+	if o.Scenario == ScenarioStats && o.Duration <= 0 {
+		o.Duration = statsDefaultIdle
 	}
 	if o.Duration <= 0 {
 		o.Duration = 30 * time.Second
@@ -207,6 +216,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		err = runProbes(ctx, o, r)
 	case ScenarioClusterSim:
 		err = runClusterSim(ctx, o, r)
+	case ScenarioEviction:
+		err = runEviction(ctx, o, r, o.Pods, 0)
+	case ScenarioEvictionDensity:
+		err = runEviction(ctx, o, r, evictionDensityRounds, o.Pods)
+	case ScenarioStats:
+		err = runStats(ctx, o, r)
 	}
 	if err != nil {
 		r.Error = err.Error()

@@ -130,6 +130,9 @@ type Result struct {
 	Churn  *Churn  `json:"churn,omitempty"`
 	Probes *Probes `json:"probes,omitempty"`
 	Soak   *Soak   `json:"soak,omitempty"`
+	// Eviction and Stats: the node-resource scenarios (eviction.go).
+	Eviction *Eviction  `json:"eviction,omitempty"`
+	Stats    *StatsCost `json:"stats,omitempty"`
 
 	// How the run was observed: /pods polls (count and mean duration),
 	// and the agent's command line.
@@ -215,6 +218,12 @@ func (r *Result) Summary() string {
 	}
 	if r.Soak != nil {
 		fmt.Fprintf(&b, ", soak: %s", r.Soak.summary())
+	}
+	if r.Eviction != nil {
+		fmt.Fprintf(&b, ", eviction: %s", r.Eviction.summary())
+	}
+	if r.Stats != nil {
+		fmt.Fprintf(&b, ", stats: %s", r.Stats.summary())
 	}
 	if r.Scenario == ScenarioChaos || r.Scenario == ScenarioSoak || r.Violations > 0 {
 		fmt.Fprintf(&b, ", violations %d", r.Violations)
