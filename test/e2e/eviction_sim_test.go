@@ -225,3 +225,85 @@ func evGrep(s, sub string) []string {
 	}
 	return out
 }
+
+// A soft threshold acts only once its signal has held for its grace
+// period, and the evicted pod's own grace period is capped by
+// --eviction-max-pod-grace-period. The hog takes the node under
+// memory.available<1Gi (soft, 20 s) as it starts: the pressure is reported
+// at once (a BestEffort pod pushed then is refused, reason Evicted, "The
+// node had condition: [MemoryPressure]. ") while the hog is still Running;
+// it is evicted no sooner than 20 s after it started (its DisruptionTarget
+// condition against its container's start, both actorlet's clock). Its
+// own grace period is 600 s and its preStop hook sleeps 600 s: it ends
+// Failed/Evicted within a minute only because the eviction capped its
+// grace to 2 s.
+func TestE2ESimEvictionSoftGracePeriod(t *testing.T) {
+	const grace = 20 * time.Second
+	a := startAgent(t, agentOpts{endpoint: "sim://?node-memory=2Gi", extra: []string{
+		"--eviction-hard", "",
+		"--eviction-soft", "memory.available<1Gi",
+		"--eviction-soft-grace-period", "memory.available=" + grace.String(),
+		"--eviction-max-pod-grace-period", "2",
+		"--eviction-pressure-transition-period", "5s",
+	}})
+	a.push(t, busyboxPod("hog", "spec.terminationGracePeriodSeconds: 600",
+		`command: ["sh", "-c", "alloc 900Mi; sleep infinity"]`,
+		`lifecycle: {preStop: {exec: {command: ["sleep", "600"]}}}`,
+		"resources: {requests: {memory: 64Mi}}"))
+	hog := a.waitPod(time.Minute, "hog-e2e-node", "Running", isRunning)
+	started := evStartedAt(hog)
+	if started.IsZero() {
+		t.Fatalf("hog has no start time: %s", describe(hog))
+	}
+
+	// The pressure shows at the first pass after the hog started: a
+	// BestEffort pod pushed from then on is refused. One pushed before
+	// is admitted; it is removed and another tried.
+	var refused *v1.Pod
+	var refusedAt time.Time
+	tries := 0
+	testenv.WaitFor(t, time.Minute, "a BestEffort pod refused under MemoryPressure", func() (bool, error) {
+		name := fmt.Sprintf("probe-%d-e2e-node", tries)
+		tries++
+		a.push(t, busyboxPod(strings.TrimSuffix(name, "-e2e-node"), "spec.terminationGracePeriodSeconds: 0", sleepForever))
+		p := a.waitPod(time.Minute, name, "refused (Evicted) or Running", func(p *v1.Pod) bool {
+			return evicted(p) || isRunning(p)
+		})
+		if evicted(p) {
+			refused, refusedAt = p, time.Now()
+			return true, nil
+		}
+		a.removePushed(t, name)
+		return false, fmt.Errorf("%s admitted: no pressure yet", name)
+	})
+	if refused.Status.Message != "The node had condition: [MemoryPressure]. " {
+		t.Errorf("refused %s: message %q, want upstream's", refused.Name, refused.Status.Message)
+	}
+	now, err := a.pod("hog-e2e-node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isRunning(now) || podCondition(now, v1.DisruptionTarget) != "" {
+		t.Fatalf("under MemoryPressure, before the grace period: hog is %s %s (conditions %v), want still Running",
+			now.Status.Phase, describe(now), now.Status.Conditions)
+	}
+
+	hog = a.waitPod(time.Minute, "hog-e2e-node", "Failed/Evicted (its grace capped to 2 s, not its own 600 s)", evicted)
+	seen := time.Now()
+	if !strings.HasPrefix(hog.Status.Message, "The node was low on resource: memory. Threshold quantity: 1Gi, available: ") {
+		t.Errorf("hog's message %q, want upstream's", hog.Status.Message)
+	}
+	disrupted := evConditionTime(hog, v1.DisruptionTarget)
+	if disrupted.IsZero() {
+		t.Fatalf("hog's conditions %v: want DisruptionTarget", hog.Status.Conditions)
+	}
+	// Both times come from actorlet in whole seconds.
+	if d := disrupted.Sub(started); d < grace-time.Second {
+		t.Errorf("hog evicted %s after it started (and took the memory): before the soft grace period of %s", d, grace)
+	}
+	t.Logf("%d BestEffort pods pushed until one was refused; hog started %s, pressure seen (refusal) %s later, evicted %s after the start; Failed seen %s after the refusal",
+		tries, started.Format(time.RFC3339), refusedAt.Sub(started).Round(time.Second), disrupted.Sub(started), seen.Sub(refusedAt).Round(100*time.Millisecond))
+	if !strings.Contains(a.metrics(), `kubelet_evictions{eviction_signal="memory.available"} 1`+"\n") {
+		t.Errorf("kubelet_evictions: %q, want one memory.available eviction", evGrep(a.metrics(), "kubelet_evictions"))
+	}
+}
