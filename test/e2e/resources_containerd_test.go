@@ -209,6 +209,7 @@ spec:
 
 	// The summary's rates need two samples: wait for the container's.
 	var s *statsapi.Summary
+	var rate uint64
 	testenv.WaitFor(t, time.Minute, "the container's CPU rate in the summary", func() (bool, error) {
 		var err error
 		if s, err = a.rcSummary(); err != nil {
@@ -218,7 +219,8 @@ spec:
 		if ps == nil || len(ps.Containers) != 1 || ps.Containers[0].CPU == nil {
 			return false, fmt.Errorf("pod %s not in the summary with its container", uid)
 		}
-		return ps.Containers[0].CPU.UsageNanoCores != nil && *ps.Containers[0].CPU.UsageNanoCores > 0, fmt.Errorf("no rate yet")
+		rate = rcU(ps.Containers[0].CPU.UsageNanoCores)
+		return ps.Containers[0].CPU.UsageNanoCores != nil && rate > 0, fmt.Errorf("no rate yet")
 	})
 
 	// The kernel's figures read just before and just after a summary
@@ -269,8 +271,8 @@ spec:
 		t.Errorf("pod memory %+v below its container's", ps.Memory)
 	}
 	// CPU: cumulative, so bracketed exactly.
-	t.Logf("container CPU: summary %d ns, cpuacct.usage %d..%d ns; rate %d nanocores (limit 200m)",
-		rcU(c.CPU.UsageCoreNanoSeconds), cpu1, cpu2, rcU(c.CPU.UsageNanoCores))
+	t.Logf("container CPU: summary %d ns, cpuacct.usage %d..%d ns; rates %d then %d nanocores (limit 200m)",
+		rcU(c.CPU.UsageCoreNanoSeconds), cpu1, cpu2, rate, rcU(c.CPU.UsageNanoCores))
 	if got := rcU(c.CPU.UsageCoreNanoSeconds); got < cpu1 || got > cpu2 {
 		t.Errorf("container usageCoreNanoSeconds %d outside cpuacct.usage %d..%d", got, cpu1, cpu2)
 	}
@@ -416,7 +418,10 @@ spec:
 		if err != nil {
 			return false, err
 		}
-		av := int64(rcU(s.Node.Memory.AvailableBytes))
+		if s.Node.Memory == nil || s.Node.Memory.AvailableBytes == nil {
+			return false, fmt.Errorf("no node memory in the summary")
+		}
+		av := int64(*s.Node.Memory.AvailableBytes)
 		return av > threshold+margin/2, fmt.Errorf("available %d MiB, threshold %d MiB", av/rcMi, threshold/rcMi)
 	})
 
@@ -437,19 +442,21 @@ spec:
 			t.Errorf("eviction message %q lacks %q", msg, want)
 		}
 	}
+	// The hog is evicted as soon as it crosses (the kernel's notifier),
+	// while it still grows: it then holds about the margin (the node was at
+	// least half the margin above the threshold before the hog; the
+	// machine's other load moves too): at least a quarter of it.
 	if m := regexp.MustCompile(`Container app was using (\S+),`).FindStringSubmatch(msg); m != nil {
-		if q, err := resource.ParseQuantity(m[1]); err != nil || q.Value() < rcGi {
-			t.Errorf("the message says the hog used %s: want at least 1 GiB of its 2 GiB (%v)", m[1], err)
+		if q, err := resource.ParseQuantity(m[1]); err != nil || q.Value() < margin/4 {
+			t.Errorf("the message says the hog used %s: want at least %d MiB (%v)", m[1], margin/4/rcMi, err)
 		}
 	}
-	// The runtime: the hog's containers no longer run, its sandbox is not
+	// The runtime: the hog's containers are gone, its sandbox is not
 	// ready; the calm pod's container runs.
 	rt := a.runtime()
-	testenv.WaitFor(t, time.Minute, "the hog stopped in containerd", func() (bool, error) {
-		for _, c := range containersOf(t, rt, hogUID) {
-			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-				return false, fmt.Errorf("container %s running", c.Id)
-			}
+	testenv.WaitFor(t, time.Minute, "the hog's containers gone from containerd", func() (bool, error) {
+		if cs := containersOf(t, rt, hogUID); len(cs) > 0 {
+			return false, fmt.Errorf("container %s %s", cs[0].Id, cs[0].State)
 		}
 		sbs, err := rt.ListPodSandbox(t.Context(), &runtimeapi.PodSandboxFilter{
 			LabelSelector: map[string]string{"io.kubernetes.pod.uid": hogUID}})
@@ -471,12 +478,21 @@ spec:
 	// after the last pass that saw it) and nothing more is evicted.
 	testenv.WaitFor(t, 2*time.Minute, "memory pressure over (log)", func() (bool, error) {
 		b, _ := os.ReadFile(a.logPath)
-		log := string(b)
-		on := strings.Index(log, `msg="node pressure" memory=true`)
-		if on < 0 {
-			return false, fmt.Errorf("no pressure logged")
+		on := false
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.Contains(line, `msg="node pressure"`) {
+				continue
+			}
+			if strings.Contains(line, " memory=true") {
+				on = true
+			} else if on && strings.Contains(line, " memory=false") {
+				return true, nil
+			}
 		}
-		return strings.Contains(log[on:], `msg="node pressure" memory=false`), fmt.Errorf("pressure on")
+		if !on {
+			return false, fmt.Errorf("no memory pressure logged")
+		}
+		return false, fmt.Errorf("memory pressure on")
 	})
 	if p, err := a.pod(calm); err != nil || !isRunning(p) {
 		t.Errorf("the calm pod: %v %v", rcDescribe(p), err)
