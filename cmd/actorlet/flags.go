@@ -108,7 +108,30 @@ type options struct {
 	KubeAPIBurst              int32
 	EventQPS                  float32
 	EventBurst                int32
+
+	// issue 11: the node as a drop-in kubelet (upstream names and
+	// defaults; KubeletConfiguration fields in config.go)
+	ClusterDNS          []string   // --cluster-dns: nameservers of ClusterFirst pods
+	ClusterDomain       string     // --cluster-domain: <ns>.svc.<domain> search paths
+	ResolvConf          string     // --resolv-conf: the host's resolver configuration ("" none)
+	RegisterWithTaints  []v1.Taint // --register-with-taints: the Node's taints at registration
+	NodeStatusMaxImages int32      // --node-status-max-images: status.images cap (-1 none)
+	CgroupDriver        string     // --cgroup-driver: cgroupfs or systemd
+	BootstrapKubeconfig string     // --bootstrap-kubeconfig: token kubeconfig for the client certificate CSR
+	RotateCertificates  bool       // --rotate-certificates: renew the client certificate
+	ServerTLSBootstrap  bool       // --rotate-server-certificates: serving certificate from a CSR
+	Config              string     // --config: a KubeletConfiguration file (config.go)
+
+	// fileFields names, for each flag whose value came from --config, the
+	// file's field (config.go), so that validate names what the user wrote.
+	fileFields map[string]string
 }
+
+// Cgroup drivers of --cgroup-driver.
+const (
+	cgroupDriverCgroupfs = "cgroupfs"
+	cgroupDriverSystemd  = "systemd"
+)
 
 func defaultOptions() *options {
 	return &options{
@@ -162,6 +185,10 @@ func defaultOptions() *options {
 		KubeAPIBurst:              100,
 		EventQPS:                  50,
 		EventBurst:                100,
+
+		ResolvConf:          "/etc/resolv.conf",
+		NodeStatusMaxImages: 50,
+		CgroupDriver:        cgroupDriverCgroupfs,
 	}
 }
 
@@ -258,6 +285,30 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"DANGEROUS. With --anonymous-auth and --authorization-mode=AlwaysAllow, let requests without credentials from any address, "+
 			"not only loopback, push and delete pods, exec, attach, port-forward and use /debug/ on --port: anyone who reaches it can run a privileged pod. "+
 			"Off by default (reads stay open to anonymous requests from anywhere, as upstream).")
+	fs.StringVar(&o.Config, "config", o.Config,
+		"A KubeletConfiguration file (kubelet.config.k8s.io/v1beta1; unknown fields are an error). Its fields take the place of the matching flags' defaults, "+
+			"with v1beta1's defaults for what it leaves out (anonymous auth off, webhook authentication and authorization on, no read-only port); "+
+			"flags given on the command line win over the file. Relative paths in it are relative to its directory.")
+	fs.StringSliceVar(&o.ClusterDNS, "cluster-dns", o.ClusterDNS,
+		"Comma-separated IP addresses of the cluster's DNS servers, the nameservers of pods with dnsPolicy ClusterFirst (all must serve the same records).")
+	fs.StringVar(&o.ClusterDomain, "cluster-domain", o.ClusterDomain,
+		"The cluster's domain: with it, pods search <namespace>.svc.<domain>, svc.<domain> and <domain> besides the host's search paths.")
+	fs.StringVar(&o.ResolvConf, "resolv-conf", o.ResolvConf,
+		"The host's resolver configuration, the base of the pods' DNS configuration (dnsPolicy Default, and the search paths of ClusterFirst). Empty: none.")
+	fs.Var(&taintsFlag{&o.RegisterWithTaints}, "register-with-taints",
+		"Taints the Node registers with, comma-separated key[=value]:Effect (Effect: NoSchedule, PreferNoSchedule or NoExecute). At registration only, as upstream.")
+	fs.Int32Var(&o.NodeStatusMaxImages, "node-status-max-images", o.NodeStatusMaxImages,
+		"Most images reported in the Node's status.images (largest first); -1: no cap.")
+	fs.StringVar(&o.CgroupDriver, "cgroup-driver", o.CgroupDriver,
+		"How pods' cgroups are named, as the container runtime's: cgroupfs (/kubepods/burstable/pod<uid>) or systemd (kubepods-burstable-pod<uid>.slice).")
+	fs.StringVar(&o.BootstrapKubeconfig, "bootstrap-kubeconfig", o.BootstrapKubeconfig,
+		"Kubeconfig with a bootstrap token: when --kubeconfig is missing or its client certificate is no longer valid, actorlet requests one "+
+			"(a CSR the cluster approves), keeps it in --cert-dir and writes --kubeconfig to use it.")
+	fs.BoolVar(&o.RotateCertificates, "rotate-certificates", o.RotateCertificates,
+		"Renew the client certificate through the API server (CSR) before it expires.")
+	fs.BoolVar(&o.ServerTLSBootstrap, "rotate-server-certificates", o.ServerTLSBootstrap,
+		"Serve --port with a certificate the cluster signs (a kubernetes.io/kubelet-serving CSR, approved by an admin or an approver), renewed before it expires "+
+			"(KubeletConfiguration serverTLSBootstrap).")
 	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "Log verbosity (0 info, 4 and up debug).")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "Log format: text or json.")
 	fs.BoolVar(&o.Version, "version", o.Version, "Print version information and quit.")
@@ -399,8 +450,127 @@ func (o *options) validate() error {
 		}
 	}
 	errs = append(errs, o.validateAuth()...)
+	errs = append(errs, o.validateNode()...)
 	if o.LogFormat != "text" && o.LogFormat != "json" {
 		bad("--log-format must be text or json, got %q", o.LogFormat)
+	}
+	return o.nameFileFields(errors.Join(errs...))
+}
+
+// validateNode checks the flags of the node as a drop-in kubelet (issue
+// 11): cluster DNS, taints, images, cgroup driver, certificates.
+func (o *options) validateNode() []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	for _, ip := range o.ClusterDNS {
+		if net.ParseIP(strings.TrimSpace(ip)) == nil {
+			bad("--cluster-dns: %q is not an IP address", ip)
+		}
+	}
+	if o.ClusterDomain != "" {
+		if errs := validation.IsDNS1123Subdomain(strings.TrimSuffix(o.ClusterDomain, ".")); len(errs) > 0 {
+			bad("--cluster-domain %q: %s", o.ClusterDomain, strings.Join(errs, "; "))
+		}
+	}
+	if o.ResolvConf != "" {
+		if st, err := os.Stat(o.ResolvConf); err == nil && st.IsDir() {
+			bad("--resolv-conf %q is a directory", o.ResolvConf)
+		}
+	}
+	if err := validTaints(o.RegisterWithTaints); err != nil {
+		bad("--register-with-taints: %v", err)
+	}
+	if o.NodeStatusMaxImages < -1 {
+		bad("--node-status-max-images must be -1 (no cap) or more, got %d", o.NodeStatusMaxImages)
+	}
+	switch o.CgroupDriver {
+	case cgroupDriverCgroupfs, cgroupDriverSystemd:
+	default:
+		bad("--cgroup-driver must be cgroupfs or systemd, got %q", o.CgroupDriver)
+	}
+	if o.BootstrapKubeconfig != "" && o.Kubeconfig == "" {
+		bad("--bootstrap-kubeconfig needs --kubeconfig (the path the node's own kubeconfig is written to)")
+	}
+	if o.ServerTLSBootstrap && o.Kubeconfig == "" {
+		bad("--rotate-server-certificates needs --kubeconfig (the serving certificate is requested from the API server)")
+	}
+	return errs
+}
+
+// taintsFlag is --register-with-taints: key[=value]:Effect,... as
+// upstream's; each use of the flag adds to the list.
+type taintsFlag struct{ taints *[]v1.Taint }
+
+func (f *taintsFlag) String() string {
+	if f.taints == nil {
+		return ""
+	}
+	parts := make([]string, 0, len(*f.taints))
+	for _, t := range *f.taints {
+		parts = append(parts, t.ToString())
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f *taintsFlag) Set(v string) error {
+	var out []v1.Taint
+	for _, spec := range strings.Split(v, ",") {
+		spec = strings.TrimSpace(spec)
+		if spec == "" {
+			continue
+		}
+		t, err := parseTaint(spec)
+		if err != nil {
+			return err
+		}
+		out = append(out, t)
+	}
+	all := append(append([]v1.Taint(nil), *f.taints...), out...)
+	if err := validTaints(all); err != nil {
+		return err
+	}
+	*f.taints = all
+	return nil
+}
+
+func (f *taintsFlag) Type() string { return "key=value:Effect,..." }
+
+// parseTaint parses key[=value]:Effect.
+func parseTaint(spec string) (v1.Taint, error) {
+	kv, effect, ok := strings.Cut(spec, ":")
+	if !ok || effect == "" {
+		return v1.Taint{}, fmt.Errorf("%q: want key[=value]:Effect, e.g. dedicated=gpu:NoSchedule", spec)
+	}
+	key, value, _ := strings.Cut(kv, "=")
+	t := v1.Taint{Key: key, Value: value, Effect: v1.TaintEffect(effect)}
+	if err := validTaints([]v1.Taint{t}); err != nil {
+		return v1.Taint{}, err
+	}
+	return t, nil
+}
+
+// validTaints checks each taint's key, value and effect, and that no key
+// and effect come twice.
+func validTaints(ts []v1.Taint) error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, t := range ts {
+		if es := validation.IsQualifiedName(t.Key); len(es) > 0 {
+			errs = append(errs, fmt.Errorf("taint key %q: %s", t.Key, strings.Join(es, "; ")))
+		}
+		if es := validation.IsValidLabelValue(t.Value); len(es) > 0 {
+			errs = append(errs, fmt.Errorf("taint %q: value %q: %s", t.Key, t.Value, strings.Join(es, "; ")))
+		}
+		switch t.Effect {
+		case v1.TaintEffectNoSchedule, v1.TaintEffectPreferNoSchedule, v1.TaintEffectNoExecute:
+		default:
+			errs = append(errs, fmt.Errorf("taint %q: effect %q is not NoSchedule, PreferNoSchedule or NoExecute", t.Key, t.Effect))
+		}
+		k := t.Key + ":" + string(t.Effect)
+		if seen[k] {
+			errs = append(errs, fmt.Errorf("taint %q with effect %s given twice", t.Key, t.Effect))
+		}
+		seen[k] = true
 	}
 	return errors.Join(errs...)
 }
