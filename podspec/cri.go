@@ -18,9 +18,36 @@ const (
 	defaultTerminationMessagePolicy = string(v1.TerminationMessageReadFile)
 )
 
+// SandboxOption adds what the node decides to a sandbox config.
+type SandboxOption func(*sandboxOptions)
+
+type sandboxOptions struct {
+	dns           *runtimeapi.DNSConfig
+	clusterDomain string
+	driver        CgroupDriver
+}
+
+// WithDNS gives the sandbox its resolver configuration (PodDNS's) and the
+// cluster domain its hostname's FQDN is under (setHostnameAsFQDN).
+// Without it the runtime chooses (containerd copies the node's
+// resolv.conf).
+func WithDNS(dns *runtimeapi.DNSConfig, clusterDomain string) SandboxOption {
+	return func(o *sandboxOptions) { o.dns, o.clusterDomain = dns, clusterDomain }
+}
+
+// WithCgroupDriver names the cgroup parent for the driver (default
+// cgroupfs).
+func WithCgroupDriver(d CgroupDriver) SandboxOption {
+	return func(o *sandboxOptions) { o.driver = d }
+}
+
 // SandboxConfig builds the CRI sandbox config for attempt; logRoot is the
 // root of the pods' log directories (PodLogDir).
-func SandboxConfig(pod *v1.Pod, attempt uint32, logRoot string) *runtimeapi.PodSandboxConfig {
+func SandboxConfig(pod *v1.Pod, attempt uint32, logRoot string, opts ...SandboxOption) *runtimeapi.PodSandboxConfig {
+	var o sandboxOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	ann := make(map[string]string, len(pod.Annotations))
 	for k, v := range pod.Annotations {
 		ann[k] = v
@@ -36,7 +63,7 @@ func SandboxConfig(pod *v1.Pod, attempt uint32, logRoot string) *runtimeapi.PodS
 		Labels:       Labels(pod),
 		Annotations:  ann,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
-			CgroupParent: CgroupParent(pod),
+			CgroupParent: CgroupParent(pod, o.driver),
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 				NamespaceOptions: namespaceOptions(pod),
 			},
@@ -44,11 +71,9 @@ func SandboxConfig(pod *v1.Pod, attempt uint32, logRoot string) *runtimeapi.PodS
 	}
 	if !pod.Spec.HostNetwork {
 		// A host-network sandbox must not set a hostname (as upstream).
-		cfg.Hostname = pod.Name
-		if pod.Spec.Hostname != "" {
-			cfg.Hostname = pod.Spec.Hostname
-		}
+		cfg.Hostname = sandboxHostname(pod, o.clusterDomain)
 	}
+	cfg.DnsConfig = o.dns
 	if sc := pod.Spec.SecurityContext; sc != nil {
 		lsc := cfg.Linux.SecurityContext
 		if sc.RunAsUser != nil {

@@ -1,7 +1,6 @@
 package podspec
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	goruntime "runtime"
@@ -165,31 +164,4 @@ func ResourceFieldRef(c *v1.Container, ref *v1.ResourceFieldSelector, allocatabl
 	}
 	v := int64(math.Ceil(float64(q.Value()) / float64(divisor.Value())))
 	return strconv.FormatInt(v, 10), nil
-}
-
-// HostsFile is the content of the managed /etc/hosts of a pod whose IP is
-// podIP, as upstream writes it.
-func HostsFile(pod *v1.Pod, podIP string) []byte {
-	var b bytes.Buffer
-	b.WriteString("# Kubernetes-managed hosts file.\n")
-	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
-	b.WriteString("fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n")
-	host := pod.Name
-	if pod.Spec.Hostname != "" {
-		host = pod.Spec.Hostname
-	}
-	if podIP != "" {
-		if pod.Spec.Subdomain != "" {
-			fmt.Fprintf(&b, "%s\t%s.%s.%s.svc.cluster.local\t%s\n", podIP, host, pod.Spec.Subdomain, pod.Namespace, host)
-		} else {
-			fmt.Fprintf(&b, "%s\t%s\n", podIP, host)
-		}
-	}
-	if len(pod.Spec.HostAliases) > 0 {
-		b.WriteString("\n# Entries added by HostAliases.\n")
-		for _, ha := range pod.Spec.HostAliases {
-			fmt.Fprintf(&b, "%s\t%s\n", ha.IP, strings.Join(ha.Hostnames, "\t"))
-		}
-	}
-	return b.Bytes()
 }

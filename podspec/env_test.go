@@ -158,7 +158,7 @@ func TestHostsFile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := string(HostsFile(tt.pod, tt.podIP))
+			got := string(HostsFile(tt.pod, tt.podIP, "cluster.local", nil))
 			for _, w := range tt.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("hosts file lacks %q:\n%s", w, got)

@@ -64,19 +64,6 @@ func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 	return v1.PodQOSBurstable
 }
 
-// CgroupParent is the kubelet-style cgroupfs parent of a pod:
-// /kubepods/pod<uid>, /kubepods/burstable/pod<uid> or /kubepods/besteffort/pod<uid>.
-func CgroupParent(pod *v1.Pod) string {
-	switch QOSClass(pod) {
-	case v1.PodQOSGuaranteed:
-		return "/kubepods/pod" + string(pod.UID)
-	case v1.PodQOSBestEffort:
-		return "/kubepods/besteffort/pod" + string(pod.UID)
-	default:
-		return "/kubepods/burstable/pod" + string(pod.UID)
-	}
-}
-
 // PodLogDir is where the runtime writes a pod's container logs, as upstream:
 // <root>/<namespace>_<name>_<uid>.
 func PodLogDir(root string, pod *v1.Pod) string {

@@ -59,7 +59,7 @@ func TestQOSClassAndCgroupParent(t *testing.T) {
 			if got := QOSClass(tt.pod); got != tt.want {
 				t.Errorf("QOSClass = %s, want %s", got, tt.want)
 			}
-			if got := CgroupParent(tt.pod); got != tt.wantCgroup {
+			if got := CgroupParent(tt.pod, CgroupDriverCgroupfs); got != tt.wantCgroup {
 				t.Errorf("CgroupParent = %s, want %s", got, tt.wantCgroup)
 			}
 		})

@@ -74,6 +74,13 @@ type Config struct {
 	// container does not set (resourceFieldRef limits.*), as upstream. Read
 	// only.
 	NodeAllocatable v1.ResourceList
+	// DNS is the pods' resolv.conf and managed /etc/hosts (--cluster-dns,
+	// --cluster-domain, --resolv-conf, the node's /etc/hosts); nil: the
+	// runtime's default resolv.conf, and host-network pods get no managed
+	// /etc/hosts. Read only.
+	DNS *DNS
+	// CgroupDriver names the pods' cgroup parents ("" is cgroupfs).
+	CgroupDriver podspec.CgroupDriver
 }
 
 // Probing is what the ProbeActors need. The zero value runs exec probes

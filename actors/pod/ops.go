@@ -59,7 +59,7 @@ func (a *Actor) run(act action, killing bool) {
 			return &delta{reread: true}, killAll(ctx, rt, snap, stops, hooks, grace, log)
 		}
 	case act.kind == actRunSandbox:
-		cfg := podspec.SandboxConfig(a.pod, act.attempt, a.d.Config.PodLogsDir)
+		cfg := a.sandboxConfig(act.attempt, true)
 		handler := a.d.Config.RuntimeHandler
 		if a.pod.Spec.RuntimeClassName != nil && *a.pod.Spec.RuntimeClassName != "" {
 			handler = *a.pod.Spec.RuntimeClassName
@@ -166,7 +166,8 @@ func (a *Actor) startFunc(act action) opFunc {
 			return containersDelta(ctx, rt, files, []string{id}, map[string]string{id: sandboxID}), nil
 		}
 	}
-	sbCfg := podspec.SandboxConfig(a.pod, act.sandbox.GetMetadata().GetAttempt(), a.d.Config.PodLogsDir)
+	sbCfg := a.sandboxConfig(act.sandbox.GetMetadata().GetAttempt(), false)
+	hosts := a.hostsInput(act.sandbox)
 	image := act.imageRef
 	if image == "" {
 		image = act.container.Image
@@ -195,7 +196,7 @@ func (a *Actor) startFunc(act action) opFunc {
 		}
 		cfg.Envs, cfg.Command, cfg.Args = envs, command, args
 		applyDevices(cfg, devs)
-		if err := hostMounts(cfg, hostFiles, pod, spec, attempt, hooks.podIP); err != nil {
+		if err := hostMounts(cfg, hostFiles, pod, spec, attempt, hosts); err != nil {
 			return nil, &startError{err: fmt.Errorf("create container %s: %w", cfg.Metadata.Name, err)}
 		}
 		id, err := rt.CreateContainer(ctx, sandboxID, cfg, sbCfg)
@@ -221,9 +222,9 @@ func (a *Actor) startFunc(act action) opFunc {
 }
 
 // hostMounts adds the files the node keeps for a container: the
-// termination-message file and, off the host network, the managed
-// /etc/hosts.
-func hostMounts(cfg *runtimeapi.ContainerConfig, files HostFiles, pod *v1.Pod, c *v1.Container, attempt uint32, podIP string) error {
+// termination-message file and the managed /etc/hosts (unless the
+// container mounts its own there).
+func hostMounts(cfg *runtimeapi.ContainerConfig, files HostFiles, pod *v1.Pod, c *v1.Container, attempt uint32, hosts hostsInput) error {
 	if files == nil {
 		return nil
 	}
@@ -234,10 +235,14 @@ func hostMounts(cfg *runtimeapi.ContainerConfig, files HostFiles, pod *v1.Pod, c
 	if path != "" {
 		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: podspec.TerminationMessagePath(c), HostPath: path})
 	}
-	if pod.Spec.HostNetwork {
+	if !podspec.MountsEtcHosts(c) {
 		return nil
 	}
-	path, err = files.Hosts(pod.UID, podspec.HostsFile(pod, podIP))
+	content, err := hostsFile(pod, hosts)
+	if err != nil || content == nil {
+		return err
+	}
+	path, err = files.Hosts(pod.UID, content)
 	if err != nil {
 		return err
 	}
