@@ -74,13 +74,13 @@ func TestPodDNS(t *testing.T) {
 			want: &runtimeapi.DNSConfig{Servers: []string{"10.96.0.10", "1.1.1.1"}, Searches: append(slices.Clone(clusterSearch), "extra.example"),
 				Options: []string{"ndots:1", "single-request-reopen"}}},
 		{name: "dnsConfig merged into Default: the pod's option value wins",
-			pod: dnsPod(v1.DNSDefault, false, &v1.PodDNSConfig{Options: []v1.PodDNSConfigOption{{Name: "timeout", Value: strp("5")}}}),
+			pod:  dnsPod(v1.DNSDefault, false, &v1.PodDNSConfig{Options: []v1.PodDNSConfigOption{{Name: "timeout", Value: strp("5")}}}),
 			dns:  cluster,
 			want: &runtimeapi.DNSConfig{Servers: host.Nameservers, Searches: host.Searches, Options: []string{"timeout:5", "rotate"}}},
 		{name: "more than 3 nameservers are cut with an event",
-			pod:  dnsPod(v1.DNSClusterFirst, false, &v1.PodDNSConfig{Nameservers: []string{"1.1.1.1", "8.8.8.8", "9.9.9.9"}}),
-			dns:  cluster,
-			want: &runtimeapi.DNSConfig{Servers: []string{"10.96.0.10", "1.1.1.1", "8.8.8.8"}, Searches: clusterSearch, Options: []string{"ndots:5"}},
+			pod:        dnsPod(v1.DNSClusterFirst, false, &v1.PodDNSConfig{Nameservers: []string{"1.1.1.1", "8.8.8.8", "9.9.9.9"}}),
+			dns:        cluster,
+			want:       &runtimeapi.DNSConfig{Servers: []string{"10.96.0.10", "1.1.1.1", "8.8.8.8"}, Searches: clusterSearch, Options: []string{"ndots:5"}},
 			wantEvents: []string{ReasonDNSConfigForming}},
 	}
 	for _, tt := range tests {
