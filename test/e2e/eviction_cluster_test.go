@@ -162,7 +162,7 @@ func TestE2EClusterMemoryPressureTransition(t *testing.T) {
 		seen := map[string]time.Time{}
 		for _, e := range evs.Items {
 			at := e.LastTimestamp.Time
-			if e.EventTime.Time.After(at) {
+			if e.EventTime.After(at) {
 				at = e.EventTime.Time
 			}
 			if at.After(seen[e.Reason]) {

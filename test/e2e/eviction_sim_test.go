@@ -233,7 +233,7 @@ func evGrep(s, sub string) []string {
 // at once (a BestEffort pod pushed then is refused, reason Evicted, "The
 // node had condition: [MemoryPressure]. ") while the hog is still Running;
 // it is evicted no sooner than 20 s after it started (its DisruptionTarget
-// condition against its container's start, both actorlet's clock). Its
+// condition against its container's start, both on this host's clock). Its
 // own grace period is 600 s and its preStop hook sleeps 600 s: it ends
 // Failed/Evicted within a minute only because the eviction capped its
 // grace to 2 s.
@@ -297,7 +297,7 @@ func TestE2ESimEvictionSoftGracePeriod(t *testing.T) {
 	if disrupted.IsZero() {
 		t.Fatalf("hog's conditions %v: want DisruptionTarget", hog.Status.Conditions)
 	}
-	// Both times come from actorlet in whole seconds.
+	// Both times are this host's, in whole seconds.
 	if d := disrupted.Sub(started); d < grace-time.Second {
 		t.Errorf("hog evicted %s after it started (and took the memory): before the soft grace period of %s", d, grace)
 	}
