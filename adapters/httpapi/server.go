@@ -67,6 +67,9 @@ type Config struct {
 	// Streaming serves /exec/, /attach/ and /portForward/ on the main
 	// handler (NewStreaming); nil leaves them unserved.
 	Streaming http.Handler
+	// Configz serves GET /configz on the main handler (NewConfigz); nil
+	// leaves it unserved.
+	Configz http.Handler
 	// RequestTimeout bounds every request to an actor. Default 10s.
 	RequestTimeout time.Duration
 	// MaxBodyBytes bounds request bodies. Default 1 MiB.
@@ -161,6 +164,9 @@ func (s *Server) Main() http.Handler {
 	}
 	if s.cfg.Debug != nil {
 		mux.Handle("/debug/", s.cfg.Debug)
+	}
+	if s.cfg.Configz != nil {
+		mux.Handle("GET /configz", s.cfg.Configz)
 	}
 	if s.cfg.Devices != nil {
 		mux.HandleFunc("POST /devices/fault", s.handleDeviceFault)

@@ -31,12 +31,20 @@ func runAgent(ctx context.Context, args []string) int {
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
 	}
+	ignored, err := opts.applyConfigFile(fs.Changed) // config.go
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "actorlet: --config: %v\n", err)
+		return exitUsage
+	}
 	if err := opts.validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "actorlet: invalid flags:\n%v\n", indent(err.Error()))
 		return exitUsage
 	}
 	log := newLogger(opts)
 	slog.SetDefault(log)
+	if len(ignored) > 0 {
+		log.Warn("--config: these fields are not implemented by actorlet and are ignored", "config", opts.Config, "fields", strings.Join(ignored, ","))
+	}
 	if err := agent(ctx, opts, log); err != nil {
 		log.Error("actorlet stopped", "err", err)
 		return exitError

@@ -17,6 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/actorlet/actorlet/supervisors"
 )
@@ -125,6 +126,8 @@ type options struct {
 	// fileFields names, for each flag whose value came from --config, the
 	// file's field (config.go), so that validate names what the user wrote.
 	fileFields map[string]string
+	// kubeletConfig is the --config file, defaulted (nil without one).
+	kubeletConfig *kubeletconfig.KubeletConfiguration
 }
 
 // Cgroup drivers of --cgroup-driver.

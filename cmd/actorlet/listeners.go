@@ -23,13 +23,19 @@ import (
 // metrics, container logs, exec/attach/port-forward, and with
 // --enable-debugging-handlers the debug pages (/debug/actors, pprof).
 func newNodeAPI(w *wiring, t *tree) (*httpapi.Server, error) {
-	var debug http.Handler
+	var debug, configz http.Handler
 	if w.o.EnableDebuggingHandlers {
 		debug = httpapi.NewDebug(registryActors{t.reg})
+		// /configz: the effective configuration (config.go); a debugging
+		// handler upstream too.
+		var err error
+		if configz, err = httpapi.NewConfigz(w.o.effectiveKubeletConfig()); err != nil {
+			return nil, err
+		}
 	}
 	status := t.pid("status")
 	return httpapi.New(httpapi.Config{
-		Debug:  debug,
+		Debug: debug, Configz: configz,
 		System: t.sys, Status: status, Push: t.pid("source-push"), PLEG: t.pid("pleg"), Devices: t.pid("devices"),
 		StatsSummary: w.summary(),
 		Decode:       pushDecoder(w.name),
