@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -84,6 +85,16 @@ type Config struct {
 	// DiskPressure and PIDPressure conditions follow its NodePressure
 	// (pressure.go); it is asked at start.
 	Eviction *actor.PID
+	// RegisterWithTaints are the Node's taints when it registers
+	// (--register-with-taints); a Node that exists keeps its own, as
+	// upstream.
+	RegisterWithTaints []v1.Taint
+	// Images, when set, lists the runtime's images for status.images
+	// (images.go), read with the machine's facts, off the mailbox.
+	Images ImageLister
+	// MaxImages caps status.images (--node-status-max-images: 50
+	// upstream; -1: no cap; 0: none).
+	MaxImages int32
 	// RetryBase is the first retry after a failed status patch or lease
 	// renewal, doubling up to the update period (status) or a quarter of the
 	// lease (lease); upstream's lease controller starts at 200 ms.
@@ -148,6 +159,7 @@ type Actor struct {
 	retryTimer   actorkit.Timer // after a failed registration
 	devices      *messages.DeviceCapacity
 	pressure     *messages.NodePressure // the EvictionActor's; nil: none known
+	images       []v1.ContainerImage    // status.images, as last read (images.go)
 	// metaStale: the devices' labels came while the Node was being
 	// registered without them; registering again merges them.
 	metaStale bool
@@ -197,6 +209,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 				a.report(false)
 			}
 		}
+	case *imagesRead:
+		a.handleImagesRead(m)
 	case *messages.Health:
 		a.health = m
 		a.report(false)
@@ -318,7 +332,11 @@ func (a *Actor) initialNode() *v1.Node {
 			annotations = maps.Clone(d.Annotations)
 		}
 	}
-	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: labels, Annotations: annotations}}
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: labels, Annotations: annotations}}
+	if len(a.cfg.RegisterWithTaints) > 0 {
+		node.Spec.Taints = slices.Clone(a.cfg.RegisterWithTaints)
+	}
+	return node
 }
 
 // handleDeviceCapacity takes the DevicesActor's extended resources into
@@ -513,6 +531,7 @@ func withoutHeartbeats(s v1.NodeStatus) v1.NodeStatus {
 // readMachine reads the machine's facts off the mailbox (proc files and a
 // statfs of the root dir); the next report uses them.
 func (a *Actor) readMachine() {
+	a.readImages()
 	m := a.machine
 	actorkit.Go(a.self, a.cfg.Timeout, func(ctx context.Context) *machineRead {
 		info, capacity, err := m.Info(ctx)
@@ -569,6 +588,7 @@ func (a *Actor) status(now time.Time) (*v1.NodeStatus, error) {
 		},
 		DaemonEndpoints: v1.NodeDaemonEndpoints{KubeletEndpoint: v1.DaemonEndpoint{Port: a.cfg.Port}},
 		Phase:           a.node.Status.Phase,
+		Images:          a.images,
 	}
 	st.Conditions = a.conditions(now)
 	return st, err
