@@ -34,6 +34,7 @@ import (
 	"github.com/actorlet/actorlet/adapters/stats"
 	volumefiles "github.com/actorlet/actorlet/adapters/volume"
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 	"github.com/actorlet/actorlet/supervisors"
 )
 
@@ -301,6 +302,8 @@ func podDeps(w *wiring, files *podfiles.Files) pod.Deps {
 			SyncPeriod: o.SyncFrequency, OpTimeout: o.RuntimeRequestTimeout,
 			ThrottleStarts:  o.MaxParallelPodStarts > 0,
 			NodeAllocatable: w.allocatable, // downward API for unset limits
+			DNS:             podDNS(o, w.hostIP, w.log),
+			CgroupDriver:    podspec.CgroupDriver(o.CgroupDriver),
 		},
 		ConfigSource: w.cluster.configSource(),
 		Volumes:      w.pid("volumes"),
