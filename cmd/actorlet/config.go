@@ -88,6 +88,11 @@ func decodeKubeletConfig(data []byte) (*kcfg, error) {
 	c := &kcfg{}
 	strict, err := sigsjson.UnmarshalStrict(js, c, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
 	if err != nil {
+		// A value's own decoder (a duration, a quantity) does not say
+		// which field it was decoding: find it.
+		if f := badField(js); f != "" && !strings.Contains(err.Error(), f) {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
 		return nil, err
 	}
 	if len(strict) > 0 {
@@ -98,6 +103,38 @@ func decodeKubeletConfig(data []byte) (*kcfg, error) {
 		return nil, errors.New(strings.Join(msgs, "; "))
 	}
 	return c, nil
+}
+
+// badField is the dotted path of the first field of the JSON object js
+// that does not decode into a KubeletConfiguration on its own ("" when
+// none does not).
+func badField(js []byte) string {
+	var m map[string]any
+	if json.Unmarshal(js, &m) != nil {
+		return ""
+	}
+	return findBadField(m, nil)
+}
+
+func findBadField(m map[string]any, path []string) string {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		p := append(slices.Clone(path), k)
+		var obj any = m[k]
+		for i := len(p) - 1; i >= 0; i-- {
+			obj = map[string]any{p[i]: obj}
+		}
+		b, err := json.Marshal(obj)
+		if err != nil || json.Unmarshal(b, &kcfg{}) == nil {
+			continue
+		}
+		if sub, ok := m[k].(map[string]any); ok {
+			if f := findBadField(sub, p); f != "" {
+				return f
+			}
+		}
+		return strings.Join(p, ".")
+	}
+	return ""
 }
 
 // setKubeletConfigDefaults applies v1beta1's defaults (upstream's
@@ -483,7 +520,9 @@ func (o *options) applyConfigFile(changed func(flag string) bool) (ignored []str
 			continue
 		}
 		f.toOptions(c, o)
-		o.fileFields[f.flag] = f.field
+		if _, ok := o.fileFields[f.flag]; !ok { // port, not enableServer
+			o.fileFields[f.flag] = f.field
+		}
 	}
 	o.kubeletConfig = c
 	return unimplementedFields(c)
