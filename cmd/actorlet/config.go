@@ -119,7 +119,7 @@ func badField(js []byte) string {
 func findBadField(m map[string]any, path []string) string {
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		p := append(slices.Clone(path), k)
-		var obj any = m[k]
+		obj := m[k]
 		for i := len(p) - 1; i >= 0; i-- {
 			obj = map[string]any{p[i]: obj}
 		}
