@@ -9,9 +9,16 @@
 #                                         running control plane made by an older version of this script
 #                                         (CONFIG_VERSION) gets the new kube-apiserver flags and RBAC in
 #                                         place: only kube-apiserver restarts, PKI and etcd are kept
+#                                         (from before version 4 kube-controller-manager restarts too)
 #   controlplane.sh status                print the lines below and exit 0 if running, else exit 1
 #   controlplane.sh node-kubeconfig NAME  a kubeconfig for the node NAME (system:node:NAME in group
 #                                         system:nodes); prints NODE_KUBECONFIG=<path>
+#   controlplane.sh bootstrap-kubeconfig OUT
+#                                         TLS bootstrapping as `kubeadm init` sets it up: a new bootstrap
+#                                         token (Secret bootstrap-token-<id> in kube-system, group
+#                                         system:bootstrappers) and a kubeconfig using it written to OUT
+#                                         (mode 600; a kubelet's --bootstrap-kubeconfig); waits until the
+#                                         API server accepts the token; prints the lines further below
 #   controlplane.sh down                  stop the four processes (ours only) and remove the state dir
 #   controlplane.sh stop-apiserver        stop kube-apiserver only (an API server outage): etcd, the
 #                                         controller manager, the scheduler, the PKI and the port stay
@@ -26,6 +33,20 @@
 #   APISERVER=https://127.0.0.1:<port>
 #   CLUSTER_CA=<path>          the cluster CA (PEM): a kubelet's --client-ca-file; it signed every
 #                              client certificate, kube-apiserver's kubelet client certificate included
+#
+# TLS bootstrapping is on, as `kubeadm init` sets it up: kube-apiserver has
+# --enable-bootstrap-token-auth, kube-controller-manager runs the bootstrapsigner and tokencleaner
+# controllers (--controllers=*,bootstrapsigner,tokencleaner) besides the CSR approving and signing ones
+# (the cluster CA signs), and RBAC lets group system:bootstrappers create CSRs
+# (system:node-bootstrapper) and auto-approves node client CSRs: a bootstrap token's
+# (certificatesigningrequests:nodeclient, group system:bootstrappers) and a node renewing its own
+# (certificatesigningrequests:selfnodeclient, group system:nodes). Serving certificates
+# (kubernetes.io/kubelet-serving CSRs, a kubelet's --rotate-server-certificates) are not auto-approved,
+# as upstream: an admin approves them,
+#   kubectl get csr; kubectl certificate approve <name>
+# `bootstrap-kubeconfig OUT` prints on success exactly:
+#   BOOTSTRAP_KUBECONFIG=<OUT>   cluster CA embedded, user = the token
+#   BOOTSTRAP_TOKEN_ID=<id>      the CSRs it makes are by user system:bootstrap:<id>
 #
 # The aggregation layer is on (for deploy/local/metrics-server.sh and `kubectl top`): a front-proxy CA
 # of its own (pki/front-proxy-ca.crt) signed kube-apiserver's proxy client certificate (CN
@@ -54,6 +75,12 @@
 #   ACTORLET_APISERVER_PORT    first port tried for the apiserver (default 62443)
 #   ACTORLET_ETCD_PORT         first port tried for etcd's client URL (default 62379; peer = next)
 #   ACTORLET_SERVICE_CIDR      service cluster IP range (default 10.96.0.0/16)
+#   ACTORLET_SIGNING_DURATION  kube-controller-manager's --cluster-signing-duration (a Go duration such
+#                              as 3m: short-lived node certificates for rotation tests) of a control
+#                              plane that `up` creates; refused for the default state dir (the shared
+#                              instance keeps upstream's default, one year): set it with a private
+#                              ACTORLET_CONTROLPLANE_DIR. Kept in <dir>/signing-duration for restarts.
+#   ACTORLET_BOOTSTRAP_TOKEN_TTL  lifetime of a bootstrap-kubeconfig token in seconds (default 7200)
 # Ports are taken on 127.0.0.1 from 61000-65535 (private, above Linux's default ephemeral range);
 # a busy port is skipped for the next free one.
 set -euo pipefail
@@ -80,9 +107,14 @@ STAGING_SKIP='k8s.io/sample-cli-plugin|k8s.io/sample-controller' # replaced upst
 # Bump when start_apiserver's flags, the PKI or the RBAC objects change: `up` then brings a running
 # control plane up to date in place (see upgrade). 2: kubelet client cert + RBAC, preferred addresses.
 # 3: the aggregation layer (front-proxy CA and client cert, --requestheader-*, aggregator routing).
-CONFIG_VERSION=3
+# 4: TLS bootstrapping (--enable-bootstrap-token-auth, bootstrapsigner and tokencleaner, bootstrap RBAC;
+# kube-controller-manager restarts too).
+CONFIG_VERSION=4
 STAMP=$DIR/config.version
 KUBELET_CLIENT_CN=kube-apiserver-kubelet-client
+SIGNING_DURATION=${ACTORLET_SIGNING_DURATION:-}
+SIGNING_FILE=$DIR/signing-duration
+BOOTSTRAP_TOKEN_TTL=${ACTORLET_BOOTSTRAP_TOKEN_TTL:-7200}
 export PATH=$PATH:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 PROG=controlplane.sh
@@ -409,12 +441,14 @@ start_apiserver() {
     --requestheader-extra-headers-prefix=X-Remote-Extra- \
     --proxy-client-cert-file="$PKI/front-proxy-client.crt" --proxy-client-key-file="$PKI/front-proxy-client.key" \
     --enable-aggregator-routing=true \
+    --enable-bootstrap-token-auth=true \
     --allow-privileged=true --profiling=false
   wait_until "kube-apiserver /readyz" 120 kube-apiserver api_ready
   log "kube-apiserver ready on 127.0.0.1:$API_PORT in $(($(now_ms) - t1)) ms"
 }
 
-# apply_rbac: what kubeadm grants kube-apiserver's kubelet client (idempotent: kubectl apply).
+# apply_rbac: what kubeadm grants kube-apiserver's kubelet client, and the TLS bootstrapping bindings
+# (idempotent: kubectl apply).
 apply_rbac() {
   local i
   for ((i = 0; i < 50; i++)); do
@@ -431,6 +465,7 @@ subjects:
 - apiGroup: rbac.authorization.k8s.io
   kind: User
   name: $KUBELET_CLIENT_CN
+$(bootstrap_rbac)
 EOF
     then
       rm -f "$DIR/rbac.err"
@@ -440,6 +475,34 @@ EOF
   done
   cat "$DIR/rbac.err" >&2
   die "could not bind $KUBELET_CLIENT_CN to system:kubelet-api-admin"
+}
+
+# crb NAME CLUSTERROLE GROUP: a ClusterRoleBinding of CLUSTERROLE to GROUP (a YAML document).
+crb() {
+  cat <<EOF
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: $1
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: $2
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: Group
+  name: $3
+EOF
+}
+
+# bootstrap_rbac: what kubeadm init binds for TLS bootstrapping, to every bootstrap token (group
+# system:bootstrappers): create CSRs, and auto-approval of node client CSRs by the controller manager's
+# csrapproving controller (a token's first one, and a node's renewal with its own certificate).
+bootstrap_rbac() {
+  crb actorlet:node-bootstrapper system:node-bootstrapper system:bootstrappers
+  crb actorlet:node-autoapprove-bootstrap system:certificates.k8s.io:certificatesigningrequests:nodeclient system:bootstrappers
+  crb actorlet:node-autoapprove-certificate-rotation system:certificates.k8s.io:certificatesigningrequests:selfnodeclient system:nodes
 }
 
 # reap PID: wait up to 10s for a TERMed PID to go (or be a zombie), then KILL it.
@@ -471,6 +534,12 @@ upgrade() {
   stop_one kube-apiserver
   start_apiserver
   apply_rbac
+  if [ "$(cat "$STAMP" 2>/dev/null || echo 0)" -lt 4 ]; then
+    # TLS bootstrapping (config version 4) needs the bootstrapsigner and tokencleaner controllers.
+    log "restarting kube-controller-manager too (bootstrap token controllers)"
+    stop_one kube-controller-manager
+    start_controller_manager
+  fi
   echo "$CONFIG_VERSION" >"$STAMP"
 }
 
@@ -479,6 +548,7 @@ start_all() {
   t0=$(now_ms)
   pick_ports
   make_pki
+  if [ -n "$SIGNING_DURATION" ]; then echo "$SIGNING_DURATION" >"$SIGNING_FILE"; fi
   kubeconfig "$ADMIN_KUBECONFIG" actorlet-admin "$PKI/admin.crt" "$PKI/admin.key"
   kubeconfig "$DIR/controller-manager.kubeconfig" system:kube-controller-manager \
     "$PKI/controller-manager.crt" "$PKI/controller-manager.key"
@@ -498,18 +568,43 @@ start_all() {
   apply_rbac
 
   t1=$(now_ms)
-  start kube-controller-manager "$KBIN/kube-controller-manager" \
-    --kubeconfig="$DIR/controller-manager.kubeconfig" --secure-port=0 --leader-elect=false \
-    --use-service-account-credentials=true \
-    --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
-    --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
-    --service-cluster-ip-range="$SERVICE_CIDR" --cluster-name=actorlet --profiling=false
+  start_controller_manager
   start kube-scheduler "$KBIN/kube-scheduler" \
     --kubeconfig="$DIR/scheduler.kubeconfig" --secure-port=0 --leader-elect=false --profiling=false
   wait_until "the default ServiceAccount and kube-root-ca.crt in default" 120 kube-controller-manager sa_ready
   ours kube-scheduler >/dev/null || { tail -n 30 "$DIR/kube-scheduler.log" >&2; die "kube-scheduler exited"; }
   log "kube-controller-manager made the default ServiceAccount in $(($(now_ms) - t1)) ms; up in $(($(now_ms) - t0)) ms"
   echo "$CONFIG_VERSION" >"$STAMP"
+}
+
+# start_controller_manager: start kube-controller-manager (not waiting), with the bootstrap token
+# controllers and the signing duration of this control plane (SIGNING_FILE) if it has one.
+start_controller_manager() {
+  local extra=()
+  if [ -s "$SIGNING_FILE" ]; then
+    extra+=(--cluster-signing-duration="$(cat "$SIGNING_FILE")")
+  fi
+  start kube-controller-manager "$KBIN/kube-controller-manager" \
+    --kubeconfig="$DIR/controller-manager.kubeconfig" --secure-port=0 --leader-elect=false \
+    --use-service-account-credentials=true \
+    --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
+    --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
+    --controllers='*,bootstrapsigner,tokencleaner' ${extra[@]+"${extra[@]}"} \
+    --service-cluster-ip-range="$SERVICE_CIDR" --cluster-name=actorlet --profiling=false
+}
+
+# check_signing_duration: ACTORLET_SIGNING_DURATION is a Go duration and is not asked of the shared
+# instance (exit 2 otherwise).
+check_signing_duration() {
+  [ -n "$SIGNING_DURATION" ] || return 0
+  [[ $SIGNING_DURATION =~ ^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$ ]] || {
+    log "ACTORLET_SIGNING_DURATION=$SIGNING_DURATION is not a duration (e.g. 3m, 1h30m)"
+    exit 2
+  }
+  if [ "$DIR" = /tmp/actorlet-controlplane ]; then
+    log "ACTORLET_SIGNING_DURATION is for a private control plane: set ACTORLET_CONTROLPLANE_DIR too (the shared one keeps the default)"
+    exit 2
+  fi
 }
 
 # stop_all: TERM our processes and the add-ons (newest first), KILL what is left after 10s.
@@ -530,6 +625,7 @@ stop_all() {
 
 up() {
   check_machine
+  check_signing_duration
   lock
   versions
   if healthy; then
@@ -580,6 +676,79 @@ node_kubeconfig() {
   echo "NODE_KUBECONFIG=$d/kubeconfig"
 }
 
+# bootstrap_kubeconfig OUT: a new bootstrap token and a kubeconfig using it at OUT (see the header).
+bootstrap_kubeconfig() {
+  local out=${1:-} id secret exp i code=
+  [ -n "$out" ] || {
+    log "usage: $0 bootstrap-kubeconfig OUT"
+    exit 2
+  }
+  [[ $BOOTSTRAP_TOKEN_TTL =~ ^[0-9]+$ && $BOOTSTRAP_TOKEN_TTL -ge 60 ]] || {
+    log "ACTORLET_BOOTSTRAP_TOKEN_TTL=$BOOTSTRAP_TOKEN_TTL: want seconds, at least 60"
+    exit 2
+  }
+  case $out in /*) ;; *) out=$PWD/$out ;; esac
+  lock
+  versions
+  healthy || die "the control plane is not running (run: $0 up)"
+  current || die "the control plane predates TLS bootstrapping (config version $(cat "$STAMP" 2>/dev/null)): run $0 up to upgrade it"
+  mkdir -p "$(dirname "$out")" || die "cannot make the directory of $out"
+  # A token is [a-z0-9]{6}.[a-z0-9]{16}; hex digits are a subset.
+  id=$(openssl rand -hex 3)
+  secret=$(openssl rand -hex 8)
+  exp=$(date -u -d "@$(($(date +%s) + BOOTSTRAP_TOKEN_TTL))" +%Y-%m-%dT%H:%M:%SZ)
+  "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" --request-timeout 20s apply -f - >/dev/null <<EOF ||
+apiVersion: v1
+kind: Secret
+metadata:
+  name: bootstrap-token-$id
+  namespace: kube-system
+type: bootstrap.kubernetes.io/token
+stringData:
+  description: "actorlet controlplane.sh bootstrap-kubeconfig: TLS bootstrapping of a node"
+  token-id: $id
+  token-secret: $secret
+  expiration: $exp
+  usage-bootstrap-authentication: "true"
+  usage-bootstrap-signing: "true"
+EOF
+    die "could not create the bootstrap token Secret bootstrap-token-$id"
+  cat >"$out.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: actorlet
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority-data: $(b64 "$PKI/ca.crt")
+users:
+- name: tls-bootstrap-token-user
+  user:
+    token: $id.$secret
+contexts:
+- name: tls-bootstrap-token-user@actorlet
+  context:
+    cluster: actorlet
+    user: tls-bootstrap-token-user
+current-context: tls-bootstrap-token-user@actorlet
+EOF
+  chmod 600 "$out.tmp"
+  mv "$out.tmp" "$out"
+  # The token authenticator reads Secrets through an informer: wait until it knows the new token (a
+  # bootstrapper may list CSRs).
+  for ((i = 0; i < 100; i++)); do
+    code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 5 --cacert "$PKI/ca.crt" \
+      -H "Authorization: Bearer $id.$secret" \
+      "https://127.0.0.1:$API_PORT/apis/certificates.k8s.io/v1/certificatesigningrequests?limit=1" 2>/dev/null || true)
+    [ "$code" = 200 ] && break
+    sleep 0.1
+  done
+  [ "$code" = 200 ] || die "kube-apiserver does not accept the new bootstrap token $id (HTTP $code listing CSRs with it)"
+  log "bootstrap token $id (expires $exp) in $out"
+  echo "BOOTSTRAP_KUBECONFIG=$out"
+  echo "BOOTSTRAP_TOKEN_ID=$id"
+}
+
 down() {
   lock
   stop_all
@@ -620,10 +789,11 @@ case "${1:-}" in
   up) up ;;
   status) status ;;
   node-kubeconfig) node_kubeconfig "${2:-}" ;;
+  bootstrap-kubeconfig) bootstrap_kubeconfig "${2:-}" ;;
   down) down ;;
   gomod) gomod ;;
   *)
-    echo "usage: $0 build|up|status|node-kubeconfig NAME|down|stop-apiserver|start-apiserver|gomod" >&2
+    echo "usage: $0 build|up|status|node-kubeconfig NAME|bootstrap-kubeconfig OUT|down|stop-apiserver|start-apiserver|gomod" >&2
     exit 2
     ;;
 esac
