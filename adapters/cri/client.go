@@ -38,6 +38,7 @@ const (
 const (
 	opVersion          = "version"
 	opStatus           = "status"
+	opRuntimeConfig    = "runtime_config"
 	opRunPodSandbox    = "run_podsandbox"
 	opStopPodSandbox   = "stop_podsandbox"
 	opRemovePodSandbox = "remove_podsandbox"
@@ -205,6 +206,22 @@ func (c *Client) Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error) 
 		return nil, fmt.Errorf("runtime status: %w", err)
 	}
 	return resp.GetStatus(), nil
+}
+
+// RuntimeConfig returns the runtime's Linux configuration (its cgroup
+// driver), or nil and no error when the runtime does not serve the call
+// (containerd 1.6 answers Unimplemented): the caller then trusts its own
+// flag, as upstream.
+func (c *Client) RuntimeConfig(ctx context.Context) (*runtimeapi.LinuxRuntimeConfiguration, error) {
+	ctx, done := c.call(ctx, opRuntimeConfig, c.timeout)
+	resp, err := c.runtime.RuntimeConfig(ctx, &runtimeapi.RuntimeConfigRequest{})
+	if err = done(err); err != nil {
+		if errors.Is(err, errdefs.ErrUnimplemented) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("runtime config: %w", err)
+	}
+	return resp.GetLinux(), nil
 }
 
 // RunPodSandbox creates and starts a pod sandbox and returns its id.

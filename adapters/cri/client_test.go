@@ -398,3 +398,14 @@ func TestSocketPath(t *testing.T) {
 		})
 	}
 }
+
+// RuntimeConfig answers the runtime's cgroup driver, or nil without an
+// error where the runtime does not serve the call (containerd 1.6).
+func TestClientRuntimeConfig(t *testing.T) {
+	c, _, _ := startFake(t, unixURL)
+	linux, err := c.RuntimeConfig(context.Background())
+	if err != nil {
+		t.Fatalf("RuntimeConfig: %v", err)
+	}
+	t.Logf("the fake runtime's answer: %v", linux)
+}

@@ -128,6 +128,7 @@ func (c *clusterParts) nodeStatusActor(w *wiring) actor.Producer {
 		LeaseDuration:  time.Duration(o.NodeLeaseDurationSeconds) * time.Second,
 		KubeletVersion: kubeletVersion, RuntimeVersion: w.rt.version, Port: o.Port, Status: w.pid("status"),
 		Events: c.events, Devices: w.pid("devices"), Eviction: w.pid("eviction"),
+		RegisterWithTaints: o.RegisterWithTaints, Images: w.rt.client, MaxImages: o.NodeStatusMaxImages,
 	}, c.client, c.client, &host.Machine{RootDir: o.RootDir}, w.pid("pleg"), w.clk, w.log)
 }
 

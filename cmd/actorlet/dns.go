@@ -33,3 +33,18 @@ func podDNS(o *options, hostIP string, log *slog.Logger) *pod.DNS {
 	d.Host = &rc
 	return d
 }
+
+// cgroupDriver is the pods' cgroup driver: the runtime's where it tells
+// (upstream's KubeletCgroupDriverFromCRI; a different --cgroup-driver is
+// logged), else --cgroup-driver.
+func cgroupDriver(o *options, rt *runtimeConn, log *slog.Logger) podspec.CgroupDriver {
+	d, warning, err := podspec.RuntimeCgroupDriver(podspec.CgroupDriver(o.CgroupDriver), rt.linux)
+	switch {
+	case err != nil:
+		log.Warn("the runtime's cgroup driver: --cgroup-driver is trusted", "err", err)
+		return podspec.CgroupDriver(o.CgroupDriver)
+	case warning != "":
+		log.Warn(warning)
+	}
+	return d
+}

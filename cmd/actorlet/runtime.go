@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"log/slog"
 	"strings"
 	"time"
@@ -25,6 +26,9 @@ type runtimeConn struct {
 	// sim is the embedded simulated runtime (sim://), nil otherwise: the
 	// node it simulates is the stats' node.
 	sim *sim.Runtime
+	// linux is the runtime's Linux configuration (its cgroup driver); nil
+	// when it does not tell.
+	linux *runtimeapi.LinuxRuntimeConfiguration
 }
 
 // startRuntime starts the embedded sim runtime for sim://, dials the
@@ -48,7 +52,11 @@ func startRuntime(ctx context.Context, o *options, m *metrics.Registry, log *slo
 		_ = rt.Close()
 		return nil, err
 	}
-	return &runtimeConn{client: rt, endpoint: endpoint, name: name, version: version, sim: simRT}, nil
+	linux, err := rt.RuntimeConfig(ctx)
+	if err != nil {
+		log.Warn("the runtime's configuration (cgroup driver) unknown: --cgroup-driver is trusted", "err", err)
+	}
+	return &runtimeConn{client: rt, endpoint: endpoint, name: name, version: version, sim: simRT, linux: linux}, nil
 }
 
 // waitForRuntime asks the runtime for its version until it answers (as the

@@ -34,7 +34,6 @@ import (
 	"github.com/actorlet/actorlet/adapters/stats"
 	volumefiles "github.com/actorlet/actorlet/adapters/volume"
 	"github.com/actorlet/actorlet/messages"
-	"github.com/actorlet/actorlet/podspec"
 	"github.com/actorlet/actorlet/supervisors"
 )
 
@@ -303,7 +302,7 @@ func podDeps(w *wiring, files *podfiles.Files) pod.Deps {
 			ThrottleStarts:  o.MaxParallelPodStarts > 0,
 			NodeAllocatable: w.allocatable, // downward API for unset limits
 			DNS:             podDNS(o, w.hostIP, w.log),
-			CgroupDriver:    podspec.CgroupDriver(o.CgroupDriver),
+			CgroupDriver:    cgroupDriver(o, w.rt, w.log),
 		},
 		ConfigSource: w.cluster.configSource(),
 		Volumes:      w.pid("volumes"),
