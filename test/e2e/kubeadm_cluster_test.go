@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
@@ -128,9 +127,9 @@ func TestE2EKubeadmJoin(t *testing.T) {
 		testenv.EnvSystemctlUnitDir+"="+unitDir,
 		testenv.EnvSystemctlStateDir+"="+stateDir,
 	)
-	var out bytes.Buffer
+	var out syncBuffer
 	join.Stdout, join.Stderr = &out, &out
-	if err := join.Run(); err != nil {
+	if err := runWatchingService(join, stateDir); err != nil {
 		t.Fatalf("kubeadm join: %v\n%s", err, lastLines(out.String(), 80))
 	}
 	if !strings.Contains(out.String(), "This node has joined the cluster") {
@@ -176,6 +175,32 @@ func TestE2EKubeadmJoin(t *testing.T) {
 	})
 	if ctrs := containersOf(t, rt, string(created.UID)); len(ctrs) != 1 {
 		t.Errorf("the runtime at %s has %d containers of the pod, want 1", criSocket, len(ctrs))
+	}
+}
+
+// runWatchingService runs kubeadm join and stops it early when the kubelet
+// service it started has exited: the stand-in does not restart it
+// (Restart=always), so kubeadm would only wait out its 4 min health check.
+func runWatchingService(join *exec.Cmd, stateDir string) error {
+	if err := join.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- join.Wait() }()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			_, running := testenv.ServicePID(stateDir, "kubelet")
+			if _, err := os.Stat(filepath.Join(stateDir, "kubelet.service.pid")); err == nil && !running {
+				_ = join.Process.Kill()
+				<-done
+				return errors.New("the kubelet service (actorlet) exited while kubeadm waited for it; see its log below")
+			}
+		}
 	}
 }
 
