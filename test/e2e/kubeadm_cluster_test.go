@@ -142,6 +142,11 @@ func TestE2EKubeadmJoin(t *testing.T) {
 		t.Fatalf("kubeadm join exited 0 without saying the node joined:\n%s", lastLines(out.String(), 40))
 	}
 	t.Logf("kubeadm join took %v", time.Since(start).Round(time.Millisecond))
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.Contains(l, "[WARNING") { // the preflight checks ignored here
+			t.Logf("kubeadm: %s", strings.TrimSpace(l))
+		}
+	}
 
 	// actorlet runs as the drop-in's ExecStart= spells it, with what
 	// kubeadm join wrote into kubeadm-flags.env and the user's extra args.
