@@ -510,7 +510,7 @@ join_env() {
     printf -v "$k" '%s' "$v"
   done <<<"$out"
   echo "# then, on the new node (root; actorlet installed by deploy/install.sh):"
-  echo "# \$KUBEADM join \$KUBEADM_API_ENDPOINT --token \$KUBEADM_TOKEN --discovery-token-ca-cert-hash \$KUBEADM_CA_CERT_HASH --cri-socket unix:///run/containerd/containerd.sock"
+  echo "# \$KUBEADM join \$KUBEADM_API_ENDPOINT --token \$KUBEADM_TOKEN --discovery-token-ca-cert-hash \$KUBEADM_CA_CERT_HASH --cri-socket unix:///run/containerd/containerd.sock --ignore-preflight-errors=KubeletVersion"
 }
 
 case "${1:-}" in
