@@ -200,6 +200,28 @@ func TLSConfig(cert tls.Certificate) *tls.Config {
 	}
 }
 
+// ErrNoServingCert is the handshake error of a node API whose serving
+// certificate is not issued yet.
+var ErrNoServingCert = errors.New("no serving certificate available for the node API yet (its kubernetes.io/kubelet-serving CSR awaits approval: kubectl get csr; kubectl certificate approve <name>)")
+
+// TLSConfigFunc is TLSConfig with a certificate that changes (the serving
+// certificate from the cluster, renewed before it expires): current is
+// asked at each handshake, so a new certificate is served from the next
+// connection on. While current returns nil every handshake fails with
+// ErrNoServingCert, as upstream's kubelet serves nothing before its
+// serving certificate is issued.
+func TLSConfigFunc(current func() *tls.Certificate) *tls.Config {
+	cfg := TLSConfig(tls.Certificate{})
+	cfg.Certificates = nil
+	cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if c := current(); c != nil {
+			return c, nil
+		}
+		return nil, ErrNoServingCert
+	}
+	return cfg
+}
+
 // ListenAndServeTLS is ListenAndServe over TLS with cfg.
 func (s *Server) ListenAndServeTLS(ctx context.Context, addr string, h http.Handler, cfg *tls.Config) error {
 	ln, err := net.Listen("tcp", addr)

@@ -34,14 +34,14 @@ type clusterParts struct {
 
 // newCluster connects to the API server named by --kubeconfig, or returns
 // nil (standalone mode) without one. An API server that does not answer yet
-// is not fatal: registration and the pod watch retry until it does.
+// is not fatal: registration and the pod watch retry until it does. With
+// --bootstrap-kubeconfig the node's client certificate is obtained first
+// (it waits until the CSR is issued).
 func newCluster(ctx context.Context, o *options, nodeName string, log *slog.Logger) (*clusterParts, error) {
 	if o.Kubeconfig == "" {
 		return nil, nil
 	}
-	kc, err := kube.New(nodeName, kube.Options{Kubeconfig: o.Kubeconfig, QPS: o.KubeAPIQPS, Burst: int(o.KubeAPIBurst),
-		EventQPS: o.EventQPS, EventBurst: int(o.EventBurst),
-		UserAgent: "actorlet/" + kubeletVersion + " (" + nodeName + ")"})
+	kc, err := nodeClient(ctx, o, nodeName, log) // bootstrap.go: TLS bootstrap, client certificate rotation
 	if err != nil {
 		return nil, fmt.Errorf("cluster mode: %w", err)
 	}

@@ -20,7 +20,8 @@ type nodeAPI struct {
 	auth *httpapi.Auth
 }
 
-// nodeAPISecurity loads (or makes) the serving certificate and builds the
+// nodeAPISecurity loads (or makes, or with --rotate-server-certificates
+// requests from the cluster) the serving certificate and builds the
 // auth filter from the flags, as the upstream kubelet does: x509 client
 // certificates with --client-ca-file, bearer tokens through TokenReview
 // with --authentication-token-webhook, anonymous requests with
@@ -41,18 +42,27 @@ func nodeAPISecurity(o *options, nodeName, nodeIP string, kc *kube.Client, log *
 		if ip := net.ParseIP(o.Address); ip != nil && !ip.IsUnspecified() && !ip.Equal(net.ParseIP(nodeIP)) {
 			ips = append(ips, ip)
 		}
-		cert, path, generated, err := httpapi.ServingCert{
-			CertFile: o.TLSCertFile, KeyFile: o.TLSPrivateKeyFile, Dir: o.certDir(), Hosts: hosts, IPs: ips,
-		}.Load()
-		if err != nil {
-			return out, err
-		}
-		if generated {
-			log.Info("made a self-signed serving certificate for the node API", "cert", path, "hosts", hosts, "ips", ips)
+		if o.ServerTLSBootstrap {
+			// The serving certificate from the cluster (bootstrap.go).
+			cfg, err := servingTLS(o, nodeName, hosts, ips, kc, log)
+			if err != nil {
+				return out, err
+			}
+			out.tls = cfg
 		} else {
-			log.Info("node API serving certificate", "cert", path)
+			cert, path, generated, err := httpapi.ServingCert{
+				CertFile: o.TLSCertFile, KeyFile: o.TLSPrivateKeyFile, Dir: o.certDir(), Hosts: hosts, IPs: ips,
+			}.Load()
+			if err != nil {
+				return out, err
+			}
+			if generated {
+				log.Info("made a self-signed serving certificate for the node API", "cert", path, "hosts", hosts, "ips", ips)
+			} else {
+				log.Info("node API serving certificate", "cert", path)
+			}
+			out.tls = httpapi.TLSConfig(cert)
 		}
-		out.tls = httpapi.TLSConfig(cert)
 	}
 	cfg := httpapi.AuthConfig{
 		NodeName:        nodeName,
