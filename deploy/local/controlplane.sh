@@ -693,7 +693,8 @@ bootstrap_kubeconfig() {
   healthy || die "the control plane is not running (run: $0 up)"
   current || die "the control plane predates TLS bootstrapping (config version $(cat "$STAMP" 2>/dev/null)): run $0 up to upgrade it"
   mkdir -p "$(dirname "$out")" || die "cannot make the directory of $out"
-  # A token is [a-z0-9]{6}.[a-z0-9]{16}; hex digits are a subset.
+  # A token is [a-z0-9]{6}.[a-z0-9]{16}; hex digits are a subset. Quoted in YAML: all digits would be
+  # a number.
   id=$(openssl rand -hex 3)
   secret=$(openssl rand -hex 8)
   exp=$(date -u -d "@$(($(date +%s) + BOOTSTRAP_TOKEN_TTL))" +%Y-%m-%dT%H:%M:%SZ)
@@ -706,8 +707,8 @@ metadata:
 type: bootstrap.kubernetes.io/token
 stringData:
   description: "actorlet controlplane.sh bootstrap-kubeconfig: TLS bootstrapping of a node"
-  token-id: $id
-  token-secret: $secret
+  token-id: "$id"
+  token-secret: "$secret"
   expiration: $exp
   usage-bootstrap-authentication: "true"
   usage-bootstrap-signing: "true"
@@ -724,7 +725,7 @@ clusters:
 users:
 - name: tls-bootstrap-token-user
   user:
-    token: $id.$secret
+    token: "$id.$secret"
 contexts:
 - name: tls-bootstrap-token-user@actorlet
   context:
