@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -18,6 +19,16 @@ import (
 // upstream release whose behaviour actorlet follows (set with -ldflags -X).
 var kubeletVersion = "v1.36.4-actorlet"
 
+// versionLine is what --version prints: "actorlet <version> (<go>)", or,
+// for a binary named kubelet (deploy/install.sh --as-kubelet), upstream's
+// "Kubernetes <version>", which kubeadm's preflight check parses.
+func versionLine(argv0 string) string {
+	if filepath.Base(argv0) == "kubelet" {
+		return "Kubernetes " + kubeletVersion
+	}
+	return versionString()
+}
+
 func runAgent(ctx context.Context, args []string) int {
 	opts := defaultOptions()
 	fs := pflag.NewFlagSet("actorlet", pflag.ContinueOnError)
@@ -28,7 +39,7 @@ func runAgent(ctx context.Context, args []string) int {
 	}
 	opts.gpuDeviceRootSet = fs.Changed("gpu-device-root")
 	if opts.Version {
-		fmt.Fprintln(stdout, versionString())
+		fmt.Fprintln(stdout, versionLine(os.Args[0]))
 		return exitOK
 	}
 	ignored, err := opts.applyConfigFile(fs.Changed) // config.go

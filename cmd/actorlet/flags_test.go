@@ -267,3 +267,16 @@ func TestNodeAPIExposureAtStart(t *testing.T) {
 		})
 	}
 }
+
+// kubeadm's preflight parses `kubelet --version` with this expression
+// (cmd/kubeadm/app/preflight: kubeletVersionRegex); actorlet installed as
+// kubelet must match it.
+func TestVersionLineAsKubelet(t *testing.T) {
+	re := regexp.MustCompile(`^\s*Kubernetes v((0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)([-0-9a-zA-Z_\.+]*)?)\s*$`)
+	if got := versionLine("/usr/bin/kubelet"); !re.MatchString(got) {
+		t.Errorf("as kubelet: %q does not match kubeadm's expression", got)
+	}
+	if got := versionLine("/usr/bin/actorlet"); !strings.HasPrefix(got, "actorlet ") {
+		t.Errorf("as actorlet: %q", got)
+	}
+}
