@@ -533,3 +533,45 @@ func TestSummaryVolumesAndLogs(t *testing.T) {
 		return false
 	})
 }
+
+// With MaxAge, callers within it share one build (one CRI listing), and
+// concurrent callers wait for the build in flight; past it, a new build.
+func TestSummaryMaxAge(t *testing.T) {
+	rt := world(t0, 0)
+	p, clk := newProvider(t, rt, fsNode(t0), func(c *Config) { c.MaxAge = time.Second })
+	listings := func() int {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.calls["ListPodSandbox"]
+	}
+	var wg sync.WaitGroup
+	sums := make([]*statsapi.Summary, 8)
+	for i := range sums {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := p.Summary(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			sums[i] = s
+		}()
+	}
+	wg.Wait()
+	if n := listings(); n != 1 {
+		t.Fatalf("8 concurrent callers listed the runtime %d times, want 1", n)
+	}
+	for _, s := range sums[1:] {
+		if s != sums[0] {
+			t.Fatal("concurrent callers got different summaries")
+		}
+	}
+	clk.Step(999 * time.Millisecond)
+	if _, err := p.Summary(context.Background()); err != nil || listings() != 1 {
+		t.Fatalf("within MaxAge: %d listings, %v", listings(), err)
+	}
+	clk.Step(time.Millisecond)
+	if _, err := p.Summary(context.Background()); err != nil || listings() != 2 {
+		t.Fatalf("past MaxAge: %d listings, %v; want a new build", listings(), err)
+	}
+}
