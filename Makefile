@@ -103,6 +103,9 @@ bench: build
 	./$(BENCH_BIN) bench --quiet --scenario containerd --pods 50 --out $(BENCH_DIR)/containerd-50.json
 	./$(BENCH_BIN) bench --quiet --scenario cluster-sim --pods 100  --out $(BENCH_DIR)/cluster-sim-100.json
 	./$(BENCH_BIN) bench --quiet --scenario cluster-sim --pods 1000 --out $(BENCH_DIR)/cluster-sim-1000.json
+	./$(BENCH_BIN) bench --quiet --scenario eviction --pods 30 --out $(BENCH_DIR)/eviction-30.json
+	./$(BENCH_BIN) bench --quiet --scenario eviction-density --pods 1000 --out $(BENCH_DIR)/eviction-density-1000.json
+	./$(BENCH_BIN) bench --quiet --scenario stats --pods 1000 --out $(BENCH_DIR)/stats-1000.json
 	cd hack/benchplot && $(GO) run . -cdf ../../$(BENCH_DIR)/start-latency-cdf.svg -timeline ../../$(BENCH_DIR)/standalone-sim-10000-timeline.svg \
 		../../$(BENCH_DIR)/standalone-sim-10000.json ../../$(BENCH_DIR)/standalone-sim-1000.json ../../$(BENCH_DIR)/standalone-sim-100.json ../../$(BENCH_DIR)/containerd-50.json
 	cd hack/benchplot && $(GO) run . -markdown ../../docs/BENCHMARKS.md $$(ls ../../$(BENCH_DIR)/*.json)
