@@ -431,8 +431,8 @@ metadata:
 type: bootstrap.kubernetes.io/token
 stringData:
   description: "actorlet kubeadm.sh init-artifacts: for kubeadm join"
-  token-id: $TOKEN_ID
-  token-secret: $TOKEN_SECRET
+  token-id: "$TOKEN_ID"
+  token-secret: "$TOKEN_SECRET"
   expiration: $(date -u -d "@$TOKEN_EXPIRES" +%Y-%m-%dT%H:%M:%SZ)
   usage-bootstrap-authentication: "true"
   usage-bootstrap-signing: "true"
