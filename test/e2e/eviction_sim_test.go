@@ -23,8 +23,8 @@ import (
 
 const mi = int64(1) << 20
 
-// evSummary reads /stats/summary on the read-only port.
-func (a *agent) evSummary() (*statsapi.Summary, error) {
+// summary reads /stats/summary on the read-only port.
+func (a *agent) summary() (*statsapi.Summary, error) {
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/stats/summary", a.roPort))
 	if err != nil {
 		return nil, err
@@ -143,7 +143,7 @@ func TestE2ESimEvictionHogBeforeGuaranteed(t *testing.T) {
 	// node (256 MiB of its own) is far from the threshold.
 	var before *statsapi.Summary
 	testenv.WaitFor(t, 30*time.Second, "/stats/summary shows both pods' memory", func() (bool, error) {
-		s, err := a.evSummary()
+		s, err := a.summary()
 		if err != nil {
 			return false, err
 		}
@@ -165,7 +165,7 @@ func TestE2ESimEvictionHogBeforeGuaranteed(t *testing.T) {
 	if r := a.execIn(ctx, false, "hog-e2e-node", "app", nil, "alloc", "800Mi"); r.err != nil {
 		t.Fatalf("exec alloc 800Mi: %v (%s)", r.err, r.stderr)
 	}
-	if s, err := a.evSummary(); err == nil && evWorkingSet(s, "hog-e2e-node", "app") > 0 {
+	if s, err := a.summary(); err == nil && evWorkingSet(s, "hog-e2e-node", "app") > 0 {
 		// Read before the next pass evicted it (almost always).
 		if h, av := evWorkingSet(s, "hog-e2e-node", "app"), evNodeAvailable(s); h != 836*mi || av >= 1024*mi {
 			t.Errorf("after the growth: hog %d MiB, node available %d MiB; want 836 and under 1Gi", h/mi, av/mi)
@@ -206,7 +206,7 @@ func TestE2ESimEvictionHogBeforeGuaranteed(t *testing.T) {
 		return strings.Contains(m, `kubelet_evictions{eviction_signal="memory.available"} 1`+"\n"), fmt.Errorf("kubelet_evictions lines: %q", evGrep(m, "kubelet_evictions"))
 	})
 	testenv.WaitFor(t, 30*time.Second, "/stats/summary: the node above the threshold again", func() (bool, error) {
-		s, err := a.evSummary()
+		s, err := a.summary()
 		if err != nil {
 			return false, err
 		}

@@ -105,7 +105,7 @@ func TestE2ESimImageGCUnderDiskPressure(t *testing.T) {
 	if got := gcImages(t, a); !slices.Equal(got, []string{imgA, imgB, imgC}) {
 		t.Fatalf("the runtime's images %v, want gc-a, gc-b, gc-c", got)
 	}
-	s, err := a.evSummary()
+	s, err := a.summary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestE2ESimImageGCUnderDiskPressure(t *testing.T) {
 		t.Fatalf("ImageFsInfo: %v, want 600Mi used", fss)
 	}
 	testenv.WaitFor(t, 30*time.Second, "/stats/summary: the image filesystem under the low threshold", func() (bool, error) {
-		s, err := a.evSummary()
+		s, err := a.summary()
 		if err != nil {
 			return false, err
 		}

@@ -43,23 +43,6 @@ func rcHoldMemory(n int) string {
 	return fmt.Sprintf("(head -c %dm /dev/zero; sleep 3600) | tail", n)
 }
 
-// rcSummary reads /stats/summary on the read-only port.
-func (a *agent) rcSummary() (*statsapi.Summary, error) {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/stats/summary", a.roPort))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("/stats/summary: %d %s", resp.StatusCode, b)
-	}
-	var s statsapi.Summary
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("/stats/summary: %w", err)
-	}
-	return &s, nil
-}
 
 // rcPodStats finds a pod's stats in a Summary by UID.
 func rcPodStats(s *statsapi.Summary, uid string) *statsapi.PodStats {
@@ -212,7 +195,7 @@ spec:
 	var rate uint64
 	testenv.WaitFor(t, time.Minute, "the container's CPU rate in the summary", func() (bool, error) {
 		var err error
-		if s, err = a.rcSummary(); err != nil {
+		if s, err = a.summary(); err != nil {
 			return false, err
 		}
 		ps := rcPodStats(s, uid)
@@ -233,7 +216,7 @@ spec:
 	if err := syscall.Statfs(a.rootDir, &fs1); err != nil {
 		t.Fatal(err)
 	}
-	s, err := a.rcSummary()
+	s, err := a.summary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +397,7 @@ spec:
 	// Nothing but the hog may cross the threshold: the machine's other
 	// load must leave the margin before the hog comes.
 	testenv.WaitFor(t, 2*time.Minute, "the node clear of the threshold by half the margin", func() (bool, error) {
-		s, err := a.rcSummary()
+		s, err := a.summary()
 		if err != nil {
 			return false, err
 		}
