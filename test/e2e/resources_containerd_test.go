@@ -43,7 +43,6 @@ func rcHoldMemory(n int) string {
 	return fmt.Sprintf("(head -c %dm /dev/zero; sleep 3600) | tail", n)
 }
 
-
 // rcPodStats finds a pod's stats in a Summary by UID.
 func rcPodStats(s *statsapi.Summary, uid string) *statsapi.PodStats {
 	for i := range s.Pods {
