@@ -189,7 +189,7 @@ build() {
   versions
   all_built && return 0
   check_go
-  local b missing=() t0 major minor ld pkg
+  local b missing=() t0 ld
   for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     [ -x "$KBIN/$b" ] || missing+=("k8s.io/kubernetes/cmd/$b")
   done
@@ -200,16 +200,7 @@ build() {
     log "built etcd in $(( ($(now_ms) - t0) / 1000 ))s"
   fi
   if [ ${#missing[@]} -gt 0 ]; then
-    # Without these the binaries report v0.0.0-master and clients warn about version skew.
-    major=${K8S_VERSION#v}
-    major=${major%%.*}
-    minor=${K8S_VERSION#v*.}
-    minor=${minor%%.*}
-    ld="-s -w"
-    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-      ld+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-      ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-    done
+    ld=$(k8s_ldflags "$K8S_VERSION")
     log "building ${missing[*]##*/} $K8S_VERSION into $KBIN (cold caches: 10-15 min on 2 cores, ~2 GB peak)"
     t0=$(now_ms)
     go_build "$MODDIR" "$KBIN" "$ld" "" "${missing[@]}"
@@ -475,25 +466,6 @@ EOF
   done
   cat "$DIR/rbac.err" >&2
   die "could not bind $KUBELET_CLIENT_CN to system:kubelet-api-admin"
-}
-
-# crb NAME CLUSTERROLE GROUP: a ClusterRoleBinding of CLUSTERROLE to GROUP (a YAML document).
-crb() {
-  cat <<EOF
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: $1
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: $2
-subjects:
-- apiGroup: rbac.authorization.k8s.io
-  kind: Group
-  name: $3
-EOF
 }
 
 # bootstrap_rbac: what kubeadm init binds for TLS bootstrapping, to every bootstrap token (group

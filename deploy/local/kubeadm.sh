@@ -96,20 +96,12 @@ build() {
   version
   [ -x "$KUBEADM" ] && return 0
   command -v go >/dev/null 2>&1 || cannot_run "no Go toolchain on PATH (needed to build kubeadm)"
-  local out tmp t0 ld pkg major minor
+  local out tmp t0 ld
   out=$(dirname "$KUBEADM")
   mkdir -p "$out"
   tmp=$(mktemp -d "$out/.build.XXXXXX") # a killed build leaves nothing behind
-  # As controlplane.sh: without these kubeadm reports v0.0.0-master and refuses the version skew.
-  major=${K8S_VERSION#v}
-  major=${major%%.*}
-  minor=${K8S_VERSION#v*.}
-  minor=${minor%%.*}
-  ld="-s -w"
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-    ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-  done
+  # The version in the binary, as controlplane.sh (else kubeadm reports v0.0.0-master).
+  ld=$(k8s_ldflags "$K8S_VERSION")
   log "building kubeadm $K8S_VERSION into $out (cold caches: ~100 s on 2 cores, ~1.2 GB peak)"
   t0=$(now_ms)
   if ! (cd "$MODDIR" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" GOWORK=off \
@@ -150,23 +142,6 @@ gomod() {
 
 # ---------------------------------------------------------------------------------------------
 # the control plane
-
-# control_plane: controlplane.sh up, and its lines (ADMIN_KUBECONFIG, KUBECTL, APISERVER,
-# CLUSTER_CA); its exit code 3 (cannot run here) is ours.
-control_plane() {
-  local out rc=0 k v
-  out=$("$HERE/controlplane.sh" up) || rc=$?
-  case $rc in
-    0) ;;
-    3) exit 3 ;;
-    *) die "controlplane.sh up failed (exit $rc)" ;;
-  esac
-  while IFS='=' read -r k v; do
-    case $k in ADMIN_KUBECONFIG | KUBECTL | APISERVER | CLUSTER_CA) printf -v "$k" '%s' "$v" ;; esac
-  done <<<"$out"
-  [[ -n ${ADMIN_KUBECONFIG:-} && -n ${KUBECTL:-} && -n ${APISERVER:-} && -n ${CLUSTER_CA:-} ]] ||
-    die "unexpected output of controlplane.sh up: $out"
-}
 
 kc() { "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" --request-timeout 20s "$@"; }
 
@@ -324,25 +299,6 @@ $5
 EOF
 }
 
-# crb NAME CLUSTERROLE GROUP: a ClusterRoleBinding of CLUSTERROLE to GROUP.
-crb() {
-  cat <<EOF
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: $1
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: $2
-subjects:
-- apiGroup: rbac.authorization.k8s.io
-  kind: Group
-  name: $3
----
-EOF
-}
-
 # objects: everything kubeadm init's bootstrap-token, upload-config and kubelet phases create for
 # joins (cmd/kubeadm/app/phases/{bootstraptoken,uploadconfig,kubelet}), but the token.
 objects() {
@@ -481,7 +437,7 @@ init_artifacts() {
   command -v openssl >/dev/null 2>&1 || cannot_run "openssl is missing (controlplane.sh up installs it)"
   command -v curl >/dev/null 2>&1 || cannot_run "curl is missing (controlplane.sh up installs it)"
   version
-  control_plane
+  control_plane up
   build
   lock
   [ -d "$CPDIR" ] || die "the control plane's state dir $CPDIR is gone"

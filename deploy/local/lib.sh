@@ -1,4 +1,4 @@
-# lib.sh — shell helpers shared by deploy/local/controlplane.sh and deploy/local/metrics-server.sh.
+# lib.sh — shell helpers shared by deploy/local/controlplane.sh, metrics-server.sh and kubeadm.sh.
 # Sourced, never run: it only defines functions. The sourcing script sets first:
 #   PROG  its name, the prefix of every log line (controlplane.sh, metrics-server.sh)
 #   LOCK  the lock file of the control plane's state dir (lock)
@@ -63,4 +63,56 @@ pid_for() {
   [ -n "$st" ] && [ "$st" != Z ] || return 1
   tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir/" || return 1
   echo "$pid"
+}
+
+# k8s_ldflags VERSION: the -ldflags of a k8s.io binary built from the module proxy; without the
+# version it reports v0.0.0-master (clients warn about the skew, kubeadm refuses it).
+k8s_ldflags() {
+  local v=$1 major minor pkg ld="-s -w"
+  major=${v#v}
+  major=${major%%.*}
+  minor=${v#v*.}
+  minor=${minor%%.*}
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "$ld"
+}
+
+# crb NAME CLUSTERROLE GROUP: a ClusterRoleBinding of CLUSTERROLE to GROUP (a YAML document).
+crb() {
+  cat <<EOF
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: $1
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: $2
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: Group
+  name: $3
+EOF
+}
+
+# control_plane up|status: runs controlplane.sh (beside the sourcing script, $HERE) and sets
+# ADMIN_KUBECONFIG, KUBECTL, APISERVER and CLUSTER_CA from its output; its exit code 3 (cannot
+# run here) is ours; a failed status returns 1.
+control_plane() {
+  local out rc=0 k v
+  out=$("$HERE/controlplane.sh" "$1") || rc=$?
+  case $rc in
+    0) ;;
+    3) exit 3 ;;
+    *) [ "$1" = status ] && return 1; die "controlplane.sh $1 failed (exit $rc)" ;;
+  esac
+  while IFS='=' read -r k v; do
+    case $k in ADMIN_KUBECONFIG | KUBECTL | APISERVER | CLUSTER_CA) printf -v "$k" '%s' "$v" ;; esac
+  done <<<"$out"
+  [[ -n ${ADMIN_KUBECONFIG:-} && -n ${KUBECTL:-} && -n ${APISERVER:-} && -n ${CLUSTER_CA:-} ]] ||
+    die "unexpected output of controlplane.sh $1: $out"
 }

@@ -121,22 +121,6 @@ build() {
 # ---------------------------------------------------------------------------------------------
 # the control plane
 
-# control_plane CMD: run controlplane.sh CMD and read its lines (ADMIN_KUBECONFIG, KUBECTL,
-# APISERVER, CLUSTER_CA); its exit code 3 (cannot run here) is ours.
-control_plane() {
-  local out rc=0 k v
-  out=$("$HERE/controlplane.sh" "$1") || rc=$?
-  case $rc in
-    0) ;;
-    3) exit 3 ;;
-    *) [ "$1" = status ] && return 1; die "controlplane.sh $1 failed (exit $rc)" ;;
-  esac
-  while IFS='=' read -r k v; do
-    case $k in ADMIN_KUBECONFIG | KUBECTL | APISERVER | CLUSTER_CA) printf -v "$k" '%s' "$v" ;; esac
-  done <<<"$out"
-  [[ -n ${ADMIN_KUBECONFIG:-} && -n ${KUBECTL:-} && -n ${APISERVER:-} && -n ${CLUSTER_CA:-} ]] ||
-    die "unexpected output of controlplane.sh $1: $out"
-}
 
 kc() { "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" --request-timeout 20s "$@"; }
 
