@@ -94,12 +94,6 @@ type Config struct {
 	// CPUWindow is the shortest window of a computed CPU rate. Default
 	// DefaultCPUWindow.
 	CPUWindow time.Duration
-	// MaxAge lets Summary answer with a Summary built at most this long
-	// ago (concurrent callers share one build): the node API's scrapers
-	// and the EvictionActor then cost one CRI listing per MaxAge, as
-	// upstream's stats are at most a cadvisor housekeeping old. 0: every
-	// call builds its own.
-	MaxAge time.Duration
 	// Clock drives the background measurement. Default the real clock.
 	Clock clock.WithTicker
 	// Logger; default slog.Default().
@@ -116,20 +110,6 @@ type Provider struct {
 	mu             sync.Mutex
 	noSandboxStats bool              // the runtime answered Unimplemented
 	lastWarn       map[string]string // what -> last error logged
-
-	// The Summary shared under MaxAge (cacheMu, not mu: a build takes mu).
-	cacheMu  sync.Mutex
-	cached   *statsapi.Summary
-	cachedAt time.Time
-	building *build
-}
-
-// build is a Summary being built, which callers that come meanwhile wait
-// for.
-type build struct {
-	done chan struct{}
-	sum  *statsapi.Summary
-	err  error
 }
 
 // New returns a Provider; Run starts its background measurement of volumes
@@ -189,53 +169,7 @@ func (p *Provider) warn(what string, err error) {
 // Summary returns the node's and its pods' stats. It fails when the runtime
 // cannot list sandboxes, containers or container stats; a failing node
 // source or image filesystem leaves its part out (and is logged).
-//
-// With MaxAge set, a Summary built less than MaxAge ago is returned as it
-// is (callers must not change it), and callers that come while one is being
-// built wait for it.
 func (p *Provider) Summary(ctx context.Context) (*statsapi.Summary, error) {
-	if p.cfg.MaxAge <= 0 {
-		return p.build(ctx)
-	}
-	p.cacheMu.Lock()
-	if p.cached != nil && p.cfg.Clock.Since(p.cachedAt) < p.cfg.MaxAge {
-		sum := p.cached
-		p.cacheMu.Unlock()
-		return sum, nil
-	}
-	b := p.building
-	if b == nil {
-		b = &build{done: make(chan struct{})}
-		p.building = b
-		p.cacheMu.Unlock()
-		// Built with a context of its own: one caller leaving must not fail
-		// the others waiting for the same build.
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), buildTimeout)
-		b.sum, b.err = p.build(bctx)
-		cancel()
-		p.cacheMu.Lock()
-		p.building = nil
-		if b.err == nil {
-			p.cached, p.cachedAt = b.sum, p.cfg.Clock.Now()
-		}
-		p.cacheMu.Unlock()
-		close(b.done)
-		return b.sum, b.err
-	}
-	p.cacheMu.Unlock()
-	select {
-	case <-b.done:
-		return b.sum, b.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// buildTimeout bounds a shared build.
-const buildTimeout = 30 * time.Second
-
-// build builds a Summary now.
-func (p *Provider) build(ctx context.Context) (*statsapi.Summary, error) {
 	rt, node := p.cfg.Runtime, p.cfg.Node
 	if rt == nil || node == nil {
 		return nil, errdefs.Wrap(errdefs.ErrFailedPrecondition, errors.New("stats: no runtime or node source configured"))

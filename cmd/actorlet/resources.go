@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -37,9 +36,6 @@ func newStats(ctx context.Context, w *wiring) *stats.Provider {
 	p := stats.New(stats.Config{
 		NodeName: w.name, Runtime: w.rt.client, Node: nodeSource(w), System: &host.Stats{RootDir: w.o.RootDir},
 		RootDir: w.o.RootDir, PodLogsDir: w.o.PodLogsDir, Logger: w.log.With("component", "stats"),
-		// Scrapers (metrics-server, Prometheus on /metrics/resource) and the
-		// EvictionActor share a Summary at most a second old.
-		MaxAge: time.Second,
 	})
 	go p.Run(ctx)
 	return p
