@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
@@ -23,10 +24,12 @@ import (
 // are created.
 //
 // Until the DevicesActor has reported every built-in provider's devices
-// (DeviceCapacity.Ready), the pods the sources send wait unread: a GPU pod
-// that was running before a restart must not be rejected because the GPUs
-// were not counted yet. The wait is bounded (DeviceWait): a DevicesActor
-// that cannot answer does not stop the node.
+// (DeviceCapacity.Ready), a pod that asks for extended resources waits
+// (held, still wanted by its source, so never taken for an orphan): a GPU
+// pod that was running before a restart must not be rejected because the
+// GPUs were not counted yet. Other pods are admitted at once. The wait is
+// bounded (DeviceWait): a DevicesActor that cannot answer does not stop
+// the node.
 
 // DefaultDeviceWait bounds the wait for the DevicesActor's first capacity.
 const DefaultDeviceWait = 10 * time.Second
@@ -39,8 +42,8 @@ type deviceState struct {
 	// --node-labels: what node selectors and affinity match. Nil: the
 	// configured ones alone.
 	labels map[string]string
-	ready  bool                  // a Ready capacity came, or the wait ended
-	held   []*messages.PodUpdate // source updates waiting for ready
+	ready  bool                 // a Ready capacity came, or the wait ended
+	held   map[types.UID]string // pods waiting for ready, by UID: their source
 	wait   actorkit.Timer
 }
 
@@ -91,13 +94,16 @@ func (a *Actor) startDevices(ctx actor.Context) {
 	a.dev.wait.Arm(a.self, a.cfg.DeviceWait)
 }
 
-// holdUpdate keeps a source's update while the devices are not counted;
-// true when held.
-func (a *Actor) holdUpdate(m *messages.PodUpdate) bool {
-	if a.dev.ready {
+// holdForDevices keeps a pod that asks for extended resources while the
+// devices are not counted; true when held.
+func (a *Actor) holdForDevices(p *v1.Pod, source string) bool {
+	if a.dev.ready || len(extendedNames(p)) == 0 {
 		return false
 	}
-	a.dev.held = append(a.dev.held, m)
+	if a.dev.held == nil {
+		a.dev.held = map[types.UID]string{}
+	}
+	a.dev.held[p.UID] = source
 	return true
 }
 
@@ -125,11 +131,19 @@ func (a *Actor) devicesReady(ctx actor.Context, why string) {
 	}
 	a.dev.ready = true
 	a.dev.wait.Stop()
-	held := a.dev.held
-	a.dev.held = nil
-	for _, m := range held {
-		a.handlePodUpdate(ctx, m)
+	var pods []*v1.Pod
+	sources := map[types.UID]string{}
+	for uid, source := range a.dev.held {
+		if p, ok := a.sources[source][uid]; ok {
+			pods = append(pods, p)
+			sources[uid] = source
+		}
 	}
+	a.dev.held = nil
+	for _, p := range admissionOrder(pods) {
+		a.upsert(ctx, p, sources[p.UID])
+	}
+	a.reportDesired()
 }
 
 // handleDevicesFired ends the bounded wait; false when m is not its timer.

@@ -73,17 +73,17 @@ func TestExtendedResourcesAdmittedAgainstTheDevices(t *testing.T) {
 	}
 	h.run([]step{
 		{
-			name: "pods wait until the devices are counted",
+			name: "GPU pods wait until the devices are counted; the plain pod runs at once",
 			do:   sendAll(set(messages.SourceFile, gpuPod("a", 1), gpuPod("b", 1), mkPod("c", "img"))),
-			pods: map[string]string{"a": "", "b": "", "c": ""},
+			pods: map[string]string{"a": "", "b": "", "c": "SyncPod img"},
 		},
 		{
 			name: "a capacity that is not ready yet admits nothing",
 			do:   sendAll(&messages.DeviceCapacity{Allocatable: map[v1.ResourceName]int64{gpu: 0}}),
-			pods: map[string]string{"a": "", "b": "", "c": ""},
+			pods: map[string]string{"a": "", "b": "", "c": "SyncPod img"},
 		},
 		{
-			name:   "one GPU: the first pod runs, the second is OutOfnvidia.com/gpu, the plain pod runs",
+			name:   "one GPU: the first pod runs, the second is OutOfnvidia.com/gpu",
 			do:     sendAll(&messages.DeviceCapacity{Allocatable: map[v1.ResourceName]int64{gpu: 1}, Ready: true}),
 			pods:   map[string]string{"a": "SyncPod img", "b": "", "c": "SyncPod img"},
 			status: []string{"update b Failed OutOfnvidia.com/gpu"},
@@ -112,14 +112,19 @@ func TestDeviceWaitIsBounded(t *testing.T) {
 	h, _ := newDevicesHarness(t, clk)
 	h.run([]step{
 		{
-			name: "held while the devices actor says nothing",
+			name: "the GPU pod is held while the devices actor says nothing",
 			do:   sendAll(set(messages.SourceFile, gpuPod("a", 1), mkPod("c", "img"))),
-			pods: map[string]string{"a": "", "c": ""},
+			pods: map[string]string{"a": "", "c": "SyncPod img"},
+		},
+		{
+			name: "a held pod its source no longer wants is dropped",
+			do:   sendAll(set(messages.SourceFile, gpuPod("a", 1), gpuPod("d", 1), mkPod("c", "img")), set(messages.SourceFile, gpuPod("a", 1), mkPod("c", "img"))),
+			pods: map[string]string{"a": "", "d": "", "c": "SyncPod img"},
 		},
 		{
 			name:   "after the wait: admitted with no device known",
 			do:     func(h *harness) { clk.Step(10 * time.Second) },
-			pods:   map[string]string{"a": "", "c": "SyncPod img"},
+			pods:   map[string]string{"a": "", "d": "", "c": "SyncPod img"},
 			status: []string{"update a Failed OutOfnvidia.com/gpu"},
 		},
 	})

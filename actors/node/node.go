@@ -227,9 +227,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.Resync:
 		a.handleResync(ctx, m)
 	case *messages.PodUpdate:
-		if !a.holdUpdate(m) {
-			a.handlePodUpdate(ctx, m)
-		}
+		a.handlePodUpdate(ctx, m)
 	case *messages.DeviceCapacity:
 		a.handleDeviceCapacity(ctx, m)
 	case *messages.NodePressure:
@@ -444,6 +442,9 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 	if reason, msg := a.fits(p); reason != "" {
 		a.reject(ctx, p, source, reason, msg)
 		return
+	}
+	if a.holdForDevices(p, source) {
+		return // devicesReady admits it
 	}
 	if reason, msg := a.fitsDevices(p); reason != "" {
 		a.reject(ctx, p, source, reason, msg)
