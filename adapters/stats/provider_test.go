@@ -533,3 +533,82 @@ func TestSummaryVolumesAndLogs(t *testing.T) {
 		return false
 	})
 }
+
+// Sandbox stats that carry every running container's stats are used for
+// the containers too (upstream's PodAndContainerStatsFromCRI): no second
+// listing; one that misses a container falls back to ListContainerStats.
+func TestSummaryContainersFromSandboxStats(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		coverAll   bool
+		wantListed int
+	}{
+		{name: "every container in the sandbox stats", coverAll: true, wantListed: 0},
+		{name: "a container missing", coverAll: false, wantListed: 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rt := world(t0, 0)
+			byPod := map[string][]*runtimeapi.ContainerStats{}
+			dropped := false
+			for _, cs := range rt.cstats {
+				if !tt.coverAll && !dropped && running(rt, cs.GetAttributes().GetId()) {
+					dropped = true // a running container the sandbox stats miss
+					continue
+				}
+				byPod[podSandboxOf(rt, cs.GetAttributes().GetId())] = append(byPod[podSandboxOf(rt, cs.GetAttributes().GetId())], cs)
+			}
+			for sb, cs := range byPod {
+				rt.sbStats = append(rt.sbStats, &runtimeapi.PodSandboxStats{
+					Attributes: &runtimeapi.PodSandboxAttributes{Id: sb},
+					Linux:      &runtimeapi.LinuxPodSandboxStats{Containers: cs},
+				})
+			}
+			p, _ := newProvider(t, rt, fsNode(t0), nil)
+			s, err := p.Summary(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := rt.calls["ListContainerStats"]; n != tt.wantListed {
+				t.Fatalf("ListContainerStats asked %d times, want %d", n, tt.wantListed)
+			}
+			ctrs := 0
+			for _, ps := range s.Pods {
+				for _, c := range ps.Containers {
+					if c.Memory == nil || c.Memory.WorkingSetBytes == nil {
+						t.Fatalf("pod %s container %s has no memory figures", ps.PodRef.Name, c.Name)
+					}
+					ctrs++
+				}
+			}
+			want := 0
+			for _, c := range rt.containers {
+				if running(rt, c.Id) {
+					want++
+				}
+			}
+			if ctrs != want {
+				t.Fatalf("%d containers in the summary, want the %d running", ctrs, want)
+			}
+		})
+	}
+}
+
+// running: the fake runtime's container id is running.
+func running(rt *fakeRuntime, id string) bool {
+	for _, c := range rt.containers {
+		if c.Id == id {
+			return c.State == runtimeapi.ContainerState_CONTAINER_RUNNING
+		}
+	}
+	return false
+}
+
+// podSandboxOf is the sandbox of a container of the fake runtime.
+func podSandboxOf(rt *fakeRuntime, id string) string {
+	for _, c := range rt.containers {
+		if c.Id == id {
+			return c.PodSandboxId
+		}
+	}
+	return ""
+}
