@@ -217,3 +217,13 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool
 		interval = min(2*interval, 250*time.Millisecond)
 	}
 }
+
+// CannotRun ends a test the machine cannot run: with CI=true a failure
+// (there the real parts must run), else a skip that says why.
+func CannotRun(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg + " (CI=true: the test must run)")
+	}
+	t.Skip("skipping: " + msg)
+}

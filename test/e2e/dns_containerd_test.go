@@ -20,7 +20,7 @@ import (
 func TestE2EContainerdClusterDNS(t *testing.T) {
 	ip := testenv.PodReachableIP()
 	if ip == "" {
-		t.Skip("skipping: this host has no non-loopback IPv4 address the pods could reach")
+		testenv.CannotRun(t, "this host has no non-loopback IPv4 address the pods could reach")
 	}
 	env := testenv.ContainerdInfo(t) // skips (or fails with CI=true) where containerd cannot run
 	const service, serviceIP = "myservice.default.svc.cluster.local", "10.96.0.42"
@@ -125,7 +125,7 @@ func hostResolvConf(t *testing.T) podspec.ResolvConf {
 	t.Helper()
 	b, err := os.ReadFile("/etc/resolv.conf")
 	if err != nil {
-		t.Skipf("skipping: the node has no /etc/resolv.conf: %v", err)
+		testenv.CannotRun(t, fmt.Sprintf("the node has no /etc/resolv.conf: %v", err))
 	}
 	rc, err := podspec.ParseResolvConf(b)
 	if err != nil {
