@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 )
 
 // QOSClass computes the pod's QoS class as the upstream kubelet does: every
@@ -77,12 +78,11 @@ func PodLogDir(root string, pod *v1.Pod) string {
 // IsExtendedResourceName.
 func IsExtendedResource(name v1.ResourceName) bool {
 	s := string(name)
-	i := strings.IndexByte(s, '/')
-	if strings.HasPrefix(s, "requests.") || i < 0 {
+	if !strings.Contains(s, "/") || strings.Contains(s, v1.ResourceDefaultNamespacePrefix) ||
+		strings.HasPrefix(s, v1.DefaultResourceRequestsPrefix) {
 		return false
 	}
-	domain := s[:i]
-	return domain != "kubernetes.io" && !strings.HasSuffix(domain, ".kubernetes.io")
+	return len(content.IsLabelKey(v1.DefaultResourceRequestsPrefix+s)) == 0
 }
 
 // ExtendedResources are the extended resources any container of the pod

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/validate/content"
+
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // Pure functions of allocation: which extended resources a pod's
@@ -15,19 +15,8 @@ import (
 // device manager: init containers first, devices of a finished init
 // container reusable by the later containers).
 
-// isExtended reports whether name is an extended resource (upstream's
-// v1helper.IsExtendedResourceName): not native (cpu, memory,
-// ephemeral-storage, hugepages-*, pods: no domain; or anything in the
-// kubernetes.io/ domain), not a quota name ("requests."), and a qualified
-// name.
-func isExtended(name v1.ResourceName) bool {
-	s := string(name)
-	if !strings.Contains(s, "/") || strings.Contains(s, v1.ResourceDefaultNamespacePrefix) ||
-		strings.HasPrefix(s, v1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	return len(content.IsLabelKey(v1.DefaultResourceRequestsPrefix+s)) == 0
-}
+// isExtended is podspec.IsExtendedResource.
+func isExtended(name v1.ResourceName) bool { return podspec.IsExtendedResource(name) }
 
 // containerNeed is what one container of a pod asks for.
 type containerNeed struct {
