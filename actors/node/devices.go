@@ -34,6 +34,12 @@ import (
 // DefaultDeviceWait bounds the wait for the DevicesActor's first capacity.
 const DefaultDeviceWait = 10 * time.Second
 
+// heldPod is a pod waiting for the devices' first capacity.
+type heldPod struct {
+	uid    types.UID
+	source string
+}
+
 // deviceState is the NodeActor's view of the extended resources.
 type deviceState struct {
 	allocatable map[v1.ResourceName]int64
@@ -42,8 +48,8 @@ type deviceState struct {
 	// --node-labels: what node selectors and affinity match. Nil: the
 	// configured ones alone.
 	labels map[string]string
-	ready  bool                 // a Ready capacity came, or the wait ended
-	held   map[types.UID]string // pods waiting for ready, by UID: their source
+	ready  bool      // a Ready capacity came, or the wait ended
+	held   []heldPod // pods waiting for ready, in the order they came
 	wait   actorkit.Timer
 }
 
@@ -100,10 +106,12 @@ func (a *Actor) holdForDevices(p *v1.Pod, source string) bool {
 	if a.dev.ready || len(extendedNames(p)) == 0 {
 		return false
 	}
-	if a.dev.held == nil {
-		a.dev.held = map[types.UID]string{}
+	for _, h := range a.dev.held {
+		if h.uid == p.UID {
+			return true
+		}
 	}
-	a.dev.held[p.UID] = source
+	a.dev.held = append(a.dev.held, heldPod{uid: p.UID, source: source})
 	return true
 }
 
@@ -133,10 +141,10 @@ func (a *Actor) devicesReady(ctx actor.Context, why string) {
 	a.dev.wait.Stop()
 	var pods []*v1.Pod
 	sources := map[types.UID]string{}
-	for uid, source := range a.dev.held {
-		if p, ok := a.sources[source][uid]; ok {
+	for _, h := range a.dev.held {
+		if p, ok := a.sources[h.source][h.uid]; ok {
 			pods = append(pods, p)
-			sources[uid] = source
+			sources[h.uid] = h.source
 		}
 	}
 	a.dev.held = nil
