@@ -1,6 +1,7 @@
 package pod
 
 import (
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -46,7 +47,20 @@ type statusInput struct {
 	probe func(c *v1.Container, id string) (started, ready bool)
 	// deadlineExceeded: activeDeadlineSeconds passed, the pod has failed.
 	deadlineExceeded bool
+
+	// defaultWait is the waiting reason of a container with no runtime
+	// container (set by computeStatus).
+	defaultWait string
 }
+
+// containerKind is which list of the pod a container is in.
+type containerKind int
+
+const (
+	kindRegular containerKind = iota
+	kindInit
+	kindEphemeral
+)
 
 // computeStatus derives the pod status from the runtime snapshot, as the
 // upstream kubelet's generateAPIPodStatus does.
@@ -77,26 +91,36 @@ func computeStatus(in statusInput) v1.PodStatus {
 		}
 	}
 
+	// Upstream (convertToAPIContainerStatuses) shows a container that has
+	// no runtime container yet as PodInitializing in a pod with init
+	// containers, else ContainerCreating.
+	in.defaultWait = ReasonContainerCreating
+	if len(pod.Spec.InitContainers) > 0 {
+		in.defaultWait = ReasonPodInitializing
+	}
 	initDone := true
 	initFailed := false
+	var incomplete []string
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		cs := in.containerStatus(c, false)
+		cs := in.containerStatus(c, kindInit)
 		st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
-		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
+		if initContainerDone(c, cs) {
 			continue
 		}
-		if podspec.IsSidecar(c) && cs.State.Running != nil {
-			continue // a started sidecar lets initialization go on
-		}
 		initDone = false
+		incomplete = append(incomplete, c.Name)
 		if !podspec.IsSidecar(c) && failedForGood(pod, cs) {
 			initFailed = true
 		}
 	}
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		st.ContainerStatuses = append(st.ContainerStatuses, in.containerStatus(c, !initDone))
+		st.ContainerStatuses = append(st.ContainerStatuses, in.containerStatus(c, kindRegular))
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		c := ephemeralContainer(&pod.Spec.EphemeralContainers[i])
+		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, in.containerStatus(c, kindEphemeral))
 	}
 
 	st.Phase = podPhase(pod, st.ContainerStatuses, initDone, initFailed)
@@ -119,9 +143,9 @@ func computeStatus(in statusInput) v1.PodStatus {
 	terminal := st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed
 	conds := []v1.PodCondition{
 		cond(v1.PodReadyToStartContainers, sandboxReady && !terminal, "", ""),
-		initializedCondition(initDone, st.InitContainerStatuses),
+		initializedCondition(initDone, incomplete),
 		readyCondition(v1.ContainersReady, allReady && !terminal, terminal, st.ContainerStatuses),
-		readyCondition(v1.PodReady, allReady && !terminal, terminal, st.ContainerStatuses),
+		gatedReady(pod, readyCondition(v1.PodReady, allReady && !terminal, terminal, st.ContainerStatuses)),
 		cond(v1.PodScheduled, true, "", ""),
 	}
 	st.Conditions = keepTransitionTimes(conds, in.prev, in.now)
@@ -136,23 +160,27 @@ func cond(t v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {
 	return v1.PodCondition{Type: t, Status: s, Reason: reason, Message: msg}
 }
 
-func initializedCondition(done bool, statuses []v1.ContainerStatus) v1.PodCondition {
+func initializedCondition(done bool, incomplete []string) v1.PodCondition {
 	if done {
 		return cond(v1.PodInitialized, true, "", "")
 	}
-	msg := "containers with incomplete status: ["
-	first := true
-	for _, cs := range statuses {
-		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
-			continue
-		}
-		if !first {
-			msg += " "
-		}
-		msg += cs.Name
-		first = false
+	return cond(v1.PodInitialized, false, ReasonContainersNotInit, "containers with incomplete status: ["+strings.Join(incomplete, " ")+"]")
+}
+
+// initContainerDone is upstream's isInitContainerInitialized: a regular
+// init container has succeeded (it is then Ready), a sidecar runs and has
+// started (its startup probe succeeded, or it has none).
+func initContainerDone(c *v1.Container, cs v1.ContainerStatus) bool {
+	if podspec.IsSidecar(c) {
+		return cs.State.Running != nil && cs.Started != nil && *cs.Started
 	}
-	return cond(v1.PodInitialized, false, ReasonContainersNotInit, msg+"]")
+	return cs.Ready
+}
+
+// ephemeralContainer is an ephemeral container as the container it is run
+// as (the two types share their fields).
+func ephemeralContainer(ec *v1.EphemeralContainer) *v1.Container {
+	return (*v1.Container)(&ec.EphemeralContainerCommon)
 }
 
 func readyCondition(t v1.PodConditionType, ok, terminal bool, statuses []v1.ContainerStatus) v1.PodCondition {
@@ -257,8 +285,38 @@ func podPhase(pod *v1.Pod, statuses []v1.ContainerStatus, initDone, initFailed b
 }
 
 // containerStatus builds one container's status from its newest runtime
-// container (current state) and the one before (last state).
-func (in statusInput) containerStatus(c *v1.Container, initializing bool) v1.ContainerStatus {
+// container (current state) and the one before (last state), as upstream's
+// convertToAPIContainerStatuses and the prober manager's UpdatePodStatus:
+// a regular or init container that does not run is not started; a
+// succeeded init container is ready; an ephemeral container is never
+// ready and has no started field.
+func (in statusInput) containerStatus(c *v1.Container, kind containerKind) v1.ContainerStatus {
+	cs, id := in.runtimeState(c)
+	switch {
+	case kind == kindEphemeral:
+	case cs.State.Running != nil:
+		started, ready := true, true
+		if in.probe != nil {
+			started, ready = in.probe(c, id)
+		}
+		cs.Started = &started
+		cs.Ready = ready
+		if kind == kindInit && !podspec.IsSidecar(c) {
+			cs.Ready = false // a regular init container is ready once it succeeded
+		}
+	default:
+		started := false
+		cs.Started = &started
+		if t := cs.State.Terminated; kind == kindInit && !podspec.IsSidecar(c) && t != nil && t.ExitCode == 0 {
+			cs.Ready = true
+		}
+	}
+	return cs
+}
+
+// runtimeState is a container's state, last state, IDs and restart count,
+// and the runtime's ID of its newest container ("" if none).
+func (in statusInput) runtimeState(c *v1.Container) (v1.ContainerStatus, string) {
 	cs := v1.ContainerStatus{Name: c.Name, Image: c.Image}
 	var cur, prev *runtimeapi.ContainerStatus
 	if all := in.snap.containersOf(c.Name); len(all) > 0 {
@@ -273,38 +331,32 @@ func (in statusInput) containerStatus(c *v1.Container, initializing bool) v1.Con
 		cs.RestartCount = restartCount(cur)
 	}
 	if w, ok := in.waits[c.Name]; ok {
-		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: w.reason, Message: w.message}
+		reason := w.reason
+		if reason == ReasonContainerCreating {
+			reason = in.defaultWait // the pod's setup failed: nothing was created
+		}
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason, Message: w.message}
 		if cur != nil && cur.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 			cs.LastTerminationState.Terminated = terminated(cur, in.runtimeName)
 		} else if prev != nil && prev.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 			cs.LastTerminationState.Terminated = terminated(prev, in.runtimeName)
 		}
-		return cs
+		return cs, cur.GetId()
 	}
 	if prev != nil && prev.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 		cs.LastTerminationState.Terminated = terminated(prev, in.runtimeName)
 	}
 	switch {
-	case cur == nil && initializing:
-		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: ReasonPodInitializing}
-	case cur == nil, cur.State == runtimeapi.ContainerState_CONTAINER_CREATED:
-		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: ReasonContainerCreating}
+	case cur == nil:
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: in.defaultWait}
 	case cur.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
 		cs.State.Running = &v1.ContainerStateRunning{StartedAt: nanoTime(cur.StartedAt)}
-		started, ready := true, true
-		if in.probe != nil {
-			started, ready = in.probe(c, cur.Id)
-		}
-		cs.Started = &started
-		cs.Ready = ready
 	case cur.State == runtimeapi.ContainerState_CONTAINER_EXITED:
 		cs.State.Terminated = terminated(cur, in.runtimeName)
-		started := false
-		cs.Started = &started
-	default:
+	default: // created, or unknown
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: ReasonContainerCreating}
 	}
-	return cs
+	return cs, cur.GetId()
 }
 
 func (s *snapshot) containersOf(name string) []*runtimeapi.ContainerStatus {

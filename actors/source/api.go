@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // MirrorAnnotation marks a mirror pod (the API's copy of a static pod).
@@ -113,7 +114,9 @@ func relevant(a, b *v1.Pod) bool {
 		!apiequality.Semantic.DeepEqual(a.Labels, b.Labels) ||
 		!apiequality.Semantic.DeepEqual(a.Annotations, b.Annotations) ||
 		!apiequality.Semantic.DeepEqual(a.DeletionTimestamp, b.DeletionTimestamp) ||
-		!apiequality.Semantic.DeepEqual(a.DeletionGracePeriodSeconds, b.DeletionGracePeriodSeconds)
+		!apiequality.Semantic.DeepEqual(a.DeletionGracePeriodSeconds, b.DeletionGracePeriodSeconds) ||
+		// The conditions of readiness gates (set by others) make Ready.
+		!apiequality.Semantic.DeepEqual(podspec.ReadinessGateConditions(a), podspec.ReadinessGateConditions(b))
 }
 
 func (a *apiSource) handleUpsert(ctx actor.Context, p *v1.Pod) {

@@ -262,7 +262,7 @@ func (w *writer) takeAPIStatus(st *apiPod, rv string, status *v1.PodStatus) {
 		return
 	}
 	st.written, st.writtenRV = status.DeepCopy(), rv
-	if st.desired != nil && !apiequality.Semantic.DeepEqual(*st.desired, *st.written) {
+	if st.desired != nil && !sameStatus(merged(st.desired, st.written), st.written) {
 		w.log.Info("pod status changed in the API server by another writer, writing ours again", "pod", st.ns+"/"+st.name)
 	}
 	w.flush(st)
@@ -322,7 +322,7 @@ func (w *writer) next(st *apiPod) string {
 			return "" // the mirror pod is owned by the Node: wait for its UID
 		}
 		return "create-mirror"
-	case st.desired != nil && (st.written == nil || !apiequality.Semantic.DeepEqual(*st.desired, *st.written)):
+	case st.desired != nil && (st.written == nil || !sameStatus(merged(st.desired, st.written), st.written)):
 		return "patch"
 	case st.finalize:
 		return "delete"
@@ -342,7 +342,7 @@ func (w *writer) do(st *apiPod, op string) {
 		if st.written != nil {
 			old = st.written.DeepCopy()
 		}
-		desired := st.desired.DeepCopy()
+		desired := merged(st.desired, st.written).DeepCopy()
 		f = func(ctx context.Context) (*v1.Pod, error) {
 			return api.PatchPodStatus(ctx, ns, name, apiUID, old, desired)
 		}
