@@ -96,6 +96,18 @@ metrics-server-down:
 clean:
 	rm -rf bin
 
+# The upstream e2e [NodeConformance] specs of Kubernetes v1.36.4 against
+# actorlet on the local control plane and containerd (docs/CONFORMANCE.md;
+# as root, ~45 min plus a cold build; not part of `make test`). Results in
+# docs/CONFORMANCE.md. CONFORMANCE_FOCUS/CONFORMANCE_SKIP/CONFORMANCE_NODES
+# narrow it; `deploy/local/conformance.sh run --slow` runs the [Slow] ones.
+.PHONY: conformance conformance-down
+conformance: build
+	deploy/local/conformance.sh run
+
+conformance-down:
+	deploy/local/conformance.sh down
+
 # The big runs of docs/BENCHMARKS.md (not part of `make test`): results in
 # docs/bench/*.json, charts in docs/bench/*.svg. BENCH_BIN may name an
 # actorlet built with /debug wired (for the profiles); containerd needs root;

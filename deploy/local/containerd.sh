@@ -45,6 +45,11 @@ PAUSE_IMAGE=localhost/actorlet/pause:1.0
 BUSYBOX_IMAGE= # set by busybox_ref
 NS=k8s.io
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PROG=containerd.sh
+# mkimage, go_arch (the log, die, cannot_run and check_machine below replace lib.sh's)
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
 
 log() { echo "containerd.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -124,31 +129,7 @@ check_namespaces() {
 # ---------------------------------------------------------------------------------------------
 # images: single-layer "docker save" archives, built without a registry
 
-# mkimage ROOTFS REF OUT ENTRYPOINT_JSON CMD_JSON
-mkimage() {
-  local rootfs=$1 ref=$2 out=$3 ep=$4 cmd=$5 t diffid cfgid
-  t=$(mktemp -d "$IMGDIR/build.XXXXXX")
-  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$rootfs" -cf "$t/layer.tar" .
-  diffid=$(sha256sum "$t/layer.tar" | cut -d' ' -f1)
-  printf '{"architecture":"%s","os":"linux","created":"1970-01-01T00:00:00Z","config":{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"Entrypoint":%s,"Cmd":%s,"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"1970-01-01T00:00:00Z","created_by":"actorlet deploy/local/containerd.sh"}]}' \
-    "$(go_arch)" "$ep" "$cmd" "$diffid" >"$t/config.json"
-  cfgid=$(sha256sum "$t/config.json" | cut -d' ' -f1)
-  mv "$t/config.json" "$t/$cfgid.json"
-  mkdir "$t/$diffid"
-  mv "$t/layer.tar" "$t/$diffid/layer.tar"
-  printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' "$cfgid" "$ref" "$diffid" >"$t/manifest.json"
-  tar --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$t" -cf "$out.tmp" manifest.json "$cfgid.json" "$diffid"
-  mv "$out.tmp" "$out"
-  rm -rf "$t"
-}
-
-go_arch() {
-  case "$(uname -m)" in
-    x86_64) echo amd64 ;;
-    aarch64) echo arm64 ;;
-    *) uname -m ;;
-  esac
-}
+# mkimage and go_arch: lib.sh
 
 build_images() {
   mkdir -p "$IMGDIR"

@@ -1,4 +1,5 @@
-# lib.sh — shell helpers shared by deploy/local/controlplane.sh, metrics-server.sh and kubeadm.sh.
+# lib.sh — shell helpers shared by deploy/local/controlplane.sh, metrics-server.sh, kubeadm.sh,
+# containerd.sh (mkimage, go_arch) and conformance.sh.
 # Sourced, never run: it only defines functions. The sourcing script sets first:
 #   PROG  its name, the prefix of every log line (controlplane.sh, metrics-server.sh)
 #   LOCK  the lock file of the control plane's state dir (lock)
@@ -115,4 +116,33 @@ control_plane() {
   done <<<"$out"
   [[ -n ${ADMIN_KUBECONFIG:-} && -n ${KUBECTL:-} && -n ${APISERVER:-} && -n ${CLUSTER_CA:-} ]] ||
     die "unexpected output of controlplane.sh $1: $out"
+}
+
+go_arch() {
+  case "$(uname -m)" in
+    x86_64) echo amd64 ;;
+    aarch64) echo arm64 ;;
+    *) uname -m ;;
+  esac
+}
+
+# mkimage ROOTFS REF OUT ENTRYPOINT_JSON CMD_JSON [CONFIG_JSON]: a single-layer "docker save"
+# archive OUT of the tree ROOTFS (owned by root, modes kept: setuid too), tagged REF, for
+# `ctr images import`; no registry. CONFIG_JSON: more fields of the image config, such as
+# "User":"1234" (comma separated, no braces). Works in a temporary directory beside OUT.
+mkimage() {
+  local rootfs=$1 ref=$2 out=$3 ep=$4 cmd=$5 extra=${6:-} t diffid cfgid
+  t=$(mktemp -d "$(dirname "$out")/build.XXXXXX")
+  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$rootfs" -cf "$t/layer.tar" .
+  diffid=$(sha256sum "$t/layer.tar" | cut -d' ' -f1)
+  printf '{"architecture":"%s","os":"linux","created":"1970-01-01T00:00:00Z","config":{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"Entrypoint":%s,"Cmd":%s,"WorkingDir":"/"%s},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"1970-01-01T00:00:00Z","created_by":"actorlet deploy/local/%s"}]}' \
+    "$(go_arch)" "$ep" "$cmd" "${extra:+,$extra}" "$diffid" "${PROG:-lib.sh}" >"$t/config.json"
+  cfgid=$(sha256sum "$t/config.json" | cut -d' ' -f1)
+  mv "$t/config.json" "$t/$cfgid.json"
+  mkdir "$t/$diffid"
+  mv "$t/layer.tar" "$t/$diffid/layer.tar"
+  printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' "$cfgid" "$ref" "$diffid" >"$t/manifest.json"
+  tar --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$t" -cf "$out.tmp" manifest.json "$cfgid.json" "$diffid"
+  mv "$out.tmp" "$out"
+  rm -rf "$t"
 }
