@@ -196,6 +196,7 @@ type Actor struct {
 	started time.Time            // first time this incarnation saw the pod
 	seenRun bool                 // pod start observed (or adopted running)
 	done    bool                 // PodTerminated sent
+	final   *delta               // what the kill read before removing the pod (final.go)
 
 	// How the next step is taken.
 	gate     gate
@@ -523,7 +524,7 @@ func (a *Actor) reconcile(ctx actor.Context) {
 	// Plan with the phase of the status as it stands.
 	st := a.statusWith(a.waits, now)
 	p := planner{pod: a.pod, snap: a.snap, sandboxOf: a.sboxOf, phase: st.Phase, now: now,
-		base: a.d.Config.BackoffBase, max: a.d.Config.BackoffMax}.plan()
+		base: a.d.Config.BackoffBase, max: a.d.Config.BackoffMax, probe: a.probeState}.plan()
 	waits := p.waits
 	for name, w := range waits {
 		if w.reason == ReasonCrashLoopBackOff {
@@ -545,8 +546,11 @@ func (a *Actor) reconcile(ctx actor.Context) {
 
 // reconcileKill stops everything of the pod, then reports it terminated.
 func (a *Actor) reconcileKill(ctx actor.Context, now time.Time) {
-	if a.kill.Evicted && a.pod != nil {
-		a.publish(a.waits, now) // DisruptionTarget, then Failed/Evicted once gone
+	if a.pod != nil && (a.kill.Evicted || len(a.snap.runningIDs()) > 0) {
+		// Evicted: DisruptionTarget, then Failed/Evicted once gone. Any
+		// kill: the containers turn not ready while they stop (upstream's
+		// readiness probes fail, or stop, as a pod terminates).
+		a.publish(a.waits, now)
 	}
 	if !a.snap.empty() {
 		if !a.retry.held(now) {
@@ -558,6 +562,7 @@ func (a *Actor) reconcileKill(ctx actor.Context, now time.Time) {
 		return
 	}
 	a.done = true
+	a.publishFinal(now)
 	if a.d.Files != nil {
 		a.d.Files.RemoveCheckpoint(a.uid)
 	}
@@ -804,6 +809,7 @@ func (a *Actor) handleOpDone(ctx actor.Context, m *opDone) {
 			a.event(v1.EventTypeNormal, "Created", m.name+"/"+seq, "Created container %s", m.name)
 			a.event(v1.EventTypeNormal, "Started", m.name+"/"+seq, "Started container %s", m.name)
 		}
+		a.keepFinal(m.d)
 		if m.d == nil || m.d.reread {
 			a.look(ctx, true)
 			return

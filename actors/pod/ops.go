@@ -152,6 +152,9 @@ func (a *Actor) startFunc(act action) opFunc {
 	if act.isInit {
 		ctype = "init_container"
 	}
+	if act.ephemeral {
+		ctype = "ephemeral_container"
+	}
 	sandboxID := act.sandbox.Id
 	if act.createdID != "" {
 		id := act.createdID
@@ -173,6 +176,7 @@ func (a *Actor) startFunc(act action) opFunc {
 		image = act.container.Image
 	}
 	cfg := podspec.ContainerConfig(a.pod, act.container, act.attempt, image, act.isInit)
+	ephemeralConfig(cfg, act)
 	mounts, err := volumeMounts(act.container, a.volumes.paths)
 	if err != nil {
 		return func(context.Context) (*delta, error) { return nil, &startError{config: true, err: err} }

@@ -36,6 +36,8 @@ type action struct {
 	// start-container
 	container *v1.Container
 	isInit    bool
+	ephemeral bool   // an ephemeral container: never restarted
+	targetID  string // ephemeral: the container whose process namespace it joins
 	createdID string // start this already created container instead of creating one
 	imageRef  string // the runtime's reference of the image, once present
 	sandbox   *runtimeapi.PodSandboxStatus
@@ -78,6 +80,18 @@ type planner struct {
 	phase     v1.PodPhase
 	now       time.Time
 	base, max time.Duration
+	// probe says whether a running container has started (its startup
+	// probe succeeded); nil: every running container has.
+	probe func(c *v1.Container, id string) (started, ready bool)
+}
+
+// started reports whether a running container has started.
+func (p planner) started(c *v1.Container, id string) bool {
+	if p.probe == nil {
+		return true
+	}
+	started, _ := p.probe(c, id)
+	return started
 }
 
 // plan decides the next step for a desired, not terminating pod.
@@ -116,16 +130,26 @@ func (p planner) plan() planResult {
 		return res
 	}
 
+	// Ephemeral containers come first, as upstream: they run even when an
+	// init container cannot start.
+	if act, ok := p.ephemeral(sb); ok {
+		res.act = act
+		return res
+	}
+
 	initialized := p.mainCreated(sb.Id)
 	for i := range p.pod.Spec.InitContainers {
 		c := &p.pod.Spec.InitContainers[i]
 		cur := p.snap.inSandbox(c.Name, sb.Id, p.sandboxOf)
 		if podspec.IsSidecar(c) {
 			// A restartable init container (sidecar) only has to be running
-			// for the next one to start; it keeps running, and is restarted
-			// whenever it exits.
+			// and started (its startup probe succeeded) for the next one to
+			// start; it keeps running, and is restarted whenever it exits.
 			if cur != nil && cur.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-				continue
+				if initialized || p.started(c, cur.Id) {
+					continue
+				}
+				return res // its startup probe's success continues
 			}
 			if act, done := p.step(c, true, cur, sb, &res); done {
 				res.act = act
@@ -213,6 +237,34 @@ func (p planner) step(c *v1.Container, isInit bool, cur *runtimeapi.ContainerSta
 		return start, true
 	}
 	return action{}, false // unknown state: wait for the runtime to settle
+}
+
+// ephemeral returns the start of an ephemeral container that has never
+// run: upstream starts one only while no container of its name exists, and
+// never restarts it.
+func (p planner) ephemeral(sb *runtimeapi.PodSandboxStatus) (action, bool) {
+	for i := range p.pod.Spec.EphemeralContainers {
+		ec := &p.pod.Spec.EphemeralContainers[i]
+		c := ephemeralContainer(ec)
+		all := p.snap.containersOf(c.Name)
+		start := action{kind: actStartContainer, container: c, ephemeral: true, sandbox: sb}
+		switch {
+		case len(all) == 0:
+		case all[0].State == runtimeapi.ContainerState_CONTAINER_CREATED && p.sandboxOf[all[0].Id] == sb.Id:
+			start.createdID, start.attempt = all[0].Id, all[0].GetMetadata().GetAttempt()
+		default:
+			continue // it ran (or runs): never again
+		}
+		if t := ec.TargetContainerName; t != "" {
+			cur := p.snap.inSandbox(t, sb.Id, p.sandboxOf)
+			if cur == nil {
+				continue // its target has no container yet
+			}
+			start.targetID = cur.Id
+		}
+		return start, true
+	}
+	return action{}, false
 }
 
 // mainCreated reports whether a regular container exists in the sandbox:

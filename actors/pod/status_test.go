@@ -300,12 +300,13 @@ func TestComputeStatus(t *testing.T) {
 		// Init containers.
 		{
 			// Upstream (convertToAPIContainerStatuses) shows PodInitializing
-			// for an init container not created yet.
+			// for every container not created yet in a pod with init
+			// containers.
 			name:       "init container not created yet",
 			pod:        specPod(always, []v1.Container{init1}, app),
 			rt:         newRT().sandbox("sb0", 0, true),
 			phase:      v1.PodPending,
-			containers: map[string]string{"init1": "waiting:ContainerCreating", "app": "waiting:PodInitializing"},
+			containers: map[string]string{"init1": "waiting:PodInitializing", "app": "waiting:PodInitializing"},
 			conds:      notInit,
 			messages:   map[v1.PodConditionType]string{v1.PodInitialized: "containers with incomplete status: [init1]"},
 		},
@@ -315,8 +316,10 @@ func TestComputeStatus(t *testing.T) {
 			rt: newRT().sandbox("sb0", 0, true).
 				exited("sb0", "init1", 0, 0, time.Minute).running("sb0", "init2", 0),
 			phase: v1.PodPending,
+			// Upstream (UpdatePodStatus): a succeeded init container is
+			// ready, a running one is not.
 			containers: map[string]string{
-				"init1": "terminated:Completed(0)", "init2": "running started ready", "app": "waiting:PodInitializing",
+				"init1": "terminated:Completed(0) ready", "init2": "running started", "app": "waiting:PodInitializing",
 			},
 			conds:    notInit,
 			messages: map[v1.PodConditionType]string{v1.PodInitialized: "containers with incomplete status: [init2]"},
@@ -328,7 +331,7 @@ func TestComputeStatus(t *testing.T) {
 				exited("sb0", "init1", 0, 0, time.Minute).exited("sb0", "init2", 0, 0, time.Minute).running("sb0", "app", 0),
 			phase: v1.PodRunning,
 			containers: map[string]string{
-				"init1": "terminated:Completed(0)", "init2": "terminated:Completed(0)", "app": "running started ready",
+				"init1": "terminated:Completed(0) ready", "init2": "terminated:Completed(0) ready", "app": "running started ready",
 			},
 			conds: allTrue,
 		},
@@ -338,7 +341,7 @@ func TestComputeStatus(t *testing.T) {
 			rt:    newRT().sandbox("sb0", 0, true).exited("sb0", "init1", 0, 1, time.Second),
 			phase: v1.PodFailed,
 			containers: map[string]string{
-				"init1": "terminated:Error(1)", "init2": "waiting:ContainerCreating", "app": "waiting:PodInitializing",
+				"init1": "terminated:Error(1)", "init2": "waiting:PodInitializing", "app": "waiting:PodInitializing",
 			},
 			conds: map[v1.PodConditionType]string{
 				v1.PodReadyToStartContainers: "False", v1.PodInitialized: "False/ContainersNotInitialized",
@@ -380,15 +383,16 @@ func TestComputeStatus(t *testing.T) {
 			messages:   map[v1.PodConditionType]string{v1.ContainersReady: "containers with unready status: []"},
 		},
 		{
-			// Upstream (isInitContainerInitialized, getPhase) waits for the
-			// sidecar's startup probe.
-			name:       "running sidecar not started yet already counts as initialized",
+			// Upstream (isInitContainerInitialized) waits for the sidecar's
+			// startup probe.
+			name:       "running sidecar not started yet: not initialized",
 			pod:        specPod(always, []v1.Container{sidecar}, app),
 			rt:         newRT().sandbox("sb0", 0, true).running("sb0", "proxy", 0),
 			probe:      map[string][2]bool{"proxy": {false, false}},
 			phase:      v1.PodPending,
-			containers: map[string]string{"proxy": "running", "app": "waiting:ContainerCreating"},
-			conds:      notReady,
+			containers: map[string]string{"proxy": "running", "app": "waiting:PodInitializing"},
+			conds:      notInit,
+			messages:   map[v1.PodConditionType]string{v1.PodInitialized: "containers with incomplete status: [proxy]"},
 		},
 		{
 			// Upstream (getPhase, GeneratePodInitializedCondition:
@@ -569,8 +573,10 @@ func TestComputeStatusDetails(t *testing.T) {
 				if w == nil || w.Message != "back-off 10s restarting failed container=app pod=web_default(uid-1)" {
 					t.Errorf("waiting = %+v", w)
 				}
-				if st.ContainerStatuses[0].Started != nil {
-					t.Errorf("started = %v, want unset while waiting", *st.ContainerStatuses[0].Started)
+				// Upstream (prober manager's UpdatePodStatus) sets started
+				// on every regular and init container: false while waiting.
+				if s := st.ContainerStatuses[0].Started; s == nil || *s {
+					t.Errorf("started = %v, want false while waiting", s)
 				}
 			},
 		},
