@@ -56,7 +56,9 @@ func (a *Actor) run(act action, killing bool) {
 		hooks, log := a.hooks(), a.log.Warn
 		f = func(ctx context.Context) (*delta, error) {
 			// Everything is removed: the next read confirms nothing is left.
-			return &delta{reread: true}, killAll(ctx, rt, snap, stops, hooks, grace, log)
+			d := &delta{reread: true}
+			err := killAll(ctx, rt, snap, stops, hooks, grace, log, func() { d.final = readFinal(ctx, rt, files, snap) })
+			return d, err
 		}
 	case act.kind == actRunSandbox:
 		cfg := a.sandboxConfig(act.attempt, true)
@@ -334,7 +336,7 @@ func (s *snapshot) runningIDs() []string {
 
 // killAll terminates a pod: running containers get the grace period, then
 // sandboxes stop, then everything is removed.
-func killAll(ctx context.Context, rt Runtime, snap *snapshot, stops []stopSpec, hooks hookRunner, grace int64, log func(string, ...any)) error {
+func killAll(ctx context.Context, rt Runtime, snap *snapshot, stops []stopSpec, hooks hookRunner, grace int64, log func(string, ...any), stopped func()) error {
 	var all []string
 	for _, cs := range snap.containers {
 		for _, c := range cs {
@@ -359,6 +361,9 @@ func killAll(ctx context.Context, rt Runtime, snap *snapshot, stops []stopSpec, 
 	var errs []error
 	for _, sb := range snap.sandboxes {
 		errs = append(errs, ignoreNotFound(rt.StopPodSandbox(ctx, sb.Id)))
+	}
+	if stopped != nil {
+		stopped() // read what stopped before it is removed
 	}
 	for _, id := range all {
 		errs = append(errs, ignoreNotFound(rt.RemoveContainer(ctx, id)))

@@ -237,6 +237,9 @@ type delta struct {
 	// reread: the operation cannot tell what it changed (it failed half
 	// way, or it removed the whole pod): read the runtime.
 	reread bool
+	// final: what a kill read of the pod between stopping and removing
+	// it (its final status is made of it).
+	final *delta
 }
 
 // apply returns the snapshot and sandbox index with d applied; s and
