@@ -15,11 +15,14 @@ import (
 )
 
 // ConfigSource gives the ConfigMaps and Secrets that env and envFrom refer
-// to (cluster mode). A missing object is an error of class
-// errdefs.ErrNotFound.
+// to, and the services whose variables every container gets (cluster
+// mode). A missing object is an error of class errdefs.ErrNotFound;
+// Services fails (errdefs.ErrUnavailable) until the services were read
+// once.
 type ConfigSource interface {
 	ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
 	Secret(ctx context.Context, namespace, name string) (*v1.Secret, error)
+	Services(ctx context.Context) ([]*v1.Service, error)
 }
 
 // ReasonCreateContainerConfigError is the waiting reason of a container
@@ -50,7 +53,17 @@ func makeEnv(ctx context.Context, in envInput) (envs []*runtimeapi.KeyValue, com
 		}
 		vars[k] = v
 	}
-	lookup := func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	services, err := in.serviceEnv(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lookup := func(k string) (string, bool) {
+		if v, ok := vars[k]; ok {
+			return v, true
+		}
+		v, ok := services[k]
+		return v, ok
+	}
 	for _, ef := range in.c.EnvFrom {
 		data, err := in.envFrom(ctx, ef)
 		if err != nil {
@@ -73,6 +86,12 @@ func makeEnv(ctx context.Context, in envInput) (envs []*runtimeapi.KeyValue, com
 			set(e.Name, v)
 		}
 	}
+	// The services' variables where the container does not set its own.
+	for _, k := range sortedKeys(services) {
+		if _, ok := vars[k]; !ok {
+			set(k, services[k])
+		}
+	}
 	for _, k := range order {
 		envs = append(envs, &runtimeapi.KeyValue{Key: k, Value: []byte(vars[k])})
 	}
@@ -83,6 +102,25 @@ func makeEnv(ctx context.Context, in envInput) (envs []*runtimeapi.KeyValue, com
 		args = append(args, podspec.Expand(s, lookup))
 	}
 	return envs, command, args, nil
+}
+
+// serviceEnv is the services' variables for the container, as upstream's
+// getServiceEnvVarMap: none without an API server; the services must have
+// been read once, except for a static pod (it may run before the API
+// server answers).
+func (in envInput) serviceEnv(ctx context.Context) (map[string]string, error) {
+	if in.src == nil {
+		return nil, nil
+	}
+	services, err := in.src.Services(ctx)
+	if err != nil {
+		if podspec.IsStaticPod(in.pod) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("services have not yet been read at least once, cannot construct envvars: %w", err)
+	}
+	links := in.pod.Spec.EnableServiceLinks == nil || *in.pod.Spec.EnableServiceLinks
+	return podspec.ServiceEnv(services, in.pod.Namespace, links), nil
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -14,8 +14,14 @@ import (
 )
 
 type fakeConfig struct {
-	cms     map[string]*v1.ConfigMap
-	secrets map[string]*v1.Secret
+	cms      map[string]*v1.ConfigMap
+	secrets  map[string]*v1.Secret
+	services []*v1.Service
+	svcErr   error // services not read yet
+}
+
+func (f *fakeConfig) Services(context.Context) ([]*v1.Service, error) {
+	return f.services, f.svcErr
 }
 
 var _ ConfigSource = (*fakeConfig)(nil)

@@ -27,6 +27,9 @@ type ObjectCache struct {
 
 	mu      sync.Mutex
 	watches map[string]*objWatch // kind/ns/name
+
+	svc  services      // every Service (services.go)
+	stop chan struct{} // closed when Run ends: stops the services informer
 }
 
 type objWatch struct {
@@ -42,11 +45,13 @@ func (c *Client) NewObjectCache(idle time.Duration) *ObjectCache {
 	if idle <= 0 {
 		idle = 10 * time.Minute
 	}
-	return &ObjectCache{c: c, idle: idle, now: time.Now, watches: map[string]*objWatch{}}
+	return &ObjectCache{c: c, idle: idle, now: time.Now, watches: map[string]*objWatch{}, stop: make(chan struct{})}
 }
 
 // Run stops idle watches until ctx is done, then all of them.
 func (o *ObjectCache) Run(ctx context.Context) {
+	o.svc.start(o.c, o.stop) // services are read before the first pod starts
+	defer close(o.stop)
 	t := time.NewTicker(o.idle / 2)
 	defer t.Stop()
 	for {
