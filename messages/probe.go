@@ -21,3 +21,14 @@ type ProbeResult struct {
 	// Message says why the probe failed (the handler's output or error).
 	Message string
 }
+
+// ProbeWarning is sent by a ProbeActor when a probe succeeded with a
+// warning (an httpGet probe that was redirected to another host and did not
+// follow it), once per distinct warning; the PodActor records a
+// ProbeWarning event, as upstream.
+type ProbeWarning struct {
+	Container   string
+	ContainerID string
+	Kind        ProbeKind
+	Message     string
+}

@@ -264,6 +264,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 	case *messages.ProbeResult:
 		a.handleProbeResult(ctx, m)
+	case *messages.ProbeWarning:
+		a.handleProbeWarning(m)
 	case *actor.Terminated:
 		a.handleProbeTerminated(ctx, m.Who)
 	case *actorkit.Fired:

@@ -50,7 +50,7 @@ func (r hookRunner) run(ctx context.Context, hook *v1.LifecycleHandler, c *v1.Co
 		if dl, ok := ctx.Deadline(); ok {
 			timeout = time.Until(dl)
 		}
-		ok, msg, err := r.h.HTTP.HTTPGet(ctx, u, header, timeout)
+		ok, _, msg, err := r.h.HTTP.HTTPGet(ctx, u, header, timeout) // a warning is a success
 		if err != nil {
 			return err
 		}

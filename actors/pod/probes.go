@@ -274,6 +274,23 @@ func (a *Actor) handleProbeResult(ctx actor.Context, m *messages.ProbeResult) {
 	a.kick(ctx)
 }
 
+// ReasonProbeWarning is the event reason of a probe that succeeded with a
+// warning, as upstream.
+const ReasonProbeWarning = "ProbeWarning"
+
+// handleProbeWarning records a probe's warning as an event ("Liveness
+// probe warning: ..."), as upstream's prober does.
+func (a *Actor) handleProbeWarning(m *messages.ProbeWarning) {
+	if a.pod == nil || a.snap == nil {
+		return
+	}
+	if cur := a.snap.latest(m.Container); cur == nil || cur.Id != m.ContainerID {
+		return // about a container that is gone
+	}
+	a.event(v1.EventTypeWarning, ReasonProbeWarning, m.ContainerID+"/"+string(m.Kind)+"/warning",
+		"%s probe warning: %s", upperFirst(string(m.Kind)), m.Message)
+}
+
 func upperFirst(s string) string {
 	if s == "" {
 		return s

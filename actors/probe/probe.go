@@ -37,9 +37,11 @@ type Execer interface {
 }
 
 // HTTPGetter performs one HTTP GET probe: ok for a 2xx/3xx answer (redirects
-// handled as upstream), output is a short description of a failure.
+// handled as upstream), output is a short description of a failure. A
+// redirect that was not followed (to another host) succeeds with warning
+// set, output then saying so.
 type HTTPGetter interface {
-	HTTPGet(ctx context.Context, u *url.URL, header http.Header, timeout time.Duration) (ok bool, output string, err error)
+	HTTPGet(ctx context.Context, u *url.URL, header http.Header, timeout time.Duration) (ok, warning bool, output string, err error)
 }
 
 // TCPChecker opens (and closes) a TCP connection.
@@ -132,18 +134,25 @@ type Actor struct {
 	nextAt   time.Time // the tick's place on the fixed schedule
 	inFlight bool
 
-	last      *bool // last result reported to the parent; nil: none since start
+	last      *bool  // last result reported to the parent; nil: none since start
+	warned    string // last warning reported to the parent
 	lastRun   bool  // result of the current run of equal results
 	resultRun int
 	onHold    bool // liveness/startup failed: no more probing for this container
 }
 
+// outcome is what one probe attempt says.
+type outcome struct {
+	ok      bool
+	warning bool // succeeded with a warning (msg)
+	msg     string
+	err     error
+}
+
 // done is the outcome of one probe attempt.
 type done struct {
 	actorkit.Tag
-	ok   bool
-	msg  string
-	err  error
+	outcome
 	took time.Duration
 }
 
@@ -219,8 +228,8 @@ func (a *Actor) handleTick() {
 	run, clk := a.runner(), a.d.Clock
 	actorkit.Go(a.self, a.timeout()+time.Second, func(ctx context.Context) *done {
 		start := clk.Now()
-		ok, msg, err := run(ctx)
-		return &done{ok: ok, msg: msg, err: err, took: clk.Since(start)}
+		o := run(ctx)
+		return &done{outcome: o, took: clk.Since(start)}
 	})
 }
 
@@ -247,6 +256,12 @@ func (a *Actor) handleDone(ctx actor.Context, m *done) {
 	}
 	if a.onHold {
 		return
+	}
+	if ok && m.warning && msg != a.warned && a.parent != nil {
+		// As upstream: the probe succeeds, and the warning is an event.
+		a.warned = msg
+		ctx.Send(a.parent, &messages.ProbeWarning{Container: a.t.Container.Name, ContainerID: a.t.ContainerID,
+			Kind: a.t.Kind, Message: msg})
 	}
 	if m.err != nil && errdefs.IsUnavailable(m.err) {
 		// As upstream (a prober error is thrown away): a probe the runtime
@@ -305,7 +320,7 @@ func metricType(k messages.ProbeKind) string {
 var errNoHandler = errors.New("probe handler not configured")
 
 // runner returns one attempt of the probe, ready to run off the mailbox.
-func (a *Actor) runner() func(ctx context.Context) (bool, string, error) {
+func (a *Actor) runner() func(ctx context.Context) outcome {
 	p, h, t := a.t.Probe, a.d.Handlers, a.t
 	timeout := a.timeout()
 	switch {
@@ -315,16 +330,16 @@ func (a *Actor) runner() func(ctx context.Context) (bool, string, error) {
 		}
 		cmd := podspec.ExpandCommand(p.Exec.Command, t.Container.Env)
 		id := t.ContainerID
-		return func(ctx context.Context) (bool, string, error) {
+		return func(ctx context.Context) outcome {
 			stdout, stderr, code, err := h.Exec.ExecSync(ctx, id, cmd, timeout)
 			if err != nil {
-				return false, "", err
+				return outcome{err: err}
 			}
 			out := truncate(string(stdout) + string(stderr))
 			if code != 0 {
-				return false, fmt.Sprintf("command %q exited with %d: %s", cmd, code, out), nil
+				return outcome{msg: fmt.Sprintf("command %q exited with %d: %s", cmd, code, out)}
 			}
-			return true, out, nil
+			return outcome{ok: true, msg: out}
 		}
 	case p.HTTPGet != nil:
 		if h.HTTP == nil {
@@ -334,7 +349,10 @@ func (a *Actor) runner() func(ctx context.Context) (bool, string, error) {
 		if err != nil {
 			return failNow(err)
 		}
-		return func(ctx context.Context) (bool, string, error) { return h.HTTP.HTTPGet(ctx, u, header, timeout) }
+		return func(ctx context.Context) outcome {
+			ok, warning, msg, err := h.HTTP.HTTPGet(ctx, u, header, timeout)
+			return outcome{ok: ok, warning: warning, msg: msg, err: err}
+		}
 	case p.TCPSocket != nil:
 		if h.TCP == nil {
 			return noHandler("tcpSocket")
@@ -347,7 +365,10 @@ func (a *Actor) runner() func(ctx context.Context) (bool, string, error) {
 		if host == "" {
 			host = t.PodIP
 		}
-		return func(ctx context.Context) (bool, string, error) { return h.TCP.TCPCheck(ctx, host, port, timeout) }
+		return func(ctx context.Context) outcome {
+			ok, msg, err := h.TCP.TCPCheck(ctx, host, port, timeout)
+			return outcome{ok: ok, msg: msg, err: err}
+		}
 	case p.GRPC != nil:
 		if h.GRPC == nil {
 			return noHandler("grpc")
@@ -357,19 +378,20 @@ func (a *Actor) runner() func(ctx context.Context) (bool, string, error) {
 			service = *p.GRPC.Service
 		}
 		host, port := t.PodIP, int(p.GRPC.Port)
-		return func(ctx context.Context) (bool, string, error) {
-			return h.GRPC.GRPCCheck(ctx, host, port, service, timeout)
+		return func(ctx context.Context) outcome {
+			ok, msg, err := h.GRPC.GRPCCheck(ctx, host, port, service, timeout)
+			return outcome{ok: ok, msg: msg, err: err}
 		}
 	}
 	return failNow(errors.New("probe has no handler"))
 }
 
-func noHandler(kind string) func(context.Context) (bool, string, error) {
+func noHandler(kind string) func(context.Context) outcome {
 	return failNow(fmt.Errorf("%s: %w", kind, errNoHandler))
 }
 
-func failNow(err error) func(context.Context) (bool, string, error) {
-	return func(context.Context) (bool, string, error) { return false, "", err }
+func failNow(err error) func(context.Context) outcome {
+	return func(context.Context) outcome { return outcome{err: err} }
 }
 
 func truncate(s string) string {

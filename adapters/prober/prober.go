@@ -48,8 +48,9 @@ func New() *Prober {
 
 // HTTPGet gets u; a status in [200, 400) succeeds. Redirects are followed
 // to the same host (up to 10); a redirect to another host is not followed
-// and counts as success, as upstream (a warning there).
-func (p *Prober) HTTPGet(ctx context.Context, u *url.URL, header http.Header, timeout time.Duration) (bool, string, error) {
+// and succeeds with a warning, as upstream (pkg/probe/http: "Probe
+// terminated redirects, Response body: ...").
+func (p *Prober) HTTPGet(ctx context.Context, u *url.URL, header http.Header, timeout time.Duration) (ok, warning bool, output string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client := &http.Client{
@@ -66,7 +67,7 @@ func (p *Prober) HTTPGet(ctx context.Context, u *url.URL, header http.Header, ti
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return false, "", err
+		return false, false, "", err
 	}
 	for k, vs := range header {
 		for _, v := range vs {
@@ -84,14 +85,17 @@ func (p *Prober) HTTPGet(ctx context.Context, u *url.URL, header http.Header, ti
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return false, "", fmt.Errorf("Get %q: %w", u.String(), unwrapTimeout(err, timeout)) //nolint:staticcheck // the text of net/http's errors, as upstream probes report them
+		return false, false, "", fmt.Errorf("Get %q: %w", u.String(), unwrapTimeout(err, timeout)) //nolint:staticcheck // the text of net/http's errors, as upstream probes report them
 	}
 	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if resp.StatusCode >= http.StatusOK && resp.StatusCode < http.StatusBadRequest {
-		return true, string(b), nil
+	switch {
+	case resp.StatusCode >= http.StatusMultipleChoices && resp.StatusCode < http.StatusBadRequest:
+		return true, true, "Probe terminated redirects, Response body: " + string(b), nil
+	case resp.StatusCode >= http.StatusOK && resp.StatusCode < http.StatusBadRequest:
+		return true, false, string(b), nil
 	}
-	return false, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode), nil
+	return false, false, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode), nil
 }
 
 func unwrapTimeout(err error, timeout time.Duration) error {

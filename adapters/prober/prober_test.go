@@ -46,23 +46,30 @@ func TestHTTPGet(t *testing.T) {
 	defer close(testDone) // before srv.Close, which waits for handlers
 	p := New()
 	tests := []struct {
-		name   string
-		path   string
-		want   bool
-		hasErr bool
+		name    string
+		path    string
+		want    bool
+		warning string // the output of a success with a warning
+		hasErr  bool
 	}{
 		{name: "2xx with headers", path: "/ok", want: true},
 		{name: "5xx fails", path: "/fail"},
 		{name: "redirect on the same host is followed", path: "/local-redirect"},
-		{name: "redirect to another host is not followed and succeeds", path: "/remote-redirect", want: true},
+		{
+			name: "redirect to another host is not followed and succeeds with a warning", path: "/remote-redirect", want: true,
+			warning: "Probe terminated redirects, Response body: <a href=\"" + otherURL.String() + "\">Found</a>.\n\n",
+		},
 		{name: "timeout is an error", path: "/slow", hasErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			u, _ := url.Parse(srv.URL + tt.path)
-			ok, out, err := p.HTTPGet(context.Background(), u, http.Header{"X-Probe": {"yes"}}, 500*time.Millisecond)
+			ok, warning, out, err := p.HTTPGet(context.Background(), u, http.Header{"X-Probe": {"yes"}}, 500*time.Millisecond)
 			if (err != nil) != tt.hasErr || ok != tt.want {
 				t.Fatalf("ok=%v out=%q err=%v, want ok=%v err=%v", ok, out, err, tt.want, tt.hasErr)
+			}
+			if warning != (tt.warning != "") || (warning && out != tt.warning) {
+				t.Errorf("warning=%v out=%q, want warning %q", warning, out, tt.warning)
 			}
 		})
 	}
