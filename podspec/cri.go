@@ -66,6 +66,8 @@ func SandboxConfig(pod *v1.Pod, attempt uint32, logRoot string, opts ...SandboxO
 			CgroupParent: CgroupParent(pod, o.driver),
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 				NamespaceOptions: namespaceOptions(pod),
+				// A privileged container needs a privileged sandbox.
+				Privileged: HasPrivilegedContainer(pod),
 			},
 		},
 	}
@@ -258,36 +260,33 @@ func milliCPUToShares(milli int64) int64 {
 	return shares
 }
 
+// securityContext is the container's effective security context
+// (EffectiveSecurityContext) for the runtime, as upstream's
+// determineEffectiveSecurityContext: no_new_privs where
+// allowPrivilegeEscalation is false, the pod's supplemental groups and
+// fsGroup.
 func securityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecurityContext {
+	esc := EffectiveSecurityContext(pod, c)
 	sc := &runtimeapi.LinuxContainerSecurityContext{
 		NamespaceOptions: namespaceOptions(pod),
+		NoNewPrivs:       noNewPrivs(esc),
 	}
-	if psc := pod.Spec.SecurityContext; psc != nil {
-		if psc.RunAsUser != nil {
-			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
-		}
-		if psc.RunAsGroup != nil {
-			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
-		}
-		sc.SupplementalGroups = psc.SupplementalGroups
+	if esc.RunAsUser != nil {
+		sc.RunAsUser = &runtimeapi.Int64Value{Value: *esc.RunAsUser}
 	}
-	csc := c.SecurityContext
-	if csc == nil {
-		return sc
+	if esc.RunAsGroup != nil {
+		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *esc.RunAsGroup}
 	}
-	if csc.RunAsUser != nil {
-		sc.RunAsUser = &runtimeapi.Int64Value{Value: *csc.RunAsUser}
+	if esc.Privileged != nil {
+		sc.Privileged = *esc.Privileged
 	}
-	if csc.RunAsGroup != nil {
-		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *csc.RunAsGroup}
+	if esc.ReadOnlyRootFilesystem != nil {
+		sc.ReadonlyRootfs = *esc.ReadOnlyRootFilesystem
 	}
-	if csc.Privileged != nil {
-		sc.Privileged = *csc.Privileged
+	if o := esc.SELinuxOptions; o != nil {
+		sc.SelinuxOptions = &runtimeapi.SELinuxOption{User: o.User, Role: o.Role, Type: o.Type, Level: o.Level}
 	}
-	if csc.ReadOnlyRootFilesystem != nil {
-		sc.ReadonlyRootfs = *csc.ReadOnlyRootFilesystem
-	}
-	if caps := csc.Capabilities; caps != nil {
+	if caps := esc.Capabilities; caps != nil {
 		sc.Capabilities = &runtimeapi.Capability{}
 		for _, a := range caps.Add {
 			sc.Capabilities.AddCapabilities = append(sc.Capabilities.AddCapabilities, string(a))
@@ -295,6 +294,12 @@ func securityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSec
 		for _, d := range caps.Drop {
 			sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(d))
 		}
+	}
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if psc.FSGroup != nil {
+			sc.SupplementalGroups = append(sc.SupplementalGroups, *psc.FSGroup)
+		}
+		sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
 	}
 	return sc
 }

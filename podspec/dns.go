@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -296,27 +297,87 @@ func fitSearches(s []string) ([]string, bool) {
 }
 
 // PodHostname is the pod's hostname and, with a subdomain, its domain
-// (<subdomain>.<ns>.svc.<clusterDomain>), as upstream: spec.hostname or
-// the pod's name, cut to 63 characters without a trailing '-' or '.'.
+// (<subdomain>.<ns>.svc.<clusterDomain>), as upstream's
+// GeneratePodHostNameAndDomain: spec.hostnameOverride (HostnameOverride,
+// on by default since v1.35) with no domain; else spec.hostname or the
+// pod's name. Cut to 63 characters without a trailing '-' or '.'.
+// CheckHostname tells whether they are valid.
 func PodHostname(pod *v1.Pod, clusterDomain string) (hostname, domain string) {
+	if o := pod.Spec.HostnameOverride; o != nil {
+		return truncateHostname(*o), ""
+	}
 	hostname = pod.Name
 	if pod.Spec.Hostname != "" {
 		hostname = pod.Spec.Hostname
 	}
-	if len(hostname) > maxHostnameChars {
-		hostname = strings.TrimRight(hostname[:maxHostnameChars], "-.")
-	}
 	if pod.Spec.Subdomain != "" {
 		domain = fmt.Sprintf("%s.%s.svc.%s", pod.Spec.Subdomain, pod.Namespace, clusterDomain)
 	}
-	return hostname, domain
+	return truncateHostname(hostname), domain
+}
+
+// truncateHostname cuts a hostname to the kernel's 63 characters, without
+// a trailing '-' or '.', as upstream's truncatePodHostnameIfNeeded.
+func truncateHostname(h string) string {
+	if len(h) <= maxHostnameChars {
+		return h
+	}
+	return strings.TrimRight(h[:maxHostnameChars], "-.")
+}
+
+// CheckHostname refuses what upstream refuses when it makes the sandbox's
+// hostname (a pod from a node-local source is not validated by an API
+// server): a hostnameOverride that is not a DNS subdomain, a hostname or
+// subdomain that is not a DNS label, a name that leaves nothing once cut,
+// and with setHostnameAsFQDN an FQDN over 64 characters.
+func CheckHostname(pod *v1.Pod, clusterDomain string) error {
+	if pod.Spec.HostNetwork {
+		return nil // the node's hostname
+	}
+	if o := pod.Spec.HostnameOverride; o != nil {
+		if msgs := validation.IsDNS1123Subdomain(*o); len(msgs) != 0 {
+			return fmt.Errorf("pod HostnameOverride %q is not a valid DNS subdomain: %s", *o, strings.Join(msgs, ";"))
+		}
+	} else {
+		if h := pod.Spec.Hostname; h != "" {
+			if msgs := validation.IsDNS1123Label(h); len(msgs) != 0 {
+				return fmt.Errorf("pod Hostname %q is not a valid DNS label: %s", h, strings.Join(msgs, ";"))
+			}
+		}
+		if sub := pod.Spec.Subdomain; sub != "" {
+			if msgs := validation.IsDNS1123Label(sub); len(msgs) != 0 {
+				return fmt.Errorf("pod Subdomain %q is not a valid DNS label: %s", sub, strings.Join(msgs, ";"))
+			}
+		}
+	}
+	host, domain := PodHostname(pod, clusterDomain)
+	if host == "" {
+		asked := pod.Name
+		if o := pod.Spec.HostnameOverride; o != nil {
+			asked = *o
+		} else if pod.Spec.Hostname != "" {
+			asked = pod.Spec.Hostname
+		}
+		return fmt.Errorf("hostname for pod %q was invalid: %q", pod.Name, asked)
+	}
+	if setFQDN(pod) && domain != "" {
+		if fqdn := host + "." + domain; len(fqdn) > maxHostnameChars+1 {
+			return fmt.Errorf("failed to construct FQDN from pod hostname and cluster domain, FQDN %s is too long (%d characters is the max, %d characters requested)", fqdn, maxHostnameChars+1, len(fqdn))
+		}
+	}
+	return nil
+}
+
+func setFQDN(pod *v1.Pod) bool {
+	return pod.Spec.SetHostnameAsFQDN != nil && *pod.Spec.SetHostnameAsFQDN
 }
 
 // sandboxHostname is the hostname the sandbox is given: PodHostname's, or
-// with setHostnameAsFQDN its FQDN when it fits the kernel's 64 bytes.
+// with setHostnameAsFQDN its FQDN when it fits the kernel's 64 bytes
+// (CheckHostname refuses a longer one).
 func sandboxHostname(pod *v1.Pod, clusterDomain string) string {
 	host, domain := PodHostname(pod, clusterDomain)
-	if pod.Spec.SetHostnameAsFQDN != nil && *pod.Spec.SetHostnameAsFQDN && domain != "" {
+	if setFQDN(pod) && domain != "" {
 		if fqdn := host + "." + domain; len(fqdn) <= maxHostnameChars+1 {
 			return fqdn
 		}
