@@ -421,8 +421,13 @@ start_agent() {
   port=$(free_port 11250)
   hz=$(free_port 11248)
   mkdir -p "$DIR/root" "$DIR/pods"
-  log "starting actorlet $("$ACTORLET_BIN" --version 2>/dev/null | head -1) as node $NODE_NAME on $NODE_IP:$port (log $DIR/actorlet.log)"
-  setsid "$ACTORLET_BIN" --kubeconfig "$nk" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
+  # A copy: a `make build` during the run (the checkout is shared) must not change the agent under
+  # test; the commit it was built from is recorded with it.
+  install -m 0755 "$ACTORLET_BIN" "$DIR/actorlet"
+  AGENT_COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]; then AGENT_COMMIT+=-dirty; fi
+  log "starting actorlet ($ACTORLET_BIN, checkout at $AGENT_COMMIT) as node $NODE_NAME on $NODE_IP:$port (log $DIR/actorlet.log)"
+  setsid "$DIR/actorlet" --kubeconfig "$nk" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
     --container-runtime-endpoint "$CONTAINER_RUNTIME_ENDPOINT" \
     --root-dir "$DIR/root" --pod-logs-dir "$DIR/pods" --cert-dir "$DIR/pki" \
     --address 0.0.0.0 --port "$port" --read-only-port 0 --healthz-port "$hz" \
@@ -430,7 +435,8 @@ start_agent() {
     --authentication-token-webhook --authorization-mode=Webhook \
     </dev/null >"$DIR/actorlet.log" 2>&1 9>&- &
   echo $! >"$DIR/actorlet.pid"
-  printf 'NODE_NAME=%s\nNODE_IP=%s\nNODE_PORT=%s\nKUBELET_ROOT=%s\n' "$NODE_NAME" "$NODE_IP" "$port" "$DIR/root" >"$DIR/node.env"
+  printf 'NODE_NAME=%s\nNODE_IP=%s\nNODE_PORT=%s\nKUBELET_ROOT=%s\nAGENT_COMMIT=%s\n' \
+    "$NODE_NAME" "$NODE_IP" "$port" "$DIR/root" "$AGENT_COMMIT" >"$DIR/node.env"
 }
 
 wait_ready() {
