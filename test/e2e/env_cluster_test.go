@@ -34,7 +34,9 @@ func TestE2EClusterServiceEnvVars(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.cs.CoreV1().Services("default").Delete(context.Background(), "fooservice", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.cs.CoreV1().Services("default").Delete(context.Background(), "fooservice", metav1.DeleteOptions{})
+	})
 	master, err := c.cs.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
