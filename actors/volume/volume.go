@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -27,8 +28,14 @@ import (
 
 // Files writes volume contents.
 type Files interface {
+	// EnsureDir creates a missing directory (hostPath DirectoryOrCreate).
 	EnsureDir(dir string, mode os.FileMode) error
-	WriteAtomic(dir string, files map[string][]byte, mode os.FileMode) error
+	// EmptyDir sets up an emptyDir: a 0777 directory, a tmpfs of size
+	// bytes mounted on it when memory-backed, given to fsGroup if set.
+	EmptyDir(dir string, memory bool, size int64, fsGroup *int64) error
+	// WriteAtomic makes dir hold exactly files, given to fsGroup if set.
+	WriteAtomic(dir string, files map[string]podspec.VolumeFile, fsGroup *int64) error
+	// RemoveAll unmounts what is mounted under dir, then removes it.
 	RemoveAll(dir string) error
 }
 
@@ -45,6 +52,10 @@ type Config struct {
 	PodsDir    string        // <root-dir>/pods
 	ResyncEach time.Duration // ConfigMap/Secret contents are refreshed this often (1 m)
 	Timeout    time.Duration
+	// NodeAllocatable stands in for the limits a container does not set
+	// (downward API resourceFieldRef limits.*) and sizes memory-backed
+	// emptyDirs, as upstream. Never written after the start.
+	NodeAllocatable v1.ResourceList
 }
 
 // New returns the VolumeActor producer; api may be nil.
@@ -87,6 +98,7 @@ type Actor struct {
 type podVolumes struct {
 	pod      *v1.Pod
 	tokens   map[string]token // by volume/path: reused until 80 % of their life
+	emptyDir map[string]bool  // emptyDirs set up (by name): not set up again on a refresh
 	paths    map[string]string
 	ready    bool
 	busy     bool
@@ -102,6 +114,7 @@ type (
 		uid       types.UID
 		paths     map[string]string
 		tokens    map[string]token
+		emptyDir  map[string]bool
 		refreshIn time.Duration
 		err       error
 	}
@@ -179,13 +192,17 @@ func (a *Actor) start(pv *podVolumes) {
 	pv.busy = true
 	pod := pv.pod.DeepCopy()
 	files, api, cfg, now := a.files, a.api, a.cfg, a.clk.Now()
-	tokens := make(map[string]token, len(pv.tokens))
-	for k, v := range pv.tokens {
-		tokens[k] = v
+	tokens := maps.Clone(pv.tokens)
+	if tokens == nil {
+		tokens = map[string]token{}
+	}
+	emptyDir := maps.Clone(pv.emptyDir)
+	if emptyDir == nil {
+		emptyDir = map[string]bool{}
 	}
 	actorkit.Go(a.self, cfg.Timeout, func(ctx context.Context) *setUp {
-		paths, refreshIn, err := setUpPod(ctx, files, api, cfg, pod, now, tokens)
-		return &setUp{uid: pod.UID, paths: paths, tokens: tokens, refreshIn: refreshIn, err: err}
+		paths, refreshIn, err := setUpPod(ctx, files, api, cfg, pod, now, podState{tokens: tokens, emptyDir: emptyDir})
+		return &setUp{uid: pod.UID, paths: paths, tokens: tokens, emptyDir: emptyDir, refreshIn: refreshIn, err: err}
 	})
 }
 
@@ -197,6 +214,9 @@ func (a *Actor) handleSetUp(ctx actor.Context, m *setUp) {
 	pv.busy = false
 	if m.tokens != nil {
 		pv.tokens = m.tokens
+	}
+	if m.emptyDir != nil {
+		pv.emptyDir = m.emptyDir
 	}
 	next := m.refreshIn
 	if m.err != nil {
@@ -238,12 +258,17 @@ func (a *Actor) handleTearDown(m *messages.TearDownVolumes) {
 	})
 }
 
+// podState is what a pod's setups carry from one to the next: the
+// projected tokens issued (by volume/path; a token is reused until its
+// renewal time, new ones are added) and the emptyDirs already set up.
+type podState struct {
+	tokens   map[string]token
+	emptyDir map[string]bool
+}
+
 // setUpPod writes every volume of the pod and returns their host paths and
 // when to refresh (0: never).
-//
-// tokens holds the projected tokens already issued (by volume/path); a token
-// is reused until its renewal time, new ones are added to it.
-func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod, now time.Time, tokens map[string]token) (map[string]string, time.Duration, error) {
+func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod, now time.Time, st podState) (map[string]string, time.Duration, error) {
 	base := filepath.Join(cfg.PodsDir, string(pod.UID), "volumes")
 	paths := map[string]string{}
 	var refreshIn time.Duration
@@ -252,6 +277,7 @@ func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod
 			refreshIn = d
 		}
 	}
+	fsGroup := podspec.FSGroup(pod)
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		var dir string
@@ -259,13 +285,12 @@ func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod
 		// Projected, configMap, secret and downwardAPI volumes are files
 		// written at once into dir; resync: when to write them again.
 		var write bool
-		var contents map[string][]byte
-		var defaultMode *int32
+		var contents map[string]podspec.VolumeFile
 		var resync time.Duration
 		switch {
 		case v.EmptyDir != nil:
 			dir = filepath.Join(base, "kubernetes.io~empty-dir", v.Name)
-			err = files.EnsureDir(dir, 0o777)
+			err = emptyDir(files, cfg, pod, v, dir, fsGroup, st.emptyDir)
 		case v.HostPath != nil:
 			dir = v.HostPath.Path
 			if v.HostPath.Type != nil && *v.HostPath.Type == v1.HostPathDirectoryOrCreate {
@@ -273,26 +298,26 @@ func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod
 			}
 		case v.Projected != nil:
 			dir = filepath.Join(base, "kubernetes.io~projected", v.Name)
-			contents, resync, err = projected(ctx, api, pod, v.Name, v.Projected, now, cfg.ResyncEach, tokens)
-			write, defaultMode = true, v.Projected.DefaultMode
+			contents, resync, err = projected(ctx, api, cfg, pod, v.Name, v.Projected, now, st.tokens)
+			write = true
 		case v.ConfigMap != nil:
 			dir = filepath.Join(base, "kubernetes.io~configmap", v.Name)
-			contents, err = configMapFiles(ctx, api, pod.Namespace, &v.ConfigMap.LocalObjectReference, v.ConfigMap.Items, v.ConfigMap.Optional)
-			write, defaultMode, resync = true, v.ConfigMap.DefaultMode, cfg.ResyncEach
+			contents, err = configMapFiles(ctx, api, pod.Namespace, &v.ConfigMap.LocalObjectReference, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode)
+			write, resync = true, cfg.ResyncEach
 		case v.Secret != nil:
 			dir = filepath.Join(base, "kubernetes.io~secret", v.Name)
-			contents, err = secretFiles(ctx, api, pod.Namespace, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional)
-			write, defaultMode, resync = true, v.Secret.DefaultMode, cfg.ResyncEach
+			contents, err = secretFiles(ctx, api, pod.Namespace, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode)
+			write, resync = true, cfg.ResyncEach
 		case v.DownwardAPI != nil:
 			dir = filepath.Join(base, "kubernetes.io~downward-api", v.Name)
-			contents, err = downward(pod, v.DownwardAPI.Items)
-			write, defaultMode = true, v.DownwardAPI.DefaultMode
+			contents, err = downward(pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode, cfg.NodeAllocatable)
+			write = true
 		default:
 			err = fmt.Errorf("volume %q: this volume type is not supported by actorlet yet (supported: emptyDir, hostPath, projected, configMap, secret, downwardAPI)", v.Name)
 		}
 		if write && err == nil {
 			sooner(resync)
-			err = files.WriteAtomic(dir, contents, mode(defaultMode))
+			err = files.WriteAtomic(dir, contents, fsGroup)
 		}
 		if err != nil {
 			return nil, 0, fmt.Errorf("volume %q: %w", v.Name, err)
@@ -302,23 +327,44 @@ func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod
 	return paths, refreshIn, nil
 }
 
-func mode(m *int32) os.FileMode {
-	if m == nil {
-		return 0o644
+// emptyDir sets up an emptyDir once (done records it): a later refresh of
+// the pod's volumes leaves it and its contents alone, as upstream, which
+// changes their ownership only at the first setup.
+func emptyDir(files Files, cfg Config, pod *v1.Pod, v *v1.Volume, dir string, fsGroup *int64, done map[string]bool) error {
+	if done[v.Name] {
+		return nil
 	}
-	return os.FileMode(*m)
+	var memory bool
+	var size int64
+	switch v.EmptyDir.Medium {
+	case v1.StorageMediumDefault:
+	case v1.StorageMediumMemory:
+		memory, size = true, podspec.EmptyDirMemorySize(pod, v.EmptyDir, cfg.NodeAllocatable)
+	default:
+		return fmt.Errorf("%w: emptyDir medium %q is not supported by actorlet (supported: \"\" and Memory)", errdefs.ErrUnimplemented, v.EmptyDir.Medium)
+	}
+	if err := files.EmptyDir(dir, memory, size, fsGroup); err != nil {
+		return err
+	}
+	done[v.Name] = true
+	return nil
 }
 
 var errNoAPI = fmt.Errorf("%w: needs the API server (cluster mode)", errdefs.ErrFailedPrecondition)
 
 // projected gathers the sources of a projected volume; the duration is when
 // its token must be refreshed (at 80 %% of its lifetime, as upstream).
-func projected(ctx context.Context, api API, pod *v1.Pod, volume string, p *v1.ProjectedVolumeSource, now time.Time, resync time.Duration, tokens map[string]token) (map[string][]byte, time.Duration, error) {
-	out := map[string][]byte{}
+func projected(ctx context.Context, api API, cfg Config, pod *v1.Pod, volume string, p *v1.ProjectedVolumeSource, now time.Time, tokens map[string]token) (map[string]podspec.VolumeFile, time.Duration, error) {
+	out := map[string]podspec.VolumeFile{}
 	var refreshIn time.Duration
 	sooner := func(d time.Duration) {
 		if d > 0 && (refreshIn == 0 || d < refreshIn) {
 			refreshIn = d
+		}
+	}
+	add := func(files map[string]podspec.VolumeFile) {
+		for k, v := range files {
+			out[k] = v
 		}
 	}
 	for _, src := range p.Sources {
@@ -327,9 +373,18 @@ func projected(ctx context.Context, api API, pod *v1.Pod, volume string, p *v1.P
 			if api == nil {
 				return nil, 0, errNoAPI
 			}
+			// With an fsUser or fsGroup the token is 0600, owned by the
+			// pod's user; the fsGroup ownership makes it 0640 (upstream).
+			tokenFile := func(b []byte) podspec.VolumeFile {
+				f := podspec.VolumeFile{Data: b, Mode: podspec.FileMode(nil, p.DefaultMode), FsUser: podspec.FsUser(pod)}
+				if f.FsUser != nil || podspec.FSGroup(pod) != nil {
+					f.Mode = 0o600
+				}
+				return f
+			}
 			key := volume + "/" + src.ServiceAccountToken.Path
 			if t, ok := tokens[key]; ok && now.Before(t.renewAt) {
-				out[src.ServiceAccountToken.Path] = t.value // still fresh: no new request
+				out[src.ServiceAccountToken.Path] = tokenFile(t.value) // still fresh: no new request
 				sooner(t.renewAt.Sub(now))
 				continue
 			}
@@ -352,35 +407,29 @@ func projected(ctx context.Context, api API, pod *v1.Pod, volume string, p *v1.P
 			if err != nil {
 				return nil, 0, err
 			}
-			out[src.ServiceAccountToken.Path] = []byte(tr.Status.Token)
+			out[src.ServiceAccountToken.Path] = tokenFile([]byte(tr.Status.Token))
 			renewIn := tr.Status.ExpirationTimestamp.Sub(now) * 8 / 10
 			tokens[key] = token{value: []byte(tr.Status.Token), renewAt: now.Add(renewIn)}
 			sooner(renewIn)
 		case src.ConfigMap != nil:
-			files, err := configMapFiles(ctx, api, pod.Namespace, &src.ConfigMap.LocalObjectReference, src.ConfigMap.Items, src.ConfigMap.Optional)
+			files, err := configMapFiles(ctx, api, pod.Namespace, &src.ConfigMap.LocalObjectReference, src.ConfigMap.Items, src.ConfigMap.Optional, p.DefaultMode)
 			if err != nil {
 				return nil, 0, err
 			}
-			for k, v := range files {
-				out[k] = v
-			}
-			sooner(resync)
+			add(files)
+			sooner(cfg.ResyncEach)
 		case src.Secret != nil:
-			files, err := secretFiles(ctx, api, pod.Namespace, src.Secret.Name, src.Secret.Items, src.Secret.Optional)
+			files, err := secretFiles(ctx, api, pod.Namespace, src.Secret.Name, src.Secret.Items, src.Secret.Optional, p.DefaultMode)
 			if err != nil {
 				return nil, 0, err
 			}
-			for k, v := range files {
-				out[k] = v
-			}
+			add(files)
 		case src.DownwardAPI != nil:
-			files, err := downward(pod, src.DownwardAPI.Items)
+			files, err := downward(pod, src.DownwardAPI.Items, p.DefaultMode, cfg.NodeAllocatable)
 			if err != nil {
 				return nil, 0, err
 			}
-			for k, v := range files {
-				out[k] = v
-			}
+			add(files)
 		default:
 			return nil, 0, fmt.Errorf("projected source not supported (clusterTrustBundle, podCertificate)")
 		}
@@ -388,13 +437,13 @@ func projected(ctx context.Context, api API, pod *v1.Pod, volume string, p *v1.P
 	return out, refreshIn, nil
 }
 
-func configMapFiles(ctx context.Context, api API, ns string, ref *v1.LocalObjectReference, items []v1.KeyToPath, optional *bool) (map[string][]byte, error) {
+func configMapFiles(ctx context.Context, api API, ns string, ref *v1.LocalObjectReference, items []v1.KeyToPath, optional *bool, defaultMode *int32) (map[string]podspec.VolumeFile, error) {
 	if api == nil {
 		return nil, errNoAPI
 	}
 	cm, err := api.ConfigMap(ctx, ns, ref.Name)
 	if errdefs.IsNotFound(err) && optional != nil && *optional {
-		return map[string][]byte{}, nil
+		return map[string]podspec.VolumeFile{}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -406,28 +455,30 @@ func configMapFiles(ctx context.Context, api API, ns string, ref *v1.LocalObject
 	for k, v := range cm.BinaryData {
 		data[k] = v
 	}
-	return pick(data, items, optional, "configmap "+ref.Name)
+	return pick(data, items, optional, defaultMode, "configmap "+ref.Name)
 }
 
-func secretFiles(ctx context.Context, api API, ns, name string, items []v1.KeyToPath, optional *bool) (map[string][]byte, error) {
+func secretFiles(ctx context.Context, api API, ns, name string, items []v1.KeyToPath, optional *bool, defaultMode *int32) (map[string]podspec.VolumeFile, error) {
 	if api == nil {
 		return nil, errNoAPI
 	}
 	s, err := api.Secret(ctx, ns, name)
 	if errdefs.IsNotFound(err) && optional != nil && *optional {
-		return map[string][]byte{}, nil
+		return map[string]podspec.VolumeFile{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return pick(s.Data, items, optional, "secret "+name)
+	return pick(s.Data, items, optional, defaultMode, "secret "+name)
 }
 
-func pick(data map[string][]byte, items []v1.KeyToPath, optional *bool, what string) (map[string][]byte, error) {
-	out := map[string][]byte{}
+// pick makes the files of a ConfigMap's or Secret's data: every key, or
+// the items asked for, each with its mode or the volume's defaultMode.
+func pick(data map[string][]byte, items []v1.KeyToPath, optional *bool, defaultMode *int32, what string) (map[string]podspec.VolumeFile, error) {
+	out := map[string]podspec.VolumeFile{}
 	if len(items) == 0 {
 		for k, v := range data {
-			out[k] = v
+			out[k] = podspec.VolumeFile{Data: v, Mode: podspec.FileMode(nil, defaultMode)}
 		}
 		return out, nil
 	}
@@ -439,37 +490,51 @@ func pick(data map[string][]byte, items []v1.KeyToPath, optional *bool, what str
 			}
 			return nil, fmt.Errorf("%s has no key %q", what, it.Key)
 		}
-		out[it.Path] = v
+		out[it.Path] = podspec.VolumeFile{Data: v, Mode: podspec.FileMode(it.Mode, defaultMode)}
 	}
 	return out, nil
 }
 
-func downward(pod *v1.Pod, items []v1.DownwardAPIVolumeFile) (map[string][]byte, error) {
-	out := map[string][]byte{}
+// downward makes the files of downward API items: pod fields (fieldRef)
+// and container resources (resourceFieldRef; an unset limit is the node's
+// allocatable, as upstream).
+func downward(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, defaultMode *int32, allocatable v1.ResourceList) (map[string]podspec.VolumeFile, error) {
+	out := map[string]podspec.VolumeFile{}
 	for _, it := range items {
-		if it.FieldRef == nil {
-			return nil, fmt.Errorf("downward API item %q: only fieldRef is supported", it.Path)
-		}
 		var v string
-		switch it.FieldRef.FieldPath {
-		case "metadata.name":
-			v = pod.Name
-		case "metadata.namespace":
-			v = pod.Namespace
-		case "metadata.uid":
-			v = string(pod.UID)
-		case "metadata.labels":
-			v = podspec.FormatMap(pod.Labels)
-		case "metadata.annotations":
-			v = podspec.FormatMap(pod.Annotations)
-		case "spec.nodeName":
-			v = pod.Spec.NodeName
-		case "spec.serviceAccountName":
-			v = pod.Spec.ServiceAccountName
+		switch {
+		case it.FieldRef != nil:
+			switch it.FieldRef.FieldPath {
+			case "metadata.name":
+				v = pod.Name
+			case "metadata.namespace":
+				v = pod.Namespace
+			case "metadata.uid":
+				v = string(pod.UID)
+			case "metadata.labels":
+				v = podspec.FormatMap(pod.Labels)
+			case "metadata.annotations":
+				v = podspec.FormatMap(pod.Annotations)
+			case "spec.nodeName":
+				v = pod.Spec.NodeName
+			case "spec.serviceAccountName":
+				v = pod.Spec.ServiceAccountName
+			default:
+				return nil, fmt.Errorf("downward API item %q: field %q is not supported", it.Path, it.FieldRef.FieldPath)
+			}
+		case it.ResourceFieldRef != nil:
+			c := podspec.FindContainer(pod, it.ResourceFieldRef.ContainerName)
+			if c == nil {
+				return nil, fmt.Errorf("downward API item %q: %w: the pod has no container %q", it.Path, errdefs.ErrInvalidArgument, it.ResourceFieldRef.ContainerName)
+			}
+			var err error
+			if v, err = podspec.ResourceFieldRef(c, it.ResourceFieldRef, allocatable); err != nil {
+				return nil, fmt.Errorf("downward API item %q: %w", it.Path, err)
+			}
 		default:
-			return nil, fmt.Errorf("downward API field %q is not supported", it.FieldRef.FieldPath)
+			return nil, fmt.Errorf("downward API item %q: %w: it needs a fieldRef or a resourceFieldRef", it.Path, errdefs.ErrInvalidArgument)
 		}
-		out[it.Path] = []byte(v)
+		out[it.Path] = podspec.VolumeFile{Data: []byte(v), Mode: podspec.FileMode(it.Mode, defaultMode)}
 	}
 	return out, nil
 }

@@ -30,6 +30,7 @@ type fakeAPI struct {
 	tokens int
 	cmGets int
 	cms    map[string]*v1.ConfigMap
+	secret map[string]*v1.Secret
 }
 
 var _ API = (*fakeAPI)(nil)
@@ -53,7 +54,12 @@ func (f *fakeAPI) ConfigMap(_ context.Context, ns, name string) (*v1.ConfigMap, 
 	return nil, errdefs.Wrap(errdefs.ErrNotFound, errors.New("configmap not found"))
 }
 
-func (f *fakeAPI) Secret(context.Context, string, string) (*v1.Secret, error) {
+func (f *fakeAPI) Secret(_ context.Context, ns, name string) (*v1.Secret, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.secret[ns+"/"+name]; ok {
+		return s, nil
+	}
 	return nil, errdefs.Wrap(errdefs.ErrNotFound, errors.New("secret not found"))
 }
 
@@ -87,6 +93,13 @@ type harness struct {
 
 func newHarness(t *testing.T, withAPI bool) *harness {
 	t.Helper()
+	return newHarnessWith(t, withAPI, Config{})
+}
+
+// newHarnessWith starts a VolumeActor with cfg (PodsDir: a fresh
+// directory) writing through the real files adapter.
+func newHarnessWith(t *testing.T, withAPI bool, cfg Config) *harness {
+	t.Helper()
 	h := &harness{sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })),
 		replies: make(chan *messages.VolumesReady, 16), dir: t.TempDir(),
 		clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
@@ -95,7 +108,8 @@ func newHarness(t *testing.T, withAPI bool) *harness {
 	if withAPI {
 		api = h.api
 	}
-	h.pid = h.sys.Root.Spawn(actor.PropsFromProducer(New(volume.Files{}, api, Config{PodsDir: h.dir}, h.clk, quiet)))
+	cfg.PodsDir = h.dir
+	h.pid = h.sys.Root.Spawn(actor.PropsFromProducer(New(volume.Files{}, api, cfg, h.clk, quiet)))
 	h.sink = h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if m, ok := c.Message().(*messages.VolumesReady); ok {
 			h.replies <- m
@@ -181,6 +195,11 @@ func TestVolumeErrorsAreClear(t *testing.T) {
 	}{
 		{name: "unsupported type", withAPI: true, vol: v1.Volume{Name: "nfs", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "x", Path: "/"}}}, want: "not supported"},
 		{name: "token without API", vol: kubeAPIAccess(), want: "cluster mode"},
+		{name: "resourceFieldRef of a container the pod lacks", vol: v1.Volume{Name: "podinfo", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{
+			Items: []v1.DownwardAPIVolumeFile{{Path: "cpu", ResourceFieldRef: &v1.ResourceFieldSelector{ContainerName: "nope", Resource: "limits.cpu"}}}}}},
+			want: `no container "nope"`},
+		{name: "hugepages emptyDir", vol: v1.Volume{Name: "huge", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumHugePages}}},
+			want: "not supported"},
 		{name: "missing configmap", withAPI: true, vol: v1.Volume{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "nope"}}}}, want: "not found"},
 	}
 	for _, tt := range tests {

@@ -1,8 +1,10 @@
 // Package volume writes volume contents on the host: atomic updates of a
 // directory of files (as the upstream kubelet's AtomicWriter: a timestamped
 // data directory, a "..data" symlink swapped with one rename, user-visible
-// symlinks into it) and plain directories for emptyDir. Outbound adapter: it
-// imports neither actors nor messages.
+// symlinks into it), emptyDir directories (a tmpfs mounted on them for
+// medium Memory) and the fsGroup ownership of both (upstream's
+// SetVolumeOwnership). Outbound adapter: it imports neither actors nor
+// messages.
 package volume
 
 import (
@@ -14,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/actorlet/actorlet/podspec"
 )
 
 const dataLink = "..data"
@@ -21,7 +25,8 @@ const dataLink = "..data"
 // Files writes and removes volume directories.
 type Files struct{}
 
-// EnsureDir creates dir (emptyDir, hostPath DirectoryOrCreate).
+// EnsureDir creates dir if missing (hostPath DirectoryOrCreate); an
+// existing directory keeps its mode.
 func (Files) EnsureDir(dir string, mode os.FileMode) error {
 	if err := os.MkdirAll(dir, mode); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
@@ -29,34 +34,46 @@ func (Files) EnsureDir(dir string, mode os.FileMode) error {
 	return nil
 }
 
-// WriteAtomic makes dir hold exactly files (relative path -> content), all
-// at once: a reader sees either the old set or the new one.
-func (Files) WriteAtomic(dir string, files map[string][]byte, mode os.FileMode) error {
+// WriteAtomic makes dir hold exactly files (relative path -> content, mode
+// and owner), all at once: a reader sees either the old set or the new one.
+// With fsGroup set, the whole volume is given to that group, read-only
+// (upstream's SetVolumeOwnership for configMap, secret, downwardAPI and
+// projected volumes), before the new files become visible.
+func (Files) WriteAtomic(dir string, files map[string]podspec.VolumeFile, fsGroup *int64) error {
 	for name := range files {
 		if name == "" || filepath.IsAbs(name) || strings.HasPrefix(filepath.Clean(name), "..") {
 			return fmt.Errorf("volume file %q: must be a relative path inside the volume", name)
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("volume dir %s: %w", dir, err)
+	if err := mkdirMode(dir, 0o755); err != nil {
+		return fmt.Errorf("volume dir: %w", err)
 	}
 	ts := ".." + time.Now().UTC().Format("2006_01_02_15_04_05.") + strconv.FormatInt(time.Now().UnixNano()%1e9, 10)
 	tsDir := filepath.Join(dir, ts)
-	if err := os.MkdirAll(tsDir, 0o755); err != nil {
+	if err := mkdirMode(tsDir, 0o755); err != nil {
 		return fmt.Errorf("volume data dir: %w", err)
 	}
 	names := make([]string, 0, len(files))
-	for name, b := range files {
+	for name, f := range files {
 		p := filepath.Join(tsDir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
+		// Directories of the volume: 0755 whatever the umask, so that
+		// every user of the pod can reach its files.
+		for d := filepath.Dir(p); d != tsDir; d = filepath.Dir(d) {
+			if err := mkdirMode(d, 0o755); err != nil {
+				return err
+			}
 		}
-		if err := os.WriteFile(p, b, mode); err != nil {
-			return fmt.Errorf("write %s: %w", p, err)
+		if err := writeFile(p, f); err != nil {
+			return err
 		}
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	if fsGroup != nil {
+		if err := SetOwnership(dir, *fsGroup, true); err != nil {
+			return err
+		}
+	}
 	// Swap ..data in one rename.
 	old, _ := os.Readlink(filepath.Join(dir, dataLink))
 	tmp := filepath.Join(dir, "..data_tmp")
@@ -100,12 +117,33 @@ func (Files) WriteAtomic(dir string, files map[string][]byte, mode os.FileMode) 
 	return nil
 }
 
-// RemoveAll removes a pod's volume directories (never following mounts:
-// actorlet mounts nothing itself; the runtime's bind mounts are gone with the
-// containers).
+// writeFile writes one volume file with exactly its mode (whatever the
+// umask) and, if it has one, its owner.
+func writeFile(p string, f podspec.VolumeFile) error {
+	mode := f.Mode & os.ModePerm
+	if err := os.WriteFile(p, f.Data, mode); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		return fmt.Errorf("chmod %s: %w", p, err)
+	}
+	if f.FsUser != nil {
+		if err := os.Lchown(p, int(*f.FsUser), -1); err != nil {
+			return fmt.Errorf("chown %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// RemoveAll removes a pod's volume directories. The tmpfs of memory-backed
+// emptyDirs (any mount under dir) are unmounted first; if one stays
+// mounted nothing is removed, so that nothing is deleted through a mount.
 func (Files) RemoveAll(dir string) error {
 	if dir == "" || dir == "/" {
 		return errors.New("refusing to remove an empty or root path")
+	}
+	if err := unmountUnder(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove %s: %w", dir, err)

@@ -4,7 +4,17 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/actorlet/actorlet/podspec"
 )
+
+func asFiles(m map[string][]byte) map[string]podspec.VolumeFile {
+	out := make(map[string]podspec.VolumeFile, len(m))
+	for k, v := range m {
+		out[k] = podspec.VolumeFile{Data: v, Mode: 0o644}
+	}
+	return out
+}
 
 func TestWriteAtomic(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "vol")
@@ -22,7 +32,7 @@ func TestWriteAtomic(t *testing.T) {
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
-			if err := f.WriteAtomic(dir, s.files, 0o644); err != nil {
+			if err := f.WriteAtomic(dir, asFiles(s.files), nil); err != nil {
 				t.Fatal(err)
 			}
 			for name, want := range s.want {
@@ -54,7 +64,7 @@ func TestWriteAtomic(t *testing.T) {
 func TestWriteAtomicRefusesEscapes(t *testing.T) {
 	var f Files
 	for _, name := range []string{"../x", "/etc/passwd", ""} {
-		if err := f.WriteAtomic(t.TempDir(), map[string][]byte{name: nil}, 0o644); err == nil {
+		if err := f.WriteAtomic(t.TempDir(), map[string]podspec.VolumeFile{name: {}}, nil); err == nil {
 			t.Errorf("%q accepted", name)
 		}
 	}

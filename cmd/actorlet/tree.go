@@ -252,7 +252,8 @@ func pushSource(w *wiring) actor.Producer {
 
 func volumeActor(w *wiring) actor.Producer {
 	return volume.New(volumefiles.Files{}, w.cluster.volumeAPI(),
-		volume.Config{PodsDir: filepath.Join(w.o.RootDir, "pods"), Timeout: w.o.RuntimeRequestTimeout}, w.clk, w.log)
+		volume.Config{PodsDir: filepath.Join(w.o.RootDir, "pods"), Timeout: w.o.RuntimeRequestTimeout,
+			NodeAllocatable: w.allocatable}, w.clk, w.log)
 }
 
 func plegActor(w *wiring) actor.Producer {
@@ -276,6 +277,7 @@ func nodeActor(w *wiring) actor.Producer {
 	return node.New(node.Config{
 		NodeName: w.name, MaxPods: int(o.MaxPods), Sources: w.sources, SourcePIDs: w.sourcePIDs,
 		Allocatable:       w.allocatable,
+		Sysctls:           sysctlAllowlist(o, w.log),
 		NodeLabels:        nodestatus.Labels(w.name, o.NodeLabels),
 		MaxParallelStarts: int(o.MaxParallelPodStarts),
 		Sweeper:           files, Clock: w.clk,
