@@ -805,6 +805,7 @@ func (a *Actor) handleOpDone(ctx actor.Context, m *opDone) {
 	switch {
 	case m.err == nil:
 		a.retry.ok()
+		a.sandboxEvents(m)
 		if m.kind == actStartContainer {
 			delete(a.waits, m.name)
 			seq := strconv.FormatUint(a.gate.ops, 10)
@@ -827,6 +828,7 @@ func (a *Actor) handleOpDone(ctx actor.Context, m *opDone) {
 	default:
 		delay := a.retry.fail()
 		a.log.Warn("runtime operation failed", "op", m.kind.String(), "container", m.name, "err", m.err)
+		a.sandboxEvents(m)
 		if m.kind == actStartContainer && m.name != "" {
 			reason := ReasonCreateContainerError
 			var se *startError

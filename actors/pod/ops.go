@@ -67,7 +67,15 @@ func (a *Actor) run(act action, killing bool) {
 			handler = *a.pod.Spec.RuntimeClassName
 		}
 		a.log.Info("run sandbox", "attempt", act.attempt)
+		if act.attempt > 0 {
+			// A sandbox of the pod existed: it is replaced, as upstream says.
+			a.event(v1.EventTypeNormal, ReasonSandboxChanged, strconv.FormatUint(uint64(act.attempt), 10), "Pod sandbox changed, it will be killed and re-created.")
+		}
+		invalid := podspec.CheckHostname(a.pod, a.clusterDomain())
 		f = func(ctx context.Context) (*delta, error) {
+			if invalid != nil {
+				return nil, invalid
+			}
 			id, err := rt.RunPodSandbox(ctx, cfg, handler)
 			if err != nil {
 				return nil, err
@@ -185,6 +193,7 @@ func (a *Actor) startFunc(act action) opFunc {
 	}
 	cfg.Mounts = append(cfg.Mounts, mounts...)
 	spec := act.container.DeepCopy()
+	imgs, _ := a.d.Runtime.(ImageInspector)
 	hooks, grace, log := a.hooks(), podspec.GracePeriod(a.pod, nil), a.log
 	hooks.podIP = act.sandbox.GetNetwork().GetIp()
 	if a.pod.Spec.HostNetwork || hooks.podIP == "" {
@@ -201,6 +210,9 @@ func (a *Actor) startFunc(act action) opFunc {
 			return nil, &startError{config: true, err: err}
 		}
 		cfg.Envs, cfg.Command, cfg.Args = envs, command, args
+		if err := verifyNonRoot(ctx, imgs, pod, spec, image); err != nil {
+			return nil, &startError{config: true, err: err}
+		}
 		applyDevices(cfg, devs)
 		if err := hostMounts(cfg, hostFiles, pod, spec, attempt, hosts); err != nil {
 			return nil, &startError{err: fmt.Errorf("create container %s: %w", cfg.Metadata.Name, err)}
