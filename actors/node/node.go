@@ -19,6 +19,7 @@ import (
 
 	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // rejectedBy notes, on a rejected pod kept for republishing, its source.
@@ -47,6 +48,10 @@ type Config struct {
 	// (OutOfcpu, OutOfmemory, OutOfephemeral-storage), as upstream (admit.go).
 	// A resource missing: not checked.
 	Allocatable v1.ResourceList
+	// Sysctls are the sysctls pods may set (the safe ones and
+	// --allowed-unsafe-sysctls): a pod asking for another is rejected
+	// (SysctlForbidden), as upstream (admit.go). Nil: not checked.
+	Sysctls *podspec.SysctlAllowlist
 	// MaxParallelStarts bounds the pods starting at once (StartSlot); 0: no
 	// bound.
 	MaxParallelStarts int
@@ -436,6 +441,10 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 		return
 	}
 	if reason, msg := a.admitPressure(p, source); reason != "" {
+		a.reject(ctx, p, source, reason, msg)
+		return
+	}
+	if reason, msg := a.cfg.Sysctls.Admit(p); reason != "" {
 		a.reject(ctx, p, source, reason, msg)
 		return
 	}

@@ -462,6 +462,9 @@ var configFields = []configField{
 			c.RegisterWithTaints = slices.Clone(o.RegisterWithTaints)
 		}},
 	int32PtrField("nodeStatusMaxImages", "node-status-max-images", func(c *kcfg) **int32 { return &c.NodeStatusMaxImages }, func(o *options) *int32 { return &o.NodeStatusMaxImages }),
+	{field: "allowedUnsafeSysctls", flag: "allowed-unsafe-sysctls",
+		toOptions:   func(c *kcfg, o *options) { o.AllowedUnsafeSysctls = slices.Clone(c.AllowedUnsafeSysctls) },
+		fromOptions: func(o *options, c *kcfg) { c.AllowedUnsafeSysctls = slices.Clone(o.AllowedUnsafeSysctls) }},
 	strField("cgroupDriver", "cgroup-driver", func(c *kcfg) *string { return &c.CgroupDriver }, func(o *options) *string { return &o.CgroupDriver }),
 	int32Field("maxPods", "max-pods", func(c *kcfg) *int32 { return &c.MaxPods }, func(o *options) *int32 { return &o.MaxPods }),
 	strField("podLogsDir", "pod-logs-dir", func(c *kcfg) *string { return &c.PodLogsDir }, func(o *options) *string { return &o.PodLogsDir }),

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/actorlet/actorlet/podspec"
 	"github.com/actorlet/actorlet/supervisors"
 )
 
@@ -122,6 +123,9 @@ type options struct {
 	RotateCertificates  bool       // --rotate-certificates: renew the client certificate
 	ServerTLSBootstrap  bool       // --rotate-server-certificates: serving certificate from a CSR
 	Config              string     // --config: a KubeletConfiguration file (config.go)
+	// --allowed-unsafe-sysctls: sysctls (or patterns "kernel.msg*") pods may
+	// set besides the safe ones (sysctls.go)
+	AllowedUnsafeSysctls []string
 
 	// fileFields names, for each flag whose value came from --config, the
 	// file's field (config.go), so that validate names what the user wrote.
@@ -298,6 +302,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"The cluster's domain: with it, pods search <namespace>.svc.<domain>, svc.<domain> and <domain> besides the host's search paths.")
 	fs.StringVar(&o.ResolvConf, "resolv-conf", o.ResolvConf,
 		"The host's resolver configuration, the base of the pods' DNS configuration (dnsPolicy Default, and the search paths of ClusterFirst). Empty: none.")
+	fs.StringSliceVar(&o.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", o.AllowedUnsafeSysctls,
+		"Comma-separated unsafe sysctls or sysctl patterns (ending in *) pods may set besides the safe ones; a pod asking for any other is rejected (SysctlForbidden). Use at your own risk.")
 	fs.Var(&taintsFlag{&o.RegisterWithTaints}, "register-with-taints",
 		"Taints the Node registers with, comma-separated key[=value]:Effect (Effect: NoSchedule, PreferNoSchedule or NoExecute). At registration only, as upstream.")
 	fs.Int32Var(&o.NodeStatusMaxImages, "node-status-max-images", o.NodeStatusMaxImages,
@@ -474,6 +480,9 @@ func (o *options) validateNode() []error {
 		if errs := validation.IsDNS1123Subdomain(strings.TrimSuffix(o.ClusterDomain, ".")); len(errs) > 0 {
 			bad("--cluster-domain %q: %s", o.ClusterDomain, strings.Join(errs, "; "))
 		}
+	}
+	if _, err := podspec.NewSysctlAllowlist(o.AllowedUnsafeSysctls); err != nil {
+		bad("--allowed-unsafe-sysctls: %v", err)
 	}
 	if o.ResolvConf != "" {
 		if st, err := os.Stat(o.ResolvConf); err == nil && st.IsDir() {

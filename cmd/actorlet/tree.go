@@ -277,6 +277,7 @@ func nodeActor(w *wiring) actor.Producer {
 	return node.New(node.Config{
 		NodeName: w.name, MaxPods: int(o.MaxPods), Sources: w.sources, SourcePIDs: w.sourcePIDs,
 		Allocatable:       w.allocatable,
+		Sysctls:           sysctlAllowlist(o, w.log),
 		NodeLabels:        nodestatus.Labels(w.name, o.NodeLabels),
 		MaxParallelStarts: int(o.MaxParallelPodStarts),
 		Sweeper:           files, Clock: w.clk,
