@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,5 +108,37 @@ func TestE2EClusterFinalizerKeepsTerminalStatus(t *testing.T) {
 	testenv.WaitFor(t, time.Minute, "held deleted once its finalizer is removed", func() (bool, error) {
 		_, err := c.cs.CoreV1().Pods("default").Get(ctx, "held", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), err
+	})
+}
+
+// TestE2EClusterDeletedPodLogsRemoved: the log directory of a pod deleted
+// from the API (<pod-logs-dir>/<ns>_<name>_<uid>) is removed by the
+// housekeeping sweep, as upstream's container GC removes the logs of pods
+// gone.
+func TestE2EClusterDeletedPodLogsRemoved(t *testing.T) {
+	c := newCluster(t)
+	a := c.startNode(t, "e2e-podlogs", agentOpts{})
+	c.waitNodeReady(t, "e2e-podlogs", v1.ConditionTrue, time.Minute)
+	ctx := context.Background()
+	p := apiPod("logged", "e2e-podlogs", simImage, "sh", "-c", "echo hello; sleep 3600")
+	if _, err := c.cs.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := c.waitPod(t, "default", "logged", "Running", time.Minute, isRunning)
+	dir := filepath.Join(a.logsDir, "default_logged_"+string(got.UID))
+	testenv.WaitFor(t, 30*time.Second, "the pod's log directory", func() (bool, error) {
+		_, err := os.Stat(dir)
+		return err == nil, err
+	})
+	if err := c.cs.CoreV1().Pods("default").Delete(ctx, "logged", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, time.Minute, "logged deleted from the API", func() (bool, error) {
+		_, err := c.cs.CoreV1().Pods("default").Get(ctx, "logged", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), err
+	})
+	testenv.WaitFor(t, time.Minute, "the pod's log directory removed", func() (bool, error) {
+		_, err := os.Stat(dir)
+		return os.IsNotExist(err), fmt.Errorf("%s: %v; agent log: %s", dir, err, a.logTail(20))
 	})
 }
