@@ -136,7 +136,7 @@ type Actor struct {
 
 	last      *bool  // last result reported to the parent; nil: none since start
 	warned    string // last warning reported to the parent
-	lastRun   bool  // result of the current run of equal results
+	lastRun   bool   // result of the current run of equal results
 	resultRun int
 	onHold    bool // liveness/startup failed: no more probing for this container
 }
