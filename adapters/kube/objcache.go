@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -37,6 +38,7 @@ type objWatch struct {
 	synced   cache.InformerSynced
 	stop     chan struct{}
 	lastUsed time.Time
+	refused  error // set (under mu) when the API server refused the watch: it was dropped
 }
 
 // NewObjectCache returns a cache over c; watches idle for idle (default
@@ -105,13 +107,30 @@ func (o *ObjectCache) get(ctx context.Context, resource string, example runtime.
 		inf := cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{})
 		w = &objWatch{store: inf.GetStore(), synced: inf.HasSynced, stop: make(chan struct{})}
 		o.watches[key] = w
+		watch := w
+		// The Node authorizer refuses the objects no pod of this node
+		// references (any more: a pod deleted, its namespace gone): such a
+		// watch is dropped at once instead of being retried for ever; a
+		// pod that references the object again starts a new one.
+		_ = inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+			if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+				o.drop(key, watch, err)
+			}
+		})
 		go inf.Run(w.stop)
 	}
 	w.lastUsed = o.now()
 	o.mu.Unlock()
 
-	if !cache.WaitForCacheSync(ctx.Done(), w.synced) {
-		return nil, errdefs.Wrap(errdefs.ErrUnavailable, errors.New("watch did not sync: "+ctx.Err().Error()))
+	synced := cache.WaitForCacheSync(mergeDone(ctx.Done(), w.stop), w.synced)
+	o.mu.Lock()
+	refused := w.refused
+	o.mu.Unlock()
+	if refused != nil {
+		return nil, errdefs.Wrap(errdefs.ErrForbidden, fmt.Errorf("watch refused: %w", refused))
+	}
+	if !synced {
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, errors.New("watch did not sync: "+errString(ctx.Err())))
 	}
 	item, exists, err := w.store.GetByKey(namespace + "/" + name)
 	if err != nil {
@@ -121,4 +140,37 @@ func (o *ObjectCache) get(ctx context.Context, resource string, example runtime.
 		return nil, errdefs.Wrap(errdefs.ErrNotFound, errors.New("not found"))
 	}
 	return item.(runtime.Object), nil
+}
+
+// drop stops the watch w of key (if it is still the cache's) after the
+// API server refused it.
+func (o *ObjectCache) drop(key string, w *objWatch, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.watches[key] != w {
+		return
+	}
+	w.refused = err
+	delete(o.watches, key)
+	close(w.stop)
+}
+
+// mergeDone is closed when a or b is.
+func mergeDone(a, b <-chan struct{}) <-chan struct{} {
+	out := make(chan struct{})
+	go func() {
+		defer close(out)
+		select {
+		case <-a:
+		case <-b:
+		}
+	}()
+	return out
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "stopped"
+	}
+	return err.Error()
 }
