@@ -2,9 +2,11 @@ package pod
 
 import (
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/actorlet/actorlet/internal/fakecri"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -58,5 +60,41 @@ func TestSidecarsStartFirstKeepRunningAndStopLast(t *testing.T) {
 	}
 	if last["app"] > last["proxy"] {
 		t.Fatalf("stop order %v: the sidecar must stop after the app", order)
+	}
+}
+
+// TestSidecarStartupProbeGatesTheNextContainers: the containers after a
+// sidecar with a startup probe start only once it succeeded, and its
+// readiness probe (period 30 s) runs at once then, as upstream (spec
+// "should be ready immediately after startupProbe succeeds").
+func TestSidecarStartupProbeGatesTheNextContainers(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	p := testPod(v1.RestartPolicyAlways, "app")
+	startup := execProbe(5, 120)
+	readiness := execProbe(30, 3)
+	p.Spec.InitContainers = []v1.Container{{Name: "proxy", Image: "busybox:1", RestartPolicy: &always,
+		StartupProbe: startup, ReadinessProbe: readiness}}
+	h := newHarnessWith(t, p, func(d *Deps) { d.Runtime.(*fakecri.Runtime).SetExec("proxy", 1) })
+	h.waitStatus("sidecar running, not started", func(s *v1.PodStatus) bool {
+		return len(s.InitContainerStatuses) == 1 && s.InitContainerStatuses[0].State.Running != nil
+	})
+	for range 12 { // two failed startup probes
+		h.clk.Step(time.Second)
+		h.sync()
+	}
+	h.settle()
+	if n := h.rt.Count("CreateContainer"); n != 1 {
+		t.Fatalf("CreateContainer %d before the sidecar's startup probe succeeded, want 1 (the sidecar)", n)
+	}
+	if st := h.latest(); st.ContainerStatuses[0].State.Waiting == nil || st.ContainerStatuses[0].State.Waiting.Reason != "PodInitializing" {
+		t.Errorf("app %+v, want waiting in PodInitializing", st.ContainerStatuses[0].State)
+	}
+	h.rt.SetExec("proxy", 0)
+	start := h.clk.Now()
+	h.stepUntil("ready", func(s *v1.PodStatus) bool {
+		return running(s) && s.InitContainerStatuses[0].Ready && condition(s, v1.PodReady) == v1.ConditionTrue
+	})
+	if took := h.clk.Since(start); took > 10*time.Second {
+		t.Errorf("ready %s after the startup probe could succeed, want within its 5 s period (the readiness probe runs at once)", took)
 	}
 }
