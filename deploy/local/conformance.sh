@@ -74,7 +74,7 @@ FOCUS=${CONFORMANCE_FOCUS:-'\[NodeConformance\]'}
 SKIP=${CONFORMANCE_SKIP:-'\[Slow\]|\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Feature:'}
 TIMEOUT=${CONFORMANCE_TIMEOUT:-3h}
 # Bump when an image's recipe below changes: the cached archives are rebuilt.
-IMAGES_VERSION=1
+IMAGES_VERSION=2
 E2E_REGISTRY=registry.k8s.io/e2e-test-images
 export PATH=$PATH:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
@@ -104,15 +104,16 @@ all_built() {
   for b in "${BINARIES[@]}"; do [ -x "$BIN/$b" ] || return 1; done
 }
 
-# gobuild OUTDIR ARGS...: go ARGS in the module, output into OUTDIR atomically.
+# gobuild OUTDIR CMD ARGS...: go CMD -o <dir> ARGS in the module (CMD: build, or test -c), the
+# output moved into OUTDIR when all went well (a killed build leaves nothing).
 gobuild() {
-  local out=$1 tmp f
-  shift
+  local out=$1 cmd=$2 tmp f
+  shift 2
   mkdir -p "$out"
   tmp=$(mktemp -d "$out/.build.XXXXXX")
-  if ! (cd "$MODDIR" && GOFLAGS="-mod=readonly -buildvcs=false" GOWORK=off "$@" -o "$tmp/" >&2); then
+  if ! (cd "$MODDIR" && GOFLAGS="-mod=readonly -buildvcs=false" GOWORK=off go $cmd -o "$tmp/" "$@" >&2); then
     rm -rf "$tmp"
-    die "go $* failed (in $MODDIR)"
+    die "go $cmd $* failed (in $MODDIR)"
   fi
   for f in "$tmp"/*; do mv -f "$f" "$out/"; done
   rmdir "$tmp"
@@ -128,13 +129,13 @@ build() {
     log "building e2e.test $K8S_VERSION into $BIN (cold caches: ~N min on 2 cores)"
     t0=$(now_ms)
     # go test -c names its output after the package (e2e.test) inside the -o directory.
-    gobuild "$BIN" go test -c -trimpath -ldflags="$ld" k8s.io/kubernetes/test/e2e
+    gobuild "$BIN" "test -c" -trimpath -ldflags="$ld" k8s.io/kubernetes/test/e2e
     log "built e2e.test in $((($(now_ms) - t0) / 1000))s"
   fi
   if ! { [ -x "$BIN/ginkgo" ] && [ -x "$BIN/agnhost" ] && [ -x "$BIN/nonewprivs" ]; }; then
     log "building ginkgo, agnhost and nonewprivs (static) into $BIN"
     t0=$(now_ms)
-    CGO_ENABLED=0 gobuild "$BIN" go build -trimpath -ldflags="$ld" github.com/onsi/ginkgo/v2/ginkgo \
+    CGO_ENABLED=0 gobuild "$BIN" build -trimpath -ldflags="$ld" github.com/onsi/ginkgo/v2/ginkgo \
       k8s.io/kubernetes/test/images/agnhost k8s.io/kubernetes/test/images/nonewprivs
     log "built ginkgo, agnhost and nonewprivs in $((($(now_ms) - t0) / 1000))s"
   fi
@@ -257,7 +258,7 @@ build_image() {
       install -m 0755 "$BIN/agnhost" "$r/agnhost"
       ln -s agnhost "$r/agnhost-2"
       install -m 0644 "$KSRC/test/images/agnhost/porter/localhost.crt" "$r/localhost.crt"
-      install -m 0600 "$KSRC/test/images/agnhost/porter/localhost.key" "$r/localhost.key"
+      install -m 0644 "$KSRC/test/images/agnhost/porter/localhost.key" "$r/localhost.key"
       mkdir -p "$r/uploads"
       add_bins "$r" /usr/bin/curl /usr/bin/dig /usr/bin/nslookup /usr/bin/host
       echo 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh' >>"$r/etc/passwd"
