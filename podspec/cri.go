@@ -84,7 +84,10 @@ func SandboxConfig(pod *v1.Pod, attempt uint32, logRoot string, opts ...SandboxO
 		if sc.RunAsGroup != nil {
 			lsc.RunAsGroup = &runtimeapi.Int64Value{Value: *sc.RunAsGroup}
 		}
-		lsc.SupplementalGroups = sc.SupplementalGroups
+		if sc.FSGroup != nil {
+			lsc.SupplementalGroups = append(lsc.SupplementalGroups, *sc.FSGroup) // first, as upstream
+		}
+		lsc.SupplementalGroups = append(lsc.SupplementalGroups, sc.SupplementalGroups...)
 		for _, s := range sc.Sysctls {
 			if cfg.Linux.Sysctls == nil {
 				cfg.Linux.Sysctls = map[string]string{}

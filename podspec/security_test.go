@@ -37,6 +37,15 @@ func TestSandboxPrivilegedWhenAnyContainerIs(t *testing.T) {
 	}
 }
 
+func TestSandboxGroupsFSGroupFirst(t *testing.T) {
+	p := testPod()
+	p.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: ptr.To[int64](3000), SupplementalGroups: []int64{5}}
+	g := SandboxConfig(p, 0, "/var/log/pods").Linux.SecurityContext.SupplementalGroups
+	if len(g) != 2 || g[0] != 3000 || g[1] != 5 {
+		t.Errorf("sandbox supplemental groups %v, want [3000 5]", g)
+	}
+}
+
 func TestContainerSecurityContext(t *testing.T) {
 	tests := []struct {
 		name   string
