@@ -9,9 +9,13 @@ import (
 // EnsureVolumes asks the VolumeActor to set up a pod's volumes. Reply (to
 // ReplyTo): VolumesReady. Asking again for a pod already set up answers at
 // once (its projected tokens keep being refreshed in the background).
+// Refresh (a pod whose labels or annotations changed) rewrites the files of
+// a pod already set up now, as upstream's volume manager remounts them;
+// ReplyTo may then be nil.
 type EnsureVolumes struct {
 	Pod     *v1.Pod
 	ReplyTo *actor.PID
+	Refresh bool
 }
 
 // VolumesReady answers EnsureVolumes: the host path of every volume by

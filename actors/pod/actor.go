@@ -347,6 +347,9 @@ func (a *Actor) handleSyncPod(ctx actor.Context, m *messages.SyncPod) {
 	} else if apiequality.Semantic.DeepEqual(a.pod.Spec, m.Pod.Spec) && apiequality.Semantic.DeepEqual(a.pod.ObjectMeta, m.Pod.ObjectMeta) {
 		return // the same pod again (the answer to NeedPod): nothing to look at
 	}
+	if a.volumes.paths != nil && a.d.Volumes != nil && metadataChanged(a.pod, m.Pod) {
+		ctx.Send(a.d.Volumes, &messages.EnsureVolumes{Pod: m.Pod.DeepCopy(), Refresh: true})
+	}
 	a.pod = m.Pod
 	a.kick(ctx)
 }

@@ -210,3 +210,50 @@ func TestLostVolumeRequestIsAskedAgain(t *testing.T) {
 		t.Fatalf("EnsureVolumes sent %d times, want 2", asks)
 	}
 }
+
+// A running pod's labels change: the VolumeActor is asked to rewrite its
+// downward API files (Refresh), without a reply to wait for; an update that
+// leaves labels and annotations alone asks nothing.
+func TestMetadataChangeRefreshesDownwardAPIVolumes(t *testing.T) {
+	p := testPod(v1.RestartPolicyAlways, "app")
+	p.Labels = map[string]string{"a": "1"}
+	p.Spec.Volumes = []v1.Volume{{Name: "podinfo", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{
+		Items: []v1.DownwardAPIVolumeFile{{Path: "labels", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels"}}}}}}}
+	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "podinfo", MountPath: "/etc/podinfo"}}
+	var mu sync.Mutex
+	var asks []*messages.EnsureVolumes
+	h := newHarnessSys(t, p, func(sys *actor.ActorSystem, d *Deps) {
+		d.Volumes = sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+			if m, ok := c.Message().(*messages.EnsureVolumes); ok {
+				mu.Lock()
+				asks = append(asks, m)
+				mu.Unlock()
+				if m.ReplyTo != nil {
+					c.Send(m.ReplyTo, &messages.VolumesReady{UID: m.Pod.UID, Paths: map[string]string{"podinfo": "/var/lib/x/podinfo"}})
+				}
+			}
+		}))
+	})
+	h.waitStatus("Running", running)
+	same := p.DeepCopy()
+	same.Spec.ActiveDeadlineSeconds = nil // an update with the same metadata
+	same.ResourceVersion = "2"
+	h.sys.Root.Send(h.childPID(), &messages.SyncPod{Pod: same})
+	relabelled := same.DeepCopy()
+	relabelled.Labels = map[string]string{"a": "2"}
+	h.sys.Root.Send(h.childPID(), &messages.SyncPod{Pod: relabelled})
+	h.waitFor("a refresh", func() bool { mu.Lock(); defer mu.Unlock(); return len(asks) == 2 })
+	h.sync()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asks) != 2 {
+		t.Fatalf("EnsureVolumes sent %d times, want 2 (setup, refresh)", len(asks))
+	}
+	r := asks[1]
+	if !r.Refresh || r.ReplyTo != nil || r.Pod.Labels["a"] != "2" {
+		t.Fatalf("refresh = %+v (labels %v), want Refresh with the new labels and no reply", r, r.Pod.Labels)
+	}
+	if h.rt.Count("CreateContainer") != 1 {
+		t.Fatalf("CreateContainer %d times: a label change restarted the container", h.rt.Count("CreateContainer"))
+	}
+}

@@ -102,6 +102,7 @@ type podVolumes struct {
 	paths    map[string]string
 	ready    bool
 	busy     bool
+	again    bool // a refresh was asked while busy: set up once more after
 	waiters  []*actor.PID
 	refresh  actorkit.Timer // named by the pod UID
 	lastErr  string
@@ -169,10 +170,28 @@ func (a *Actor) handleEnsure(ctx actor.Context, m *messages.EnsureVolumes) {
 	}
 	pv.pod = m.Pod
 	if pv.ready {
-		ctx.Send(m.ReplyTo, &messages.VolumesReady{UID: m.Pod.UID, Paths: copyPaths(pv.paths)})
+		if m.ReplyTo != nil {
+			ctx.Send(m.ReplyTo, &messages.VolumesReady{UID: m.Pod.UID, Paths: copyPaths(pv.paths)})
+		}
+		if m.Refresh {
+			a.refreshNow(pv)
+		}
 		return
 	}
-	pv.waiters = append(pv.waiters, m.ReplyTo)
+	if m.ReplyTo != nil {
+		pv.waiters = append(pv.waiters, m.ReplyTo)
+	}
+	a.start(pv)
+}
+
+// refreshNow sets up a ready pod's volumes again now (its downward API
+// files follow a metadata change), or right after the setup in flight.
+func (a *Actor) refreshNow(pv *podVolumes) {
+	if pv.busy {
+		pv.again = true
+		return
+	}
+	pv.refresh.Stop()
 	a.start(pv)
 }
 
@@ -240,6 +259,11 @@ func (a *Actor) handleSetUp(ctx actor.Context, m *setUp) {
 			ctx.Send(w, &messages.VolumesReady{UID: m.uid, Paths: copyPaths(m.paths)})
 		}
 		pv.waiters = nil
+	}
+	if pv.again {
+		pv.again = false
+		a.start(pv)
+		return
 	}
 	if next > 0 {
 		pv.refresh.Arm(a.self, next)

@@ -221,3 +221,35 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// A pod's labels change after its volumes are set up: a Refresh rewrites
+// its downward API file, as the upstream "should update labels on
+// modification" specs check from inside the container.
+func TestRefreshRewritesDownwardAPIFiles(t *testing.T) {
+	h := newHarness(t, false)
+	labels := v1.Volume{Name: "podinfo", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{
+		Items: []v1.DownwardAPIVolumeFile{{Path: "labels", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels"}}}}}}
+	pod := testPod(labels)
+	pod.Labels = map[string]string{"key1": "value1"}
+	r := h.ensure(t, pod)
+	if r.Reason != "" {
+		t.Fatalf("setup failed: %s: %s", r.Reason, r.Message)
+	}
+	file := filepath.Join(r.Paths["podinfo"], "labels")
+	read := func() string {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return string(b)
+	}
+	if got := read(); got != `key1="value1"` {
+		t.Fatalf("labels file = %q", got)
+	}
+	updated := pod.DeepCopy()
+	updated.Labels = map[string]string{"key1": "value2", "key3": "value3"}
+	h.sys.Root.Send(h.pid, &messages.EnsureVolumes{Pod: updated, Refresh: true})
+	actortest.Eventually(t, "labels file rewritten", func() bool {
+		return read() == "key1=\"value2\"\nkey3=\"value3\""
+	})
+}
