@@ -75,7 +75,7 @@ FOCUS=${CONFORMANCE_FOCUS:-'\[NodeConformance\]'}
 SKIP=${CONFORMANCE_SKIP:-'\[Slow\]|\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Feature:'}
 TIMEOUT=${CONFORMANCE_TIMEOUT:-3h}
 # Bump when an image's recipe below changes: the cached archives are rebuilt.
-IMAGES_VERSION=2
+IMAGES_VERSION=3
 E2E_REGISTRY=registry.k8s.io/e2e-test-images
 export PATH=$PATH:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
@@ -224,6 +224,7 @@ install_image_pkgs() {
   command -v dig >/dev/null 2>&1 || missing+=(bind9-dnsutils)
   command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
   command -v curl >/dev/null 2>&1 || missing+=(curl)
+  [ -x /usr/bin/nc.openbsd ] || missing+=(netcat-openbsd)
   [ -x /usr/bin/hostname ] || missing+=(hostname)
   [ ${#missing[@]} -eq 0 ] && return 0
   [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1 ||
@@ -261,7 +262,11 @@ build_image() {
       install -m 0644 "$KSRC/test/images/agnhost/porter/localhost.crt" "$r/localhost.crt"
       install -m 0644 "$KSRC/test/images/agnhost/porter/localhost.key" "$r/localhost.key"
       mkdir -p "$r/uploads"
-      add_bins "$r" /usr/bin/curl /usr/bin/dig /usr/bin/nslookup /usr/bin/host
+      add_bins "$r" /usr/bin/curl /usr/bin/dig /usr/bin/nslookup /usr/bin/host /usr/bin/nc.openbsd
+      # upstream's nc is netcat-openbsd: the networking specs send UDP with `nc -w 1 -u`, which
+      # busybox's nc lacks
+      rm -f "$r/bin/nc"
+      ln -s /usr/bin/nc.openbsd "$r/bin/nc"
       echo 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh' >>"$r/etc/passwd"
       printf 'user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n' >>"$r/etc/group"
       mkdir -p "$r/home/user-defined-in-image" && chown 1000:1000 "$r/home/user-defined-in-image"
