@@ -18,10 +18,12 @@
 #                           JSON report go to the report dir (printed), then `report`. --slow: the
 #                           [Slow] [NodeConformance] specs instead. Exit 0 when the suite ran (failed
 #                           specs included: see the report), 1 when it could not run
-#   conformance.sh report [DIR]
+#   conformance.sh report [DIR [-]]
 #                           docs/CONFORMANCE.md's results section from the report dir DIR (default:
 #                           the last run's): passed/total by area and category, the failures with the
-#                           first line of their message (hack/conformance-report)
+#                           first line of their message (hack/conformance-report); "-": print it
+#                           instead. `run` writes the doc only for the whole default selection (no
+#                           CONFORMANCE_FOCUS/SKIP, not --slow) and prints the report of a subset
 #   conformance.sh down     stop actorlet (removing its pods), the control plane and the containerd
 #                           of this script (its private state dirs only)
 #
@@ -509,13 +511,21 @@ run() {
     --disable-log-dump --e2e-output-dir="$rd" ${CONFORMANCE_E2E_ARGS:-}) || rc=$?
   log "suite finished in $((($(now_ms) - t0) / 1000))s (ginkgo exit $rc)"
   [ -s "$rd/ginkgo.json" ] || [ -n "$(ls "$rd"/junit*.xml 2>/dev/null)" ] || die "the suite wrote no report (ginkgo exit $rc)"
-  report "$rd"
+  # Only the whole default selection makes docs/CONFORMANCE.md's figures; a subset is printed.
+  if [ -z "${CONFORMANCE_FOCUS:-}${CONFORMANCE_SKIP:-}" ] && ! $slow; then
+    report "$rd"
+  else
+    report "$rd" -
+  fi
 }
 
+# report [DIR [-]]: the results of the run in DIR (default: the last one) into docs/CONFORMANCE.md,
+# or on stdout with "-".
 report() {
-  local rd=${1:-$DIR/report-last}
+  local rd=${1:-$DIR/report-last} doc=(-doc docs/CONFORMANCE.md)
+  [ "${2:-}" = - ] && doc=()
   [ -d "$rd" ] || die "no report dir $rd"
-  (cd "$ROOT" && GOWORK=off go run ./hack/conformance-report -dir "$rd" -doc docs/CONFORMANCE.md) ||
+  (cd "$ROOT" && GOWORK=off go run ./hack/conformance-report -dir "$rd" ${doc[@]+"${doc[@]}"}) ||
     die "hack/conformance-report failed"
 }
 
@@ -553,7 +563,7 @@ case "${1:-}" in
     ;;
   up) up ;;
   run) run "${2:-}" ;;
-  report) versions && report "${2:-}" ;;
+  report) versions && report "${2:-}" "${3:-}" ;;
   down) down ;;
   gomod) gomod ;;
   *)
