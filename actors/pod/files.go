@@ -13,6 +13,10 @@ type HostFiles interface {
 	// TerminationLog creates the empty file mounted at the container's
 	// terminationMessagePath and returns its path.
 	TerminationLog(uid types.UID, container string, attempt uint32) (string, error)
+	// SubPath returns the host path of sub inside the volume directory
+	// volumeDir, made (as a directory with the volume's mode) when missing;
+	// an error when it would leave the volume.
+	SubPath(volumeDir, sub string) (string, error)
 }
 
 // TerminationReader reads an exited container's termination message.

@@ -187,7 +187,7 @@ func (a *Actor) startFunc(act action) opFunc {
 	}
 	cfg := podspec.ContainerConfig(a.pod, act.container, act.attempt, image, act.isInit)
 	ephemeralConfig(cfg, act)
-	mounts, err := volumeMounts(act.container, a.volumes.paths)
+	mounts, subs, err := volumeMounts(act.container, a.volumes.paths)
 	if err != nil {
 		return func(context.Context) (*delta, error) { return nil, &startError{config: true, err: err} }
 	}
@@ -210,6 +210,9 @@ func (a *Actor) startFunc(act action) opFunc {
 			return nil, &startError{config: true, err: err}
 		}
 		cfg.Envs, cfg.Command, cfg.Args = envs, command, args
+		if err := resolveSubPaths(subs, envs, hostFiles); err != nil {
+			return nil, &startError{config: true, err: fmt.Errorf("failed to prepare subPath for container %q: %w", spec.Name, err)}
+		}
 		if err := verifyNonRoot(ctx, imgs, pod, spec, image); err != nil {
 			return nil, &startError{config: true, err: err}
 		}
@@ -279,26 +282,40 @@ func (a *Actor) killingEvents(stops []stopSpec, reason string) {
 	}
 }
 
+// subMount is a mount whose host path is a subPath (or a subPathExpr,
+// expanded with the container's environment) inside its volume, resolved
+// and made inside the start operation (resolveSubPaths).
+type subMount struct {
+	mount        *runtimeapi.Mount
+	name         string // the volumeMount's
+	volume       string // the volume's host directory
+	sub, subExpr string
+}
+
 // volumeMounts maps a container's volumeMounts to CRI mounts of the
-// volumes' host paths (subPath within them).
-func volumeMounts(c *v1.Container, paths map[string]string) ([]*runtimeapi.Mount, error) {
+// volumes' host paths; those with a subPath or subPathExpr are also
+// returned as subMounts, their host path set later by resolveSubPaths.
+func volumeMounts(c *v1.Container, paths map[string]string) ([]*runtimeapi.Mount, []subMount, error) {
 	var out []*runtimeapi.Mount
+	var subs []subMount
 	for _, m := range c.VolumeMounts {
 		host, ok := paths[m.Name]
 		if !ok {
 			if paths == nil {
 				continue // no VolumeActor wired: nothing to mount
 			}
-			return nil, fmt.Errorf("volumeMount %q: no volume of that name is set up", m.Name)
-		}
-		if m.SubPath != "" {
-			sub := filepath.Clean(m.SubPath)
-			if filepath.IsAbs(sub) || strings.HasPrefix(sub, "..") {
-				return nil, fmt.Errorf("volumeMount %q: subPath %q must stay inside the volume", m.Name, m.SubPath)
-			}
-			host = filepath.Join(host, sub)
+			return nil, nil, fmt.Errorf("volumeMount %q: no volume of that name is set up", m.Name)
 		}
 		mount := &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly}
+		if m.SubPath != "" || m.SubPathExpr != "" {
+			if m.SubPath != "" {
+				if err := checkSubPath(m.SubPath); err != nil {
+					return nil, nil, fmt.Errorf("volumeMount %q: %w", m.Name, err)
+				}
+				mount.HostPath = filepath.Join(host, filepath.Clean(m.SubPath))
+			}
+			subs = append(subs, subMount{mount: mount, name: m.Name, volume: host, sub: m.SubPath, subExpr: m.SubPathExpr})
+		}
 		if m.MountPropagation != nil {
 			switch *m.MountPropagation {
 			case v1.MountPropagationHostToContainer:
@@ -309,7 +326,67 @@ func volumeMounts(c *v1.Container, paths map[string]string) ([]*runtimeapi.Mount
 		}
 		out = append(out, mount)
 	}
-	return out, nil
+	return out, subs, nil
+}
+
+// checkSubPath refuses what upstream refuses of a (expanded) subPath: an
+// absolute path or one that steps out with "..".
+func checkSubPath(sub string) error {
+	if filepath.IsAbs(sub) {
+		return fmt.Errorf("error SubPath `%s` must not be an absolute path", sub)
+	}
+	for _, part := range strings.Split(filepath.ToSlash(sub), "/") {
+		if part == ".." {
+			return fmt.Errorf("unable to provision SubPath `%s`: must not contain '..'", sub)
+		}
+	}
+	return nil
+}
+
+// resolveSubPaths expands subPathExprs with the container's environment
+// (every $(VAR) must have a value, as upstream) and sets each subMount's
+// host path, the directory made when missing (files: nil leaves the
+// joined path to the runtime).
+func resolveSubPaths(subs []subMount, envs []*runtimeapi.KeyValue, files HostFiles) error {
+	if len(subs) == 0 {
+		return nil
+	}
+	env := make(map[string]string, len(envs))
+	for _, kv := range envs {
+		env[kv.Key] = string(kv.Value)
+	}
+	for _, s := range subs {
+		sub := s.sub
+		if s.subExpr != "" {
+			var missing []string
+			sub = podspec.Expand(s.subExpr, func(k string) (string, bool) {
+				v, ok := env[k]
+				if !ok || v == "" {
+					missing = append(missing, k)
+				}
+				return v, true
+			})
+			if len(missing) > 0 {
+				return fmt.Errorf("volumeMount %q: subPathExpr %q: missing value for %s", s.name, s.subExpr, strings.Join(missing, ", "))
+			}
+			if err := checkSubPath(sub); err != nil {
+				return fmt.Errorf("volumeMount %q: %w", s.name, err)
+			}
+		}
+		if sub == "" {
+			continue
+		}
+		if files == nil {
+			s.mount.HostPath = filepath.Join(s.volume, filepath.Clean(sub))
+			continue
+		}
+		host, err := files.SubPath(s.volume, sub)
+		if err != nil {
+			return fmt.Errorf("volumeMount %q: %w", s.name, err)
+		}
+		s.mount.HostPath = host
+	}
+	return nil
 }
 
 // stopContainers stops containers in parallel, each with the grace period
