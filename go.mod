@@ -13,6 +13,7 @@ require (
 	k8s.io/apimachinery v0.36.4
 	k8s.io/client-go v0.36.4
 	k8s.io/cri-api v0.36.4
+	k8s.io/cri-client v0.36.4
 	k8s.io/cri-streaming v0.36.4
 	k8s.io/kubelet v0.36.4
 	k8s.io/streaming v0.36.4

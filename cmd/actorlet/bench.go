@@ -50,6 +50,10 @@ func runBench(ctx context.Context, args []string) int {
 	fs.DurationVar(&o.ProfileCPU, "cpu-profile-seconds", 0, "take a CPU profile of the agent for this long while pods start (needs /debug/pprof)")
 	fs.StringVar(&o.ProfileOut, "cpu-profile", "", "file for the CPU profile")
 	fs.StringVar(&o.HeapOut, "heap-profile", "", "write the agent's heap profile at the end of the run to this file (needs /debug/pprof)")
+	fs.StringVar(&o.Against, "against", "", "upstream: the same load (cluster mode, pods through the local control plane) on actorlet and then on the upstream kubelet, each on its own fake CRI runtime, with a kill -9 recovery; both figures and their ratios (scenario against-upstream; default 100 pods)")
+	fs.StringVar(&o.Kubelet, "kubelet", "", "--against upstream: the upstream kubelet binary (default: deploy/local/kubelet.sh build)")
+	fs.IntVar(&o.RecoveryPods, "recovery-pods", 0, "--against upstream: pods running when each agent is killed with SIGKILL (default 200)")
+	fs.StringVar(&o.NodeIP, "node-ip", "", "--against upstream: both agents' --node-ip, not loopback (default: the host's first non-loopback IPv4 address)")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
 	if done, code := parseFlags(fs, args); done {
 		return code

@@ -6,6 +6,8 @@
 //	                                       run the simulated CRI runtime alone
 //	actorlet bench --scenario NAME [--pods N] [--duration D] [--out FILE.json]
 //	                                       measure a real actorlet process
+//	actorlet fake-cri --listen unix:///path/fake.sock
+//	                                       serve upstream's in-memory fake CRI runtime (the bench against upstream)
 package main
 
 import (
@@ -82,6 +84,8 @@ func run(args []string) int {
 			return runSimRuntime(ctx, args[1:])
 		case "bench":
 			return runBench(ctx, args[1:])
+		case "fake-cri":
+			return runFakeCRI(ctx, args[1:])
 		}
 	}
 	return runAgent(ctx, args)

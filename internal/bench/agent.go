@@ -338,6 +338,7 @@ type metricsSnapshot struct {
 	actorRestarts float64
 	probeTotal    map[string]float64 // pod name -> probe executions (prober_probe_total, readiness)
 	runtimeOps    map[string]float64 // kubelet_runtime_operations_total by operation_type
+	runningPods   float64            // kubelet_running_pods
 }
 
 // scrapeMetrics reads the agent's /metrics (text format).
@@ -375,6 +376,8 @@ func (a *agent) scrapeMetrics(ctx context.Context) (metricsSnapshot, error) {
 			ms.actors[labels["kind"]] = int(val)
 		case "kubelet_runtime_operations_total":
 			ms.runtimeOps[labels["operation_type"]] += val
+		case "kubelet_running_pods":
+			ms.runningPods = val
 		case "actorlet_actor_restarts_total":
 			ms.actorRestarts += val
 		case "prober_probe_total":

@@ -100,9 +100,27 @@ type Options struct {
 	// HeapOut, when set, receives the agent's heap profile
 	// (/debug/pprof/heap) at the end of the run, before it stops.
 	HeapOut string
+	// Against "upstream" is the scenario against-upstream (upstream.go):
+	// the load on actorlet, then on the upstream kubelet (Kubelet, default
+	// deploy/local/kubelet.sh build's), with RecoveryPods pods (default
+	// 200) for the kill -9 recovery, on the node IP NodeIP (default the
+	// host's first non-loopback IPv4 address).
+	Against      string
+	Kubelet      string
+	RecoveryPods int
+	NodeIP       string
 }
 
 func (o *Options) defaults() error {
+	switch {
+	case o.Against == "":
+	case o.Against != AgainstUpstream:
+		return fmt.Errorf("--against %q: want upstream", o.Against)
+	case o.Scenario != "" && o.Scenario != ScenarioAgainstUpstream:
+		return fmt.Errorf("--against upstream is a scenario of its own: not with --scenario %s", o.Scenario)
+	default:
+		o.Scenario = ScenarioAgainstUpstream
+	}
 	if o.Scenario == "" {
 		return errors.New("--scenario is required (one of " + strings.Join(Scenarios, ", ") + ")")
 	}
@@ -123,6 +141,8 @@ func (o *Options) defaults() error {
 			o.Pods = evictionDensityDefaultPods
 		case ScenarioStats:
 			o.Pods = statsDefaultPods
+		case ScenarioAgainstUpstream:
+			o.Pods = 100
 		default:
 			o.Pods = 1000
 		}
@@ -222,6 +242,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		err = runEviction(ctx, o, r, evictionDensityRounds, o.Pods)
 	case ScenarioStats:
 		err = runStats(ctx, o, r)
+	case ScenarioAgainstUpstream:
+		err = runAgainstUpstream(ctx, o, r)
 	}
 	if err != nil {
 		r.Error = err.Error()

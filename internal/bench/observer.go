@@ -73,6 +73,7 @@ type podView struct {
 	last     podLite
 	listed   bool // listed in the newest poll
 	restarts int32
+	ready    bool // Ready=True in the newest event (watch only)
 }
 
 // observer polls GET /pods and records, per pod name, when it first
@@ -95,6 +96,7 @@ type observer struct {
 	series   []Sample
 	nReached int
 	lastErr  error
+	flaps    int // Ready True -> not True transitions seen by the watch
 }
 
 func newObserver(url, goal string, start time.Time, client *http.Client) *observer {
@@ -226,6 +228,14 @@ func (o *observer) markDeleted(name string) <-chan time.Time {
 	return ch
 }
 
+// readyFlaps is the number of Ready True -> not True transitions the watch
+// has seen (applyEvent only; a deletion is not one).
+func (o *observer) readyFlaps() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.flaps
+}
+
 // reachedAt returns when name reached the goal (zero if it has not).
 func (o *observer) reachedAt(name string) time.Time {
 	o.mu.Lock()
@@ -282,6 +292,11 @@ func (o *observer) applyEvent(p podLite, gone bool, now time.Time) {
 	for _, cs := range p.Status.ContainerStatuses {
 		v.restarts = max(v.restarts, cs.RestartCount)
 	}
+	ready := reached(&p, GoalReady)
+	if v.ready && !ready {
+		o.flaps++
+	}
+	v.ready = ready
 	if v.reached.IsZero() && reached(&p, o.goal) {
 		v.reached = now
 		o.nReached++

@@ -133,6 +133,9 @@ type Result struct {
 	// Eviction and Stats: the node-resource scenarios (eviction.go).
 	Eviction *Eviction  `json:"eviction,omitempty"`
 	Stats    *StatsCost `json:"stats,omitempty"`
+	// Against: --against upstream (upstream.go), each agent's figures and
+	// the ratios.
+	Against *Against `json:"against,omitempty"`
 
 	// How the run was observed: /pods polls (count and mean duration),
 	// and the agent's command line.
@@ -224,6 +227,9 @@ func (r *Result) Summary() string {
 	}
 	if r.Stats != nil {
 		fmt.Fprintf(&b, ", stats: %s", r.Stats.summary())
+	}
+	if r.Against != nil {
+		return r.Scenario + ": " + r.Against.summary()
 	}
 	if r.Scenario == ScenarioChaos || r.Scenario == ScenarioSoak || r.Violations > 0 {
 		fmt.Fprintf(&b, ", violations %d", r.Violations)

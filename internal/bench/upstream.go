@@ -1,0 +1,793 @@
+package bench
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/actorlet/actorlet/adapters/cri"
+)
+
+// ScenarioAgainstUpstream is `actorlet bench --against upstream`: the same
+// pod load on actorlet and on the upstream kubelet, one after the other, on
+// the same local control plane and each on a fresh fake CRI runtime process.
+const ScenarioAgainstUpstream = "against-upstream"
+
+// AgainstUpstream is the only --against value.
+const AgainstUpstream = "upstream"
+
+// Agents of the comparison, in the order they run.
+const (
+	AgentActorlet = "actorlet"
+	AgentUpstream = "upstream-kubelet"
+)
+
+func init() { Scenarios = append(Scenarios, ScenarioAgainstUpstream) }
+
+// upstreamRecoveryPods is the default pod count of the kill -9 recovery.
+const upstreamRecoveryPods = 200
+
+// Against is what --against upstream reports: each agent's figures and
+// their ratios, actorlet over upstream (below 1 is less time, memory, CPU
+// or writes for actorlet; above 1 more pods per second).
+type Against struct {
+	KubeletBinary  string             `json:"kubelet_binary"`
+	KubeletVersion string             `json:"kubelet_version"`
+	NodeIP         string             `json:"node_ip"`
+	RecoveryPods   int                `json:"recovery_pods"`
+	Order          []string           `json:"order"`
+	Actorlet       *AgentFigures      `json:"actorlet"`
+	Upstream       *AgentFigures      `json:"upstream_kubelet"`
+	Ratios         map[string]float64 `json:"ratios"`
+}
+
+// AgentFigures are one agent's figures under the load.
+type AgentFigures struct {
+	Agent string   `json:"agent"`
+	Args  []string `json:"args"`
+	Node  string   `json:"node"`
+	Ready int      `json:"ready"`
+	// CreatePodsPerSecond is pods over first create request to last pod
+	// Ready (as the watch saw it); DeletePodsPerSecond pods over first
+	// delete request (grace 1 s, so the agent must stop the pod and
+	// confirm) to the last pod gone from the API.
+	CreatePodsPerSecond float64 `json:"create_pods_per_second"`
+	CreateSeconds       float64 `json:"create_seconds"`
+	DeletePodsPerSecond float64 `json:"delete_pods_per_second"`
+	DeleteSeconds       float64 `json:"delete_seconds"`
+	Deleted             int     `json:"deleted"`
+	StartLatencyMS      Latency `json:"start_latency_ms"`
+	DeleteLatencyMS     Latency `json:"delete_latency_ms"`
+	// RSS of the agent's process over the create and delete phases;
+	// CPU (utime+stime) from the first create to the last Ready plus the
+	// trailing writes, over pods.
+	RSSIdleBytes uint64  `json:"rss_idle_bytes"`
+	RSSPeakBytes uint64  `json:"rss_peak_bytes"`
+	CPUSeconds   float64 `json:"cpu_seconds"`
+	CPUPerPodMS  float64 `json:"cpu_per_pod_ms"`
+	// API requests of the node's user counted by the API server (as
+	// cluster-sim), from the first create to the last Ready plus trailing
+	// writes, over pods.
+	APIWritesPerPod   float64            `json:"api_writes_per_pod"`
+	APIRequestsPerPod map[string]float64 `json:"api_requests_per_pod,omitempty"`
+	Recovery          *Recovery          `json:"recovery,omitempty"`
+	LoadAvg1          float64            `json:"load_avg_1m"`
+	Error             string             `json:"error,omitempty"`
+}
+
+// Recovery is the agent killed with SIGKILL while RecoveryPods pods run,
+// and started again with the same flags and state.
+type Recovery struct {
+	Pods int `json:"pods"`
+	// Seconds from the kill to all of: the new process healthy, the node's
+	// Lease renewed by it, its kubelet_running_pods at Pods, every pod
+	// Ready in the API; HealthySeconds to the first only.
+	Seconds        float64 `json:"seconds"`
+	HealthySeconds float64 `json:"healthy_seconds"`
+	Recovered      bool    `json:"recovered"`
+	// Seen in the fake runtime after the recovery: containers and pod
+	// sandboxes the agent created after the kill (each one a restart or a
+	// duplicate: every pod already had both).
+	ContainerRestarts  int `json:"container_restarts"`
+	DuplicateSandboxes int `json:"duplicate_sandboxes"`
+	// RestartCount is the sum of the pods' containers' restartCount in the
+	// API after the recovery.
+	RestartCount int `json:"restart_count"`
+	// ReadyFlaps counts Ready True -> not True transitions the watch saw
+	// from the kill to SettleSeconds after the recovery.
+	ReadyFlaps    int     `json:"ready_flaps"`
+	SettleSeconds float64 `json:"settle_seconds"`
+}
+
+// recoverySettle is how long flaps are watched for after the recovery.
+const recoverySettle = 10 * time.Second
+
+// runAgainstUpstream runs the load on actorlet, then on the upstream
+// kubelet.
+func runAgainstUpstream(ctx context.Context, o Options, r *Result) error {
+	r.Goal = GoalReady
+	if o.Endpoint != "" {
+		return errors.New("--against upstream starts both agents itself: --endpoint is not for it")
+	}
+	if o.RecoveryPods <= 0 {
+		o.RecoveryPods = upstreamRecoveryPods
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%w: --against upstream runs the upstream kubelet, which needs root", ErrNotYet)
+	}
+	if !agentHasFlag(ctx, o.Binary, "--kubeconfig") {
+		return fmt.Errorf("%w: --against upstream needs cluster mode (--kubeconfig), which this actorlet (%s) does not have", ErrNotYet, o.Binary)
+	}
+	kubelet, err := kubeletBinary(ctx, o)
+	if err != nil {
+		return err
+	}
+	nodeIP := o.NodeIP
+	if nodeIP == "" {
+		if nodeIP, err = hostIP(); err != nil {
+			return err
+		}
+	}
+	prefix := o.Node
+	if prefix == "" {
+		prefix = "bench"
+	}
+	a := &Against{KubeletBinary: kubelet, NodeIP: nodeIP, RecoveryPods: o.RecoveryPods,
+		Order: []string{AgentActorlet, AgentUpstream}}
+	if out, err := exec.CommandContext(ctx, kubelet, "--version").Output(); err == nil {
+		a.KubeletVersion = strings.TrimSpace(strings.TrimPrefix(string(out), "Kubernetes "))
+	}
+	r.Against = a
+	r.Runtime = "fake CRI (k8s.io/cri-client/pkg/fake), one process per agent"
+	var errs []error
+	for _, kind := range a.Order {
+		f, err := runAgentLoad(ctx, &o, kind, prefix+"-"+strings.TrimSuffix(kind, "-kubelet"), nodeIP, kubelet)
+		if err != nil {
+			f.Error = err.Error()
+			errs = append(errs, fmt.Errorf("%s: %w", kind, err))
+		}
+		if kind == AgentActorlet {
+			a.Actorlet = f
+		} else {
+			a.Upstream = f
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if a.Actorlet != nil && a.Upstream != nil {
+		a.Ratios = ratios(a.Actorlet, a.Upstream)
+	}
+	if a.Actorlet != nil {
+		r.Running = a.Actorlet.Ready
+		r.PodsPerSecond = a.Actorlet.CreatePodsPerSecond
+		r.Seconds = a.Actorlet.CreateSeconds
+		r.LatencyMS = a.Actorlet.StartLatencyMS
+		r.RSSPeakBytes, r.CPUPerPodMS, r.APIWritesPerPod = a.Actorlet.RSSPeakBytes, a.Actorlet.CPUPerPodMS, a.Actorlet.APIWritesPerPod
+		r.AgentArgs = a.Actorlet.Args
+	}
+	return errors.Join(errs...)
+}
+
+// ratios are actorlet's figures over upstream's (0 where upstream's is 0).
+func ratios(a, u *AgentFigures) map[string]float64 {
+	out := map[string]float64{}
+	put := func(k string, x, y float64) {
+		if y != 0 {
+			out[k] = round3(x / y)
+		}
+	}
+	put("create_pods_per_second", a.CreatePodsPerSecond, u.CreatePodsPerSecond)
+	put("delete_pods_per_second", a.DeletePodsPerSecond, u.DeletePodsPerSecond)
+	put("start_p50", a.StartLatencyMS.P50, u.StartLatencyMS.P50)
+	put("start_p90", a.StartLatencyMS.P90, u.StartLatencyMS.P90)
+	put("start_p99", a.StartLatencyMS.P99, u.StartLatencyMS.P99)
+	put("rss_peak", float64(a.RSSPeakBytes), float64(u.RSSPeakBytes))
+	put("cpu_per_pod", a.CPUPerPodMS, u.CPUPerPodMS)
+	put("api_writes_per_pod", a.APIWritesPerPod, u.APIWritesPerPod)
+	if a.Recovery != nil && u.Recovery != nil {
+		put("recovery_seconds", a.Recovery.Seconds, u.Recovery.Seconds)
+	}
+	return out
+}
+
+// kubeletBinary is --kubelet, or deploy/local/kubelet.sh build's (exit 3
+// there: this machine cannot build it).
+func kubeletBinary(ctx context.Context, o Options) (string, error) {
+	if o.Kubelet != "" {
+		if _, err := os.Stat(o.Kubelet); err != nil {
+			return "", fmt.Errorf("--kubelet: %w", err)
+		}
+		return o.Kubelet, nil
+	}
+	script, err := findScript("deploy/local/kubelet.sh")
+	if err != nil {
+		return "", fmt.Errorf("--against upstream: give --kubelet PATH, or run from the repository: %w", err)
+	}
+	o.Log.Info("building the upstream kubelet if needed", "script", script)
+	vals, err := runScript(ctx, script, "build")
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 3 {
+		return "", fmt.Errorf("%w: %s cannot build the upstream kubelet here: %v", ErrNotYet, script, err)
+	}
+	if err != nil {
+		return "", err
+	}
+	if vals["KUBELET"] == "" {
+		return "", fmt.Errorf("%s build printed no KUBELET", script)
+	}
+	return vals["KUBELET"], nil
+}
+
+// hostIP is the first global unicast IPv4 address of an up interface: the
+// upstream kubelet refuses a loopback node IP.
+func hostIP() (string, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return "", fmt.Errorf("list interfaces: %w", err)
+	}
+	for _, itf := range ifs {
+		if itf.Flags&net.FlagUp == 0 || itf.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := itf.Addrs()
+		for _, ad := range addrs {
+			if n, ok := ad.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+				return n.IP.String(), nil
+			}
+		}
+	}
+	return "", errors.New("no non-loopback IPv4 address for the node IP (the upstream kubelet refuses loopback): give --node-ip, e.g. after `ip link add actbench0 type dummy; ip link set actbench0 up; ip addr add 192.0.2.10/32 dev actbench0`")
+}
+
+// agentRun is one agent under the load: its fake runtime, its process
+// (started again after the kill -9), the API side.
+type agentRun struct {
+	o       *Options
+	kind    string
+	node    string
+	nodeIP  string
+	kubelet string
+	dir     string
+	fakeEP  string
+	nodeCfg string
+	cs      kubernetes.Interface
+	c       *clusterSim
+	fake    *exec.Cmd
+	fakeEnd chan struct{}
+	a       *agent
+	sysctls map[string]string // the upstream kubelet rewrites these at start: put back after
+}
+
+func runAgentLoad(ctx context.Context, o *Options, kind, node, nodeIP, kubelet string) (*AgentFigures, error) {
+	f := &AgentFigures{Agent: kind, Node: node, LoadAvg1: machine().LoadAvg1}
+	admin, nodeCfg, err := clusterKubeconfigs(ctx, &Options{Kubeconfig: o.Kubeconfig, Log: o.Log}, node)
+	if err != nil {
+		return f, err
+	}
+	o.Kubeconfig = admin
+	cfg, err := clientcmd.BuildConfigFromFlags("", admin)
+	if err != nil {
+		return f, fmt.Errorf("--kubeconfig %s: %w", admin, err)
+	}
+	cfg.QPS, cfg.Burst, cfg.Timeout = 5000, 10000, time.Minute
+	cfg.UserAgent = "actorlet-bench"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return f, err
+	}
+	dir, err := os.MkdirTemp("", "actorlet-against-"+kind+"-")
+	if err != nil {
+		return f, err
+	}
+	ar := &agentRun{o: o, kind: kind, node: node, nodeIP: nodeIP, kubelet: kubelet, dir: dir,
+		fakeEP: "unix://" + filepath.Join(dir, "fake-cri.sock"), nodeCfg: nodeCfg, cs: cs,
+		c: &clusterSim{cs: cs, node: node, o: *o}, sysctls: readSysctls()}
+	defer ar.close()
+	if err := ar.c.prepare(ctx); err != nil {
+		return f, err
+	}
+	if err := ar.startFake(ctx); err != nil {
+		return f, err
+	}
+	if err := ar.start(ctx); err != nil {
+		return f, err
+	}
+	f.Args = ar.a.args
+	if err := ar.c.waitNodeReady(ctx, 2*time.Minute); err != nil {
+		return f, err
+	}
+	ar.restoreSysctls()
+	if err := ar.load(ctx, f); err != nil {
+		return f, err
+	}
+	rec, err := ar.recovery(ctx)
+	f.Recovery = rec
+	return f, err
+}
+
+// startFake starts `actorlet fake-cri` on the run's socket.
+func (ar *agentRun) startFake(ctx context.Context) error {
+	path := strings.TrimPrefix(ar.fakeEP, "unix://")
+	logf, err := os.Create(filepath.Join(ar.dir, "fake-cri.log"))
+	if err != nil {
+		return err
+	}
+	ar.fake = exec.Command(ar.o.Binary, "fake-cri", "--listen", ar.fakeEP)
+	ar.fake.Stdout, ar.fake.Stderr = logf, logf
+	ar.fake.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := ar.fake.Start(); err != nil {
+		_ = logf.Close()
+		return fmt.Errorf("start the fake CRI runtime: %w", err)
+	}
+	ar.fakeEnd = make(chan struct{})
+	go func() { _ = ar.fake.Wait(); _ = logf.Close(); close(ar.fakeEnd) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if c, err := net.Dial("unix", path); err == nil {
+			_ = c.Close()
+			return nil
+		}
+		select {
+		case <-ar.fakeEnd:
+			b, _ := os.ReadFile(filepath.Join(ar.dir, "fake-cri.log"))
+			return fmt.Errorf("the fake CRI runtime exited: %s", b)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the fake CRI runtime did not listen in 30 s")
+		}
+	}
+}
+
+// start starts the agent (again after a kill: same root dir and flags).
+func (ar *agentRun) start(ctx context.Context) error {
+	maxPods := max(ar.o.Pods, ar.o.RecoveryPods) + 10
+	var a *agent
+	var err error
+	if ar.kind == AgentActorlet {
+		a, err = startAgent(ctx, agentSpec{binary: ar.o.Binary, runtime: ar.fakeEP, maxPods: maxPods, node: ar.node,
+			rootDir: filepath.Join(ar.dir, "root"), extra: append([]string{"--kubeconfig", ar.nodeCfg,
+				"--kube-api-qps", "50", "--kube-api-burst", "100", "--node-ip", ar.nodeIP}, ar.o.AgentArgs...)})
+	} else {
+		a, err = startKubelet(ctx, ar.kubelet, ar.dir, ar.fakeEP, ar.nodeCfg, ar.node, ar.nodeIP, maxPods)
+	}
+	if err != nil {
+		return err
+	}
+	ar.a = a
+	return nil
+}
+
+func (ar *agentRun) close() {
+	ctx := context.Background()
+	if ar.a != nil {
+		ar.a.stop()
+	}
+	ar.c.cleanup(ctx)
+	if ar.fake != nil && ar.fake.Process != nil {
+		_ = ar.fake.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-ar.fakeEnd:
+		case <-time.After(10 * time.Second):
+			_ = ar.fake.Process.Kill()
+		}
+	}
+	ar.restoreSysctls()
+	if !ar.o.KeepDir {
+		_ = os.RemoveAll(ar.dir)
+	} else {
+		ar.o.Log.Info("kept", "agent", ar.kind, "dir", ar.dir)
+	}
+}
+
+// load creates o.Pods pods, waits until all are Ready, then deletes them
+// and waits until all are gone.
+func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
+	o := ar.o
+	apf := &apfCounter{cs: ar.cs, node: ar.node}
+	if err := apf.setup(ctx); err != nil {
+		return err
+	}
+	defer apf.teardown(context.WithoutCancel(ctx))
+	time.Sleep(500 * time.Millisecond) // the agent's informers synced
+	atStart, err := apf.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	if ps, err := readProc(ar.a.pid); err == nil {
+		f.RSSIdleBytes = ps.rss
+	}
+	s, stop := ar.observe(ctx, true)
+	defer stop()
+	s.samp.mu.Lock()
+	cpu0 := s.samp.last.cpu
+	s.samp.mu.Unlock()
+	specs := make([]podSpec, o.Pods)
+	for i := range specs {
+		specs[i] = podSpec{name: fmt.Sprintf("%s-%05d", ar.node, i), image: o.Image}
+	}
+	o.Log.Info("creating pods through the API server", "agent", ar.kind, "pods", o.Pods, "node", ar.node)
+	created, names, cerr := s.createAll(ctx, specs)
+	lat, last := s.waitAll(ctx, created, o.Timeout)
+	f.Ready = len(lat)
+	f.StartLatencyMS = Summarize(lat)
+	if !last.IsZero() {
+		f.CreateSeconds = round3(last.Sub(s.start).Seconds())
+		f.CreatePodsPerSecond = round(float64(f.Ready) / f.CreateSeconds)
+	}
+	if atReady, err := apf.snapshot(ctx); err == nil {
+		after := apf.settle(ctx, atReady, 2*time.Second, time.Minute)
+		f.APIRequestsPerPod = diffCounts(after, atStart, float64(o.Pods))
+		f.APIWritesPerPod = writes(f.APIRequestsPerPod)
+	} else {
+		o.Log.Warn("API request counts failed", "err", err)
+	}
+	if ps, err := readProc(ar.a.pid); err == nil {
+		f.CPUSeconds = round3(ps.cpu - cpu0)
+		f.CPUPerPodMS = round(f.CPUSeconds * 1000 / float64(o.Pods))
+	}
+	o.Log.Info("pods Ready", "agent", ar.kind, "ready", f.Ready, "seconds", f.CreateSeconds)
+	// Delete with the pods' grace period (1 s): the agent stops each pod
+	// and confirms its deletion.
+	t0 := time.Now()
+	dl := ar.deleteAll(ctx, s, names, o.Timeout)
+	f.Deleted = len(dl)
+	f.DeleteLatencyMS = Summarize(dl)
+	if d := time.Since(t0).Seconds(); f.Deleted > 0 {
+		f.DeleteSeconds = round3(d)
+		f.DeletePodsPerSecond = round(float64(f.Deleted) / d)
+	}
+	s.samp.finish(ctx)
+	s.samp.mu.Lock()
+	f.RSSPeakBytes = s.samp.peakRSS
+	s.samp.mu.Unlock()
+	if cerr != nil {
+		return fmt.Errorf("creating pods: %w", cerr)
+	}
+	if f.Ready < o.Pods {
+		return fmt.Errorf("only %d of %d pods Ready", f.Ready, o.Pods)
+	}
+	if f.Deleted < len(names) {
+		return fmt.Errorf("only %d of %d pods gone after their deletion", f.Deleted, len(names))
+	}
+	return nil
+}
+
+// observe starts a watch of the agent's pods and, withSampler, the sampler
+// of its process; stop ends both.
+func (ar *agentRun) observe(ctx context.Context, withSampler bool) (*session, func()) {
+	s := &session{o: *ar.o, a: ar.a, target: apiTarget{cs: ar.cs, node: ar.node}, start: time.Now()}
+	cctx, cancel := context.WithCancel(ctx)
+	if withSampler {
+		s.samp = startSampler(cctx, ar.a, s.start, 200*time.Millisecond)
+	}
+	s.obs = newObserver("", GoalReady, s.start, nil)
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); ar.c.watch(cctx, s.obs) }()
+	return s, func() { cancel(); s.wg.Wait() }
+}
+
+// deleteAll deletes names with their grace period and returns each pod's
+// time from its delete request to its disappearance from the API, in ms.
+func (ar *agentRun) deleteAll(ctx context.Context, s *session, names []created, timeout time.Duration) []float64 {
+	type gone struct {
+		t0 time.Time
+		ch <-chan time.Time
+	}
+	var mu sync.Mutex
+	var gs []gone
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, ar.o.Concurrency)
+	for _, c := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ch := s.obs.markDeleted(c.name)
+			t0 := time.Now()
+			err := ar.cs.CoreV1().Pods(Namespace).Delete(ctx, c.name, metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				ar.o.Log.Warn("delete pod", "pod", c.name, "err", err)
+				return
+			}
+			mu.Lock()
+			gs = append(gs, gone{t0, ch})
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	deadline := time.After(timeout)
+	var out []float64
+	for _, g := range gs {
+		select {
+		case t := <-g.ch:
+			out = append(out, float64(t.Sub(g.t0))/float64(time.Millisecond))
+		case <-deadline:
+			return out
+		case <-ctx.Done():
+			return out
+		}
+	}
+	return out
+}
+
+// recovery: RecoveryPods pods Ready, the agent killed with SIGKILL and
+// started again; see Recovery.
+func (ar *agentRun) recovery(ctx context.Context) (*Recovery, error) {
+	o := ar.o
+	rec := &Recovery{Pods: o.RecoveryPods, SettleSeconds: recoverySettle.Seconds()}
+	s, stop := ar.observe(ctx, false)
+	defer stop()
+	specs := make([]podSpec, o.RecoveryPods)
+	for i := range specs {
+		specs[i] = podSpec{name: fmt.Sprintf("%s-rec-%05d", ar.node, i), image: o.Image}
+	}
+	o.Log.Info("recovery: creating pods", "agent", ar.kind, "pods", o.RecoveryPods)
+	created, names, err := s.createAll(ctx, specs)
+	if err != nil {
+		return rec, fmt.Errorf("recovery: creating pods: %w", err)
+	}
+	if lat, _ := s.waitAll(ctx, created, o.Timeout); len(lat) < len(created) {
+		return rec, fmt.Errorf("recovery: only %d of %d pods Ready before the kill", len(lat), len(created))
+	}
+	time.Sleep(2 * time.Second) // trailing status writes
+	rt, err := cri.Dial(ctx, ar.fakeEP, time.Minute)
+	if err != nil {
+		return rec, fmt.Errorf("recovery: dial the fake runtime: %w", err)
+	}
+	defer func() { _ = rt.Close() }()
+	sbBefore, ctrBefore, err := runtimeIDs(ctx, rt)
+	if err != nil {
+		return rec, err
+	}
+	flaps0 := s.obs.readyFlaps()
+	o.Log.Info("recovery: kill -9", "agent", ar.kind, "pid", ar.a.pid)
+	tKill := time.Now()
+	ar.a.kill()
+	if err := ar.start(ctx); err != nil {
+		return rec, fmt.Errorf("recovery: start again: %w", err)
+	}
+	rec.HealthySeconds = round3(time.Since(tKill).Seconds())
+	deadline := time.Now().Add(o.Timeout)
+	for {
+		if ar.recovered(ctx, s, names, tKill) {
+			rec.Recovered = true
+			rec.Seconds = round3(time.Since(tKill).Seconds())
+			break
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return rec, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	ar.restoreSysctls()
+	select {
+	case <-ctx.Done():
+	case <-time.After(recoverySettle):
+	}
+	rec.ReadyFlaps = s.obs.readyFlaps() - flaps0
+	sbAfter, ctrAfter, err := runtimeIDs(ctx, rt)
+	if err != nil {
+		return rec, err
+	}
+	for id := range sbAfter {
+		if !sbBefore[id] {
+			rec.DuplicateSandboxes++
+		}
+	}
+	for id := range ctrAfter {
+		if !ctrBefore[id] {
+			rec.ContainerRestarts++
+		}
+	}
+	for _, p := range s.obs.listed() {
+		for _, c := range p.Status.ContainerStatuses {
+			rec.RestartCount += int(c.RestartCount)
+		}
+	}
+	o.Log.Info("recovery", "agent", ar.kind, "recovered", rec.Recovered, "seconds", rec.Seconds,
+		"container_restarts", rec.ContainerRestarts, "duplicate_sandboxes", rec.DuplicateSandboxes, "ready_flaps", rec.ReadyFlaps)
+	ar.deleteAll(ctx, s, names, o.Timeout)
+	if !rec.Recovered {
+		return rec, fmt.Errorf("recovery: not recovered %s after the kill", o.Timeout)
+	}
+	return rec, nil
+}
+
+// recovered: the restarted agent renewed its Lease, counts every pod
+// running, and every pod is Ready in the API.
+func (ar *agentRun) recovered(ctx context.Context, s *session, names []created, tKill time.Time) bool {
+	l, err := ar.cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, ar.node, metav1.GetOptions{})
+	if err != nil || l.Spec.RenewTime == nil || !l.Spec.RenewTime.After(tKill) {
+		return false
+	}
+	ms, err := ar.a.scrapeMetrics(ctx)
+	if err != nil || ms.runningPods < float64(len(names)) {
+		return false
+	}
+	listed := s.obs.listed()
+	for _, c := range names {
+		p, ok := listed[c.name]
+		if !ok || !reached(&p, GoalReady) {
+			return false
+		}
+	}
+	return true
+}
+
+// runtimeIDs lists the ids of every sandbox and container in the runtime.
+func runtimeIDs(ctx context.Context, rt *cri.Client) (sandboxes, containers map[string]bool, err error) {
+	sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list sandboxes in the fake runtime: %w", err)
+	}
+	ctrs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list containers in the fake runtime: %w", err)
+	}
+	sandboxes, containers = map[string]bool{}, map[string]bool{}
+	for _, sb := range sbs {
+		sandboxes[sb.Id] = true
+	}
+	for _, c := range ctrs {
+		containers[c.Id] = true
+	}
+	return sandboxes, containers, nil
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (a *agent) kill() {
+	if a.cmd == nil || a.exited() {
+		return
+	}
+	_ = a.cmd.Process.Kill()
+	<-a.done
+}
+
+// kubeletConfig is the upstream kubelet's configuration in the bench: its
+// defaults but the API limits (upstream's own, written out, as actorlet's
+// flags), what a cgroup v1 host without systemd needs (cgroupfs, no QoS
+// cgroups, no node allocatable enforcement, swap and cgroup v1 allowed),
+// ports on loopback and the node API open to the bench (anonymous,
+// AlwaysAllow) for /metrics.
+const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: %d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+cgroupDriver: cgroupfs
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failSwapOn: false
+failCgroupV1: false
+kubeAPIQPS: 50
+kubeAPIBurst: 100
+maxPods: %d
+podLogsDir: %s
+containerRuntimeEndpoint: %s
+`
+
+// startKubelet starts the upstream kubelet in dir (its config, root dir,
+// certificates and log) and waits for its /healthz.
+func startKubelet(ctx context.Context, binary, dir, runtimeEP, kubeconfig, node, nodeIP string, maxPods int) (*agent, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	hz, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(dir, "kubelet-config.yaml")
+	cfg := fmt.Sprintf(kubeletConfig, port, hz, maxPods, filepath.Join(dir, "pods"), runtimeEP)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	a := &agent{
+		mainURL: fmt.Sprintf("https://127.0.0.1:%d", port),
+		hzURL:   fmt.Sprintf("http://127.0.0.1:%d", hz),
+		rootDir: filepath.Join(dir, "root"),
+		logPath: filepath.Join(dir, "kubelet.log"),
+		cri:     runtimeEP,
+		// The kubelet's self-signed serving certificate: measured, not trusted.
+		tls: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, //nolint:gosec // loopback, the bench's own kubelet
+	}
+	a.roURL = a.mainURL
+	a.args = []string{"--config", cfgPath, "--kubeconfig", kubeconfig, "--root-dir", a.rootDir,
+		"--cert-dir", filepath.Join(dir, "pki"), "--hostname-override", node, "--node-ip", nodeIP}
+	logf, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	a.cmd = exec.Command(binary, a.args...)
+	a.cmd.Stdout, a.cmd.Stderr = logf, logf
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := a.cmd.Start(); err != nil {
+		_ = logf.Close()
+		return nil, fmt.Errorf("start %s: %w", binary, err)
+	}
+	a.pid = a.cmd.Process.Pid
+	a.done = make(chan struct{})
+	go func() { _ = a.cmd.Wait(); _ = logf.Close(); close(a.done) }()
+	if err := a.waitHealthy(ctx, 60*time.Second); err != nil {
+		a.stop()
+		return nil, fmt.Errorf("the upstream kubelet: %w", err)
+	}
+	return a, nil
+}
+
+// kubeletSysctls are what the upstream kubelet sets at start
+// (protectKernelDefaults false, its default); the bench puts the host's
+// values back.
+var kubeletSysctls = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"}
+
+func readSysctls() map[string]string {
+	out := map[string]string{}
+	for _, k := range kubeletSysctls {
+		if b, err := os.ReadFile("/proc/sys/" + k); err == nil {
+			out[k] = strings.TrimSpace(string(b))
+		}
+	}
+	return out
+}
+
+func (ar *agentRun) restoreSysctls() {
+	if ar.kind != AgentUpstream {
+		return
+	}
+	for k, v := range ar.sysctls {
+		if b, err := os.ReadFile("/proc/sys/" + k); err == nil && strings.TrimSpace(string(b)) != v {
+			if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
+				ar.o.Log.Warn("put back a sysctl the kubelet changed", "key", k, "value", v, "err", err)
+			}
+		}
+	}
+}
+
+// summary is the one-line comparison.
+func (a *Against) summary() string {
+	if a.Actorlet == nil || a.Upstream == nil {
+		return "incomplete"
+	}
+	x, u := a.Actorlet, a.Upstream
+	rec := func(r *Recovery) string {
+		if r == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.1fs (restarts %d, duplicates %d, flaps %d)", r.Seconds, r.ContainerRestarts, r.DuplicateSandboxes, r.ReadyFlaps)
+	}
+	return fmt.Sprintf("actorlet vs upstream: create %.1f vs %.1f pods/s, delete %.1f vs %.1f pods/s, p50 %.0f vs %.0f ms, p99 %.0f vs %.0f ms, RSS peak %.0f vs %.0f MiB, CPU %.1f vs %.1f ms/pod, API writes %.2f vs %.2f per pod, recovery %s vs %s",
+		x.CreatePodsPerSecond, u.CreatePodsPerSecond, x.DeletePodsPerSecond, u.DeletePodsPerSecond,
+		x.StartLatencyMS.P50, u.StartLatencyMS.P50, x.StartLatencyMS.P99, u.StartLatencyMS.P99,
+		float64(x.RSSPeakBytes)/(1<<20), float64(u.RSSPeakBytes)/(1<<20), x.CPUPerPodMS, u.CPUPerPodMS,
+		x.APIWritesPerPod, u.APIWritesPerPod, rec(x.Recovery), rec(u.Recovery))
+}
