@@ -77,7 +77,7 @@ FOCUS=${CONFORMANCE_FOCUS:-'\[NodeConformance\]'}
 SKIP=${CONFORMANCE_SKIP:-'\[Slow\]|\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Feature:'}
 TIMEOUT=${CONFORMANCE_TIMEOUT:-3h}
 # Bump when an image's recipe below changes: the cached archives are rebuilt.
-IMAGES_VERSION=3
+IMAGES_VERSION=4
 E2E_REGISTRY=registry.k8s.io/e2e-test-images
 export PATH=$PATH:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
@@ -186,19 +186,45 @@ add_bins() {
   done
 }
 
-# base_rootfs DIR: busybox's applets (Debian's busybox-static 1.35) with bash (bash-static) as sh.
-# Debian's busybox ash drops environment variables whose names are not shell identifiers (such as
-# p-data-1 of ConfigMap specs; upstream's busybox 1.37 ash keeps them, as bash does).
+# busybox_binary: upstream's busybox (the source of Debian's package, without Debian's patches),
+# static, built once with Debian's static config plus nc's -u (NC_110_COMPAT, as upstream's
+# defconfig); prints its path. Debian's busybox-static is not faithful: a Debian patch reverts
+# upstream's ash keeping environment variables whose names are not shell identifiers (p-data-1 of
+# the ConfigMap and Secret envFrom specs, which run `sh -c env`), and its nc has no -u. ash itself
+# is needed: specs compare its error messages ("/bin/sh: can't create /file: Read-only file
+# system").
+busybox_binary() {
+  local d=$IMGDIR/busybox-src src
+  if [ ! -x "$d/busybox" ]; then
+    log "building busybox from Debian's source package (upstream's tarball; ~3 min)"
+    rm -rf "$d" && mkdir -p "$d/lists/partial" && chmod 0777 "$d"
+    echo 'deb-src http://deb.debian.org/debian bookworm main' >"$d/src.list"
+    local o=(-o "Dir::Etc::SourceList=$d/src.list" -o Dir::Etc::SourceParts=/dev/null -o "Dir::State::Lists=$d/lists")
+    { apt-get "${o[@]}" update -qq && (cd "$d" && apt-get "${o[@]}" source --download-only busybox); } >&2 ||
+      die "could not download busybox's source package"
+    tar -C "$d" -xjf "$d"/busybox_*.orig.tar.bz2
+    src=$(echo "$d"/busybox-[0-9]*/)
+    tar -C "$src" -xJf "$d"/busybox_*.debian.tar.xz debian/config/pkg/static
+    cp "$src/debian/config/pkg/static" "$src/.config"
+    sed -i 's/^# CONFIG_NC_110_COMPAT is not set$/CONFIG_NC_110_COMPAT=y/' "$src/.config"
+    (cd "$src" && { yes '' || true; } | make oldconfig >/dev/null 2>&1 && make -j"$(nproc)" busybox >&2) || die "busybox build failed"
+    install -m 0755 "$src/busybox" "$d/busybox"
+    rm -rf "$src"
+  fi
+  echo "$d/busybox"
+}
+
+# base_rootfs DIR: busybox's applets and ash as sh (busybox_binary), bash at /bin/bash.
 base_rootfs() {
-  local r=$1 a
+  local r=$1 a bb
+  bb=$(busybox_binary)
   rm -rf "$r" && mkdir -p "$r"/{bin,sbin,usr/bin,usr/sbin,usr/local/bin,etc,tmp,proc,sys,dev,root,home,var/run,var/tmp}
   chmod 1777 "$r/tmp" "$r/var/tmp"
-  install -m 0755 /bin/busybox "$r/bin/busybox"
-  for a in $(/bin/busybox --list); do
-    case $a in busybox | sh | bash) ;; *) ln -s busybox "$r/bin/$a" ;; esac
+  install -m 0755 "$bb" "$r/bin/busybox"
+  for a in $("$bb" --list); do
+    case $a in busybox | bash) ;; *) ln -s busybox "$r/bin/$a" ;; esac
   done
   install -m 0755 /bin/bash-static "$r/bin/bash"
-  ln -s bash "$r/bin/sh"
   printf 'root:x:0:0:root:/root:/bin/sh\ndaemon:x:1:1:daemon:/usr/sbin:/bin/false\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$r/etc/passwd"
   printf 'root:x:0:\ndaemon:x:1:\nnogroup:x:65534:\n' >"$r/etc/group"
   printf 'hosts: files dns\nnetworks: files\npasswd: files\ngroup: files\n' >"$r/etc/nsswitch.conf"
@@ -221,7 +247,8 @@ EOF
 
 install_image_pkgs() {
   local missing=()
-  [ -x /bin/busybox ] || missing+=(busybox-static)
+  command -v make >/dev/null 2>&1 || missing+=(make)
+  command -v bzip2 >/dev/null 2>&1 || missing+=(bzip2)
   [ -x /bin/bash-static ] || missing+=(bash-static)
   command -v dig >/dev/null 2>&1 || missing+=(bind9-dnsutils)
   command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
@@ -365,7 +392,7 @@ images() {
     rm -f "$IMGDIR"/*.tar
     echo "$IMAGES_VERSION" >"$IMGDIR/version"
   fi
-  local name ref t0 sock have
+  local name ref t0 sock
   t0=$(now_ms)
   for name in $(image_refs | awk '{print $2}' | sort -u); do
     [ -s "$IMGDIR/$name.tar" ] && continue
@@ -374,19 +401,16 @@ images() {
   done
   [ -n "${CONTAINER_RUNTIME_ENDPOINT:-}" ] || containerd_up
   sock=${CONTAINER_RUNTIME_ENDPOINT#unix://}
-  have=$(ctr -a "$sock" -n k8s.io images ls -q)
+  # Always imported (what is there already costs little): a rebuilt archive replaces its image.
+  local first
   while read -r ref name; do
-    grep -qxF "$ref" <<<"$have" && continue
     # import tags the archive's own ref; the second ref of an archive (agnhost:2.55, nginx:1.27-0)
     # is a tag of the first.
-    local first
     first=$(image_refs | awk -v n="$name" '$2 == n {print $1; exit}')
     if [ "$first" = "$ref" ]; then
-      ctr -a "$sock" -n k8s.io images import "$IMGDIR/$name.tar" >&2
+      ctr -a "$sock" -n k8s.io images import "$IMGDIR/$name.tar" >/dev/null
     else
-      grep -qxF "$first" <<<"$(ctr -a "$sock" -n k8s.io images ls -q)" ||
-        ctr -a "$sock" -n k8s.io images import "$IMGDIR/$name.tar" >&2
-      ctr -a "$sock" -n k8s.io images tag --force "$first" "$ref" >&2
+      ctr -a "$sock" -n k8s.io images tag --force "$first" "$ref" >/dev/null
     fi
   done < <(image_refs)
   log "images ready in $(($(now_ms) - t0)) ms"

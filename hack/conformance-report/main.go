@@ -114,7 +114,6 @@ type ginkgoReport struct {
 		LeafNodeType            string
 		LeafNodeText            string
 		State                   string
-		StartTime               time.Time
 		Failure                 struct {
 			Message  string
 			Location struct {
@@ -147,8 +146,8 @@ func ParseGinkgoJSON(r io.Reader) (Run, error) {
 				}
 				continue
 			}
-			if s.State == "skipped" && s.StartTime.IsZero() {
-				continue // filtered out
+			if s.State == "skipped" && msg == "" {
+				continue // filtered out by the focus and skip (no reason, unlike e2eskipper's)
 			}
 			if s.State == "pending" {
 				continue
@@ -268,20 +267,29 @@ func indexAny(s string, subs ...string) int {
 	return best
 }
 
-// firstLine is the first non-empty line of a failure message, at most 300
+// firstLine is the first non-empty line of a failure message, with the
+// next lines joined to it while it says too little on its own (gomega's
+// "Timed out after 60s." or "Expected" before the values), at most 300
 // characters.
 func firstLine(s string) string {
+	var out string
 	for _, l := range strings.Split(s, "\n") {
 		l = strings.TrimSpace(l)
 		if l == "" {
 			continue
 		}
-		if len(l) > 300 {
-			l = l[:297] + "..."
+		if out != "" {
+			out += " "
 		}
-		return l
+		out += l
+		if len(out) >= 120 || !(strings.HasPrefix(out, "Timed out after") || strings.HasPrefix(out, "Expected") || strings.HasSuffix(out, ":") || strings.HasSuffix(out, ",")) {
+			break
+		}
 	}
-	return ""
+	if len(out) > 300 {
+		out = out[:297] + "..."
+	}
+	return out
 }
 
 func trimPath(p string) string {

@@ -10,9 +10,9 @@ import (
 const ginkgoJSON = `[{"StartTime":"2026-11-26T19:00:00Z","RunTime":60000000000,"SpecReports":[
 {"ContainerHierarchyTexts":["[sig-node] Pods"],"LeafNodeType":"It","LeafNodeText":"should get a host IP [NodeConformance] [Conformance]","State":"passed","StartTime":"2026-11-26T19:00:01Z"},
 {"ContainerHierarchyTexts":["[sig-node] Pods"],"LeafNodeType":"It","LeafNodeText":"should be updated [NodeConformance] [Conformance]","State":"failed","StartTime":"2026-11-26T19:00:02Z",
- "Failure":{"Message":"\nexpected pod to be running\nmore detail","Location":{"FileName":"/root/go/pkg/mod/k8s.io/kubernetes@v1.36.4/test/e2e/common/node/pods.go","LineNumber":370}}},
+ "Failure":{"Message":"\nTimed out after 60.001s.\nExpected\n    <string>: x\nto equal\n    <string>: y\nmore detail","Location":{"FileName":"/root/go/pkg/mod/k8s.io/kubernetes@v1.36.4/test/e2e/common/node/pods.go","LineNumber":370}}},
 {"ContainerHierarchyTexts":["[sig-storage] ConfigMap"],"LeafNodeType":"It","LeafNodeText":"should be consumable from pods in volume [NodeConformance] [Conformance]","State":"passed","StartTime":"2026-11-26T19:00:03Z"},
-{"ContainerHierarchyTexts":["[sig-storage] ConfigMap"],"LeafNodeType":"It","LeafNodeText":"filtered out","State":"skipped","StartTime":"0001-01-01T00:00:00Z"},
+{"ContainerHierarchyTexts":["[sig-storage] ConfigMap"],"LeafNodeType":"It","LeafNodeText":"filtered out","State":"skipped","StartTime":"2026-11-26T19:00:03Z"},
 {"ContainerHierarchyTexts":["[sig-network] Networking","Granular Checks: Pods"],"LeafNodeType":"It","LeafNodeText":"needs two nodes [NodeConformance]","State":"skipped","StartTime":"2026-11-26T19:00:04Z","Failure":{"Message":"Requires at least 2 nodes"}},
 {"ContainerHierarchyTexts":[],"LeafNodeType":"SynchronizedBeforeSuite","LeafNodeText":"","State":"passed"}
 ]}]`
@@ -46,7 +46,7 @@ func TestLoad(t *testing.T) {
 				"**2/3 passed**; 1 skipped at run time",
 				"| sig-node | 1 | 2 |",
 				"| sig-storage | ConfigMap | 1 | 1 |",
-				"- [sig-node] Pods should be updated [NodeConformance] [Conformance]: `expected pod to be running` (test/e2e/common/node/pods.go:370)",
+				"- [sig-node] Pods should be updated [NodeConformance] [Conformance]: `Timed out after 60.001s. Expected <string>: x to equal <string>: y more detail` (test/e2e/common/node/pods.go:370)",
 				"- [sig-network] Networking Granular Checks: Pods needs two nodes [NodeConformance]: Requires at least 2 nodes",
 			},
 		},
