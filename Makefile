@@ -133,6 +133,20 @@ bench: build
 		../../$(BENCH_DIR)/standalone-sim-10000.json ../../$(BENCH_DIR)/standalone-sim-1000.json ../../$(BENCH_DIR)/standalone-sim-100.json ../../$(BENCH_DIR)/containerd-50.json
 	cd hack/benchplot && $(GO) run . -markdown ../../docs/BENCHMARKS.md $$(ls ../../$(BENCH_DIR)/*.json)
 
+# docs/BENCHMARKS.md "Against the upstream kubelet" (not part of `make bench`): the same cluster load
+# on actorlet and on the upstream kubelet (deploy/local/kubelet.sh builds it; root), each on its own
+# fake CRI runtime, with a kill -9 recovery of UPSTREAM_RECOVERY_PODS pods; JSON in
+# docs/bench/upstream/ (apart: `make bench`'s table reads docs/bench/*.json).
+UPSTREAM_PODS ?= 100 1000
+UPSTREAM_RECOVERY_PODS ?= 200
+.PHONY: bench-upstream
+bench-upstream: build
+	@mkdir -p $(BENCH_DIR)/upstream
+	@set -e; for n in $(UPSTREAM_PODS); do \
+		./$(BENCH_BIN) bench --against upstream --pods $$n --recovery-pods $(UPSTREAM_RECOVERY_PODS) \
+			--out $(BENCH_DIR)/upstream/against-upstream-$$n.json; \
+	done
+
 # The soak of docs/BENCHMARKS.md (not part of `make bench`: it runs an
 # hour): chaos plus churn, the agent's RSS, goroutines, open files and disk
 # entries sampled every 10 s; exit 1 when one grows or an invariant breaks.

@@ -275,6 +275,8 @@ func TestBenchUsage(t *testing.T) {
 		{"bad flag", []string{"--pods", "x"}, 2, "invalid argument"},
 		{"file source for churn", []string{"--scenario", "churn", "--source", "file"}, 2, "--source file"},
 		{"negative churn rate", []string{"--scenario", "soak", "--churn-rate", "-1"}, 2, "--churn-rate must not be negative"},
+		{"against something else", []string{"--against", "kubelet"}, 2, `--against "kubelet": want upstream`},
+		{"against with another scenario", []string{"--against", "upstream", "--scenario", "churn"}, 2, "not with --scenario churn"},
 		{"cluster-sim with a missing kubeconfig", []string{"--scenario", "cluster-sim", "--kubeconfig", "/nonexistent/admin.kubeconfig"}, 1, "--kubeconfig"},
 	}
 	for _, tc := range tests {

@@ -1,0 +1,133 @@
+package bench_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/actorlet/actorlet/internal/bench"
+	"github.com/actorlet/actorlet/internal/testenv"
+)
+
+// upstreamKubelet builds (once per machine: cached) the upstream kubelet
+// with deploy/local/kubelet.sh; a machine that cannot build it skips, or
+// fails with CI=true.
+func upstreamKubelet(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(testenv.RepoRoot(t), "deploy/local/kubelet.sh"), "build")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == testenv.ExitCannotRun {
+		testenv.CannotRun(t, "deploy/local/kubelet.sh cannot build the upstream kubelet: "+stderr.String())
+	}
+	if err != nil {
+		t.Fatalf("deploy/local/kubelet.sh build: %v\n%s", err, stderr.String())
+	}
+	path, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "KUBELET=")
+	if !ok {
+		t.Fatalf("deploy/local/kubelet.sh build printed %q", out)
+	}
+	return path
+}
+
+// TestBenchAgainstUpstream runs the comparison at tiny scale: 10 pods on
+// actorlet, then on the upstream kubelet, through the local control plane,
+// each agent on its own fake CRI runtime, and a kill -9 of each with 10
+// pods. Both must bring every pod Ready, delete them, recover without
+// restarting a container, duplicating a sandbox or flapping a pod; the
+// host's sysctls the kubelet rewrites are put back; nothing is left.
+func TestBenchAgainstUpstream(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.CannotRun(t, "the upstream kubelet needs root")
+	}
+	env := testenv.ControlPlane(t)
+	kubelet := upstreamKubelet(t)
+	sysctls := func() string {
+		var b strings.Builder
+		for _, k := range []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"} {
+			v, _ := os.ReadFile("/proc/sys/" + k)
+			b.WriteString(k + "=" + strings.TrimSpace(string(v)) + " ")
+		}
+		return b.String()
+	}
+	before := sysctls()
+	const prefix = "bench-test-against"
+	r, code, stderr := runBench(t, "--against", "upstream", "--pods", "10", "--recovery-pods", "10",
+		"--node-name", prefix, "--kubeconfig", env.AdminKubeconfig, "--kubelet", kubelet, "--timeout", "3m")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	a := r.Against
+	if r.Scenario != bench.ScenarioAgainstUpstream || a == nil || a.Actorlet == nil || a.Upstream == nil {
+		t.Fatalf("scenario %q, against %+v", r.Scenario, a)
+	}
+	if !strings.HasPrefix(a.KubeletVersion, "v1.36.") || a.NodeIP == "" || strings.HasPrefix(a.NodeIP, "127.") {
+		t.Errorf("kubelet version %q, node IP %q", a.KubeletVersion, a.NodeIP)
+	}
+	for _, f := range []*bench.AgentFigures{a.Actorlet, a.Upstream} {
+		t.Run(f.Agent, func(t *testing.T) {
+			if f.Ready != 10 || f.Deleted != 10 || f.Error != "" {
+				t.Fatalf("ready %d, deleted %d, error %q", f.Ready, f.Deleted, f.Error)
+			}
+			l := f.StartLatencyMS
+			if !(l.P50 > 0 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.Max) {
+				t.Errorf("start latencies not ordered: %+v", l)
+			}
+			if f.CreatePodsPerSecond <= 0 || f.DeletePodsPerSecond <= 0 || f.DeleteLatencyMS.P50 <= 0 {
+				t.Errorf("create %v pods/s, delete %v pods/s, delete latency %+v", f.CreatePodsPerSecond, f.DeletePodsPerSecond, f.DeleteLatencyMS)
+			}
+			if f.RSSPeakBytes < f.RSSIdleBytes || f.RSSIdleBytes == 0 || f.CPUPerPodMS <= 0 {
+				t.Errorf("rss idle %d peak %d, cpu per pod %v", f.RSSIdleBytes, f.RSSPeakBytes, f.CPUPerPodMS)
+			}
+			// Each pod's status reached the API server through the agent's
+			// own identity, with its own token.
+			if f.APIRequestsPerPod["patch pods/status"] < 1 || f.APIRequestsPerPod["create serviceaccounts/token"] < 1 || f.APIWritesPerPod < 2 {
+				t.Errorf("API requests per pod %v (writes %v)", f.APIRequestsPerPod, f.APIWritesPerPod)
+			}
+			rec := f.Recovery
+			if rec == nil || !rec.Recovered || rec.Pods != 10 || rec.Seconds < rec.HealthySeconds || rec.HealthySeconds <= 0 {
+				t.Fatalf("recovery %+v", rec)
+			}
+			if rec.ContainerRestarts != 0 || rec.DuplicateSandboxes != 0 || rec.RestartCount != 0 || rec.ReadyFlaps != 0 {
+				t.Errorf("recovery broke pods: %+v", rec)
+			}
+		})
+	}
+	if !slices.Contains(a.Actorlet.Args, "--kube-api-qps") || !slices.Contains(a.Upstream.Args, "--config") {
+		t.Errorf("args: actorlet %v, upstream %v", a.Actorlet.Args, a.Upstream.Args)
+	}
+	for _, k := range []string{"create_pods_per_second", "delete_pods_per_second", "start_p50", "start_p90", "start_p99",
+		"rss_peak", "cpu_per_pod", "api_writes_per_pod", "recovery_seconds"} {
+		if a.Ratios[k] <= 0 {
+			t.Errorf("ratio %s missing: %v", k, a.Ratios)
+		}
+	}
+	if !strings.Contains(stderr, "actorlet vs upstream: create") {
+		t.Errorf("no summary on stderr:\n%s", stderr)
+	}
+	if after := sysctls(); after != before {
+		t.Errorf("sysctls changed by the kubelet and not put back: %s, was %s", after, before)
+	}
+	// Cleaned up: no Node, no pods, no counting FlowSchemas.
+	kubectl := func(args ...string) string {
+		out, _ := exec.Command(env.Kubectl, append([]string{"--kubeconfig", env.AdminKubeconfig}, args...)...).CombinedOutput()
+		return string(out)
+	}
+	for _, node := range []string{prefix + "-actorlet", prefix + "-upstream"} {
+		if out := kubectl("get", "node", node); !strings.Contains(out, "NotFound") {
+			t.Errorf("node left behind: %s", out)
+		}
+		if out := kubectl("get", "pods", "-A", "--field-selector", "spec.nodeName="+node, "-o", "name"); strings.Contains(out, "pod/") {
+			t.Errorf("pods left behind: %s", out)
+		}
+	}
+	if out := kubectl("get", "flowschemas", "-o", "name"); strings.Contains(out, "actorlet-bench-"+prefix) {
+		t.Errorf("FlowSchemas left behind: %s", out)
+	}
+}
