@@ -136,7 +136,8 @@ bench: build
 # docs/BENCHMARKS.md "Against the upstream kubelet" (not part of `make bench`): the same cluster load
 # on actorlet and on the upstream kubelet (deploy/local/kubelet.sh builds it; root), each on its own
 # fake CRI runtime, with a kill -9 recovery of UPSTREAM_RECOVERY_PODS pods; JSON in
-# docs/bench/upstream/ (apart: `make bench`'s table reads docs/bench/*.json).
+# docs/bench/upstream/ (apart: `make bench`'s table reads docs/bench/*.json), tables in
+# docs/BENCHMARKS.md (between <!-- against-upstream-N --> markers).
 UPSTREAM_PODS ?= 100 1000
 UPSTREAM_RECOVERY_PODS ?= 200
 .PHONY: bench-upstream
@@ -144,7 +145,7 @@ bench-upstream: build
 	@mkdir -p $(BENCH_DIR)/upstream
 	@set -e; for n in $(UPSTREAM_PODS); do \
 		./$(BENCH_BIN) bench --against upstream --pods $$n --recovery-pods $(UPSTREAM_RECOVERY_PODS) \
-			--out $(BENCH_DIR)/upstream/against-upstream-$$n.json; \
+			--out $(BENCH_DIR)/upstream/against-upstream-$$n.json --markdown docs/BENCHMARKS.md; \
 	done
 
 # The soak of docs/BENCHMARKS.md (not part of `make bench`: it runs an

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -54,6 +55,8 @@ func runBench(ctx context.Context, args []string) int {
 	fs.StringVar(&o.Kubelet, "kubelet", "", "--against upstream: the upstream kubelet binary (default: deploy/local/kubelet.sh build)")
 	fs.IntVar(&o.RecoveryPods, "recovery-pods", 0, "--against upstream: pods running when each agent is killed with SIGKILL (default 200)")
 	fs.StringVar(&o.NodeIP, "node-ip", "", "--against upstream: both agents' --node-ip, not loopback (default: the host's first non-loopback IPv4 address)")
+	var markdown string
+	fs.StringVar(&markdown, "markdown", "", "--against upstream: also write the comparison table between <!-- against-upstream-N --> and <!-- /against-upstream-N --> in this file (docs/BENCHMARKS.md), N the pod count")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
 	if done, code := parseFlags(fs, args); done {
 		return code
@@ -78,6 +81,19 @@ func runBench(ctx context.Context, args []string) int {
 	}
 	if !quiet {
 		fmt.Fprintln(os.Stderr, res.Summary())
+	}
+	if markdown != "" && res.Against != nil {
+		link := ""
+		if out != "-" && out != "" {
+			if rel, rerr := filepath.Rel(filepath.Dir(markdown), out); rerr == nil {
+				link = rel
+			}
+		}
+		tag := fmt.Sprintf("against-upstream-%d", res.Pods)
+		if werr := bench.WriteMarkdown(markdown, tag, res.Against.Markdown(res, link)); werr != nil {
+			fmt.Fprintf(os.Stderr, "actorlet bench: %v\n", werr)
+			return exitError
+		}
 	}
 	switch {
 	case errors.Is(err, bench.ErrNotYet):

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -828,4 +829,74 @@ func (a *Against) summary() string {
 		x.StartLatencyMS.P50, u.StartLatencyMS.P50, x.StartLatencyMS.P99, u.StartLatencyMS.P99,
 		float64(x.RSSPeakBytes)/(1<<20), float64(u.RSSPeakBytes)/(1<<20), x.CPUPerPodMS, u.CPUPerPodMS,
 		x.APIWritesPerPod, u.APIWritesPerPod, x.APIWritesPerPodNoEvents, u.APIWritesPerPodNoEvents, rec(x.Recovery), rec(u.Recovery))
+}
+
+// Markdown is the comparison as a table for docs/BENCHMARKS.md; jsonLink,
+// when set, is where the JSON result is, relative to the document.
+func (a *Against) Markdown(r *Result, jsonLink string) string {
+	if a.Actorlet == nil || a.Upstream == nil {
+		return ""
+	}
+	x, u := a.Actorlet, a.Upstream
+	var b strings.Builder
+	row := func(name, uv, xv, ratio string) { fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", name, uv, xv, ratio) }
+	num := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+	ratio := func(k string) string {
+		if v, ok := a.Ratios[k]; ok {
+			return strconv.FormatFloat(v, 'f', 2, 64)
+		}
+		return "-"
+	}
+	sec := func(ms float64) string { return strconv.FormatFloat(ms/1000, 'f', 2, 64) + " s" }
+	mib := func(v uint64) string { return strconv.FormatFloat(float64(v)/(1<<20), 'f', 0, 64) + " MiB" }
+	fmt.Fprintf(&b, "%d pods, %s, %d CPUs; 1-minute load average at the start of each agent's run: upstream %.2f, actorlet %.2f.",
+		r.Pods, r.StartedAt.Format("2006-01-02 15:04 UTC"), r.Machine.CPUs, u.LoadAvg1, x.LoadAvg1)
+	if jsonLink != "" {
+		fmt.Fprintf(&b, " JSON: [%s](%s).", filepath.Base(jsonLink), jsonLink)
+	}
+	b.WriteString("\n\n")
+	row("", "upstream kubelet "+a.KubeletVersion, "actorlet", "actorlet / upstream")
+	b.WriteString("|---|---|---|---|\n")
+	row("pods Ready", fmt.Sprintf("%d/%d in %.1f s", u.Ready, r.Pods, u.CreateSeconds), fmt.Sprintf("%d/%d in %.1f s", x.Ready, r.Pods, x.CreateSeconds), "")
+	row("create throughput (pods/s)", num(u.CreatePodsPerSecond), num(x.CreatePodsPerSecond), ratio("create_pods_per_second"))
+	row("delete throughput (pods/s)", num(u.DeletePodsPerSecond), num(x.DeletePodsPerSecond), ratio("delete_pods_per_second"))
+	row("start latency p50", sec(u.StartLatencyMS.P50), sec(x.StartLatencyMS.P50), ratio("start_p50"))
+	row("start latency p90", sec(u.StartLatencyMS.P90), sec(x.StartLatencyMS.P90), ratio("start_p90"))
+	row("start latency p99", sec(u.StartLatencyMS.P99), sec(x.StartLatencyMS.P99), ratio("start_p99"))
+	row("RSS peak", mib(u.RSSPeakBytes), mib(x.RSSPeakBytes), ratio("rss_peak"))
+	row("CPU per pod", num(u.CPUPerPodMS)+" ms", num(x.CPUPerPodMS)+" ms", ratio("cpu_per_pod"))
+	row("API writes per pod", fmt.Sprintf("%.2f", u.APIWritesPerPod), fmt.Sprintf("%.2f", x.APIWritesPerPod), ratio("api_writes_per_pod"))
+	row("API writes per pod without events", fmt.Sprintf("%.2f", u.APIWritesPerPodNoEvents), fmt.Sprintf("%.2f", x.APIWritesPerPodNoEvents), ratio("api_writes_per_pod_excluding_events"))
+	if u.Recovery != nil && x.Recovery != nil {
+		rec := func(r *Recovery) string {
+			if !r.Recovered {
+				return "not recovered"
+			}
+			return fmt.Sprintf("%.2f s (healthy %.2f s)", r.Seconds, r.HealthySeconds)
+		}
+		row(fmt.Sprintf("kill -9 with %d pods: back, all Ready", u.Recovery.Pods), rec(u.Recovery), rec(x.Recovery), ratio("recovery_seconds"))
+		harm := func(r *Recovery) string {
+			return fmt.Sprintf("%d / %d / %d", r.ContainerRestarts, r.DuplicateSandboxes, r.ReadyFlaps)
+		}
+		row("kill -9: restarts / duplicate sandboxes / Ready flaps", harm(u.Recovery), harm(x.Recovery), "")
+	}
+	return b.String()
+}
+
+// WriteMarkdown replaces the text between "<!-- tag -->" and
+// "<!-- /tag -->" in the file path with text.
+func WriteMarkdown(path, tag, text string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--markdown: %w", err)
+	}
+	open, end := "<!-- "+tag+" -->\n", "<!-- /"+tag+" -->"
+	s := string(b)
+	i := strings.Index(s, open)
+	j := strings.Index(s, end)
+	if i < 0 || j < i {
+		return fmt.Errorf("--markdown %s: no %q ... %q markers", path, strings.TrimSpace(open), end)
+	}
+	s = s[:i+len(open)] + text + s[j:]
+	return os.WriteFile(path, []byte(s), 0o644)
 }

@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestAgainstRatios(t *testing.T) {
+	x := &AgentFigures{CreatePodsPerSecond: 30, DeletePodsPerSecond: 40, StartLatencyMS: Latency{P50: 1000, P90: 2000, P99: 3000},
+		RSSPeakBytes: 100 << 20, CPUPerPodMS: 10, APIWritesPerPod: 3, APIWritesPerPodNoEvents: 1, Recovery: &Recovery{Seconds: 1}}
+	u := &AgentFigures{CreatePodsPerSecond: 15, DeletePodsPerSecond: 0, StartLatencyMS: Latency{P50: 4000, P90: 4000, P99: 6000},
+		RSSPeakBytes: 200 << 20, CPUPerPodMS: 30, APIWritesPerPod: 6, APIWritesPerPodNoEvents: 3, Recovery: &Recovery{Seconds: 0.5}}
+	got := ratios(x, u)
+	want := map[string]float64{"create_pods_per_second": 2, "start_p50": 0.25, "start_p90": 0.5, "start_p99": 0.5,
+		"rss_peak": 0.5, "cpu_per_pod": 0.333, "api_writes_per_pod": 0.5, "api_writes_per_pod_excluding_events": 0.333,
+		"recovery_seconds": 2}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	if _, ok := got["delete_pods_per_second"]; ok || len(got) != len(want) {
+		t.Errorf("a ratio over upstream's 0 is left out: %v", got)
+	}
+}
+
+func TestWriteMarkdown(t *testing.T) {
+	tests := []struct {
+		name    string
+		doc     string
+		want    string
+		wantErr string
+	}{
+		{"replaces between the markers", "a\n<!-- t -->\nold\n<!-- /t -->\nb\n", "a\n<!-- t -->\nnew\n<!-- /t -->\nb\n", ""},
+		{"empty block", "<!-- t -->\n<!-- /t -->\n", "<!-- t -->\nnew\n<!-- /t -->\n", ""},
+		{"no markers", "a\n", "a\n", "no \"<!-- t -->\""},
+		{"end before start", "<!-- /t -->\n<!-- t -->\n", "<!-- /t -->\n<!-- t -->\n", "markers"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "doc.md")
+			if err := os.WriteFile(p, []byte(tc.doc), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := WriteMarkdown(p, "t", "new\n")
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err %v, want %q", err, tc.wantErr)
+			}
+			b, _ := os.ReadFile(p)
+			if string(b) != tc.want {
+				t.Errorf("got %q, want %q", b, tc.want)
+			}
+		})
+	}
+}
+
+func TestAgainstMarkdown(t *testing.T) {
+	f := func(rps float64) *AgentFigures {
+		return &AgentFigures{Ready: 100, CreatePodsPerSecond: rps, CreateSeconds: 100 / rps, LoadAvg1: 1.5,
+			StartLatencyMS: Latency{P50: 2500, P90: 3000, P99: 3500}, RSSPeakBytes: 90 << 20,
+			Recovery: &Recovery{Pods: 200, Recovered: true, Seconds: 1.25, HealthySeconds: 1, ReadyFlaps: 2}}
+	}
+	a := &Against{KubeletVersion: "v1.36.4", Actorlet: f(25), Upstream: f(15)}
+	a.Ratios = ratios(a.Actorlet, a.Upstream)
+	md := a.Markdown(&Result{Pods: 100}, "bench/upstream/against-upstream-100.json")
+	for _, want := range []string{
+		"|  | upstream kubelet v1.36.4 | actorlet | actorlet / upstream |",
+		"| create throughput (pods/s) | 15.0 | 25.0 | 1.67 |",
+		"| start latency p99 | 3.50 s | 3.50 s | 1.00 |",
+		"| RSS peak | 90 MiB | 90 MiB | 1.00 |",
+		"| kill -9 with 200 pods: back, all Ready | 1.25 s (healthy 1.00 s) | 1.25 s (healthy 1.00 s) | 1.00 |",
+		"| kill -9: restarts / duplicate sandboxes / Ready flaps | 0 / 0 / 2 | 0 / 0 / 2 |  |",
+		"JSON: [against-upstream-100.json](bench/upstream/against-upstream-100.json).",
+		"upstream 1.50, actorlet 1.50",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("no %q in\n%s", want, md)
+		}
+	}
+	if (&Against{Actorlet: f(1)}).Markdown(&Result{}, "") != "" {
+		t.Error("a comparison with one agent gave a table")
+	}
+}
