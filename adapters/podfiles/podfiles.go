@@ -282,6 +282,11 @@ func logTail(path string, lines, maxBytes int) string {
 		out = append(out, partial.String()+"\n")
 		partial.Reset()
 	}
+	if partial.Len() > 0 {
+		// The program's last output had no newline ("echo -n DONE"): a
+		// partial line with no closing entry, kept as written.
+		out = append(out, partial.String())
+	}
 	if len(out) > lines {
 		out = out[len(out)-lines:]
 	}

@@ -364,6 +364,13 @@ func TestTerminationMessage(t *testing.T) {
 			want:     "killed\n",
 		},
 		{
+			name:     "FallbackToLogsOnError and a last line with no newline (echo -n): kept as written",
+			policy:   fallback,
+			exitCode: 1,
+			log:      str(criLog("F first", "P DO", "P NE")),
+			want:     "first\nDONE",
+		},
+		{
 			name:     "FallbackToLogsOnError: the message file wins over the log",
 			message:  str("disk full\n"),
 			policy:   fallback,
