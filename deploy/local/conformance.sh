@@ -457,6 +457,7 @@ start_agent() {
   # A copy: a `make build` during the run (the checkout is shared) must not change the agent under
   # test; the commit it was built from is recorded with it.
   install -m 0755 "$ACTORLET_BIN" "$DIR/actorlet"
+  if [ -f "$DIR/actorlet.log" ]; then mv -f "$DIR/actorlet.log" "$DIR/actorlet.log.prev"; fi
   AGENT_COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
   if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]; then AGENT_COMMIT+=-dirty; fi
   log "starting actorlet ($ACTORLET_BIN, checkout at $AGENT_COMMIT) as node $NODE_NAME on $NODE_IP:$port (log $DIR/actorlet.log)"
@@ -534,6 +535,8 @@ run() {
     --node-os-distro=debian --kubelet-root-dir="$KUBELET_ROOT" --dump-logs-on-failure=false \
     --disable-log-dump --e2e-output-dir="$rd" ${CONFORMANCE_E2E_ARGS:-}) || rc=$?
   log "suite finished in $((($(now_ms) - t0) / 1000))s (ginkgo exit $rc)"
+  cp "$DIR/actorlet.log" "$rd/actorlet.log" 2>/dev/null || true
+  cp "$DIR/node.env" "$rd/node.env" 2>/dev/null || true
   [ -s "$rd/ginkgo.json" ] || [ -n "$(ls "$rd"/junit*.xml 2>/dev/null)" ] || die "the suite wrote no report (ginkgo exit $rc)"
   # Only the whole default selection makes docs/CONFORMANCE.md's figures; a subset is printed.
   if [ -z "${CONFORMANCE_FOCUS:-}${CONFORMANCE_SKIP:-}" ] && ! $slow; then
