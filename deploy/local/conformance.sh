@@ -31,7 +31,8 @@
 # build, ~13 min cold, which shares most packages): build ~16.5 min (e2e.test 608 s; ginkgo, agnhost
 # and nnp 376 s: static, CGO_ENABLED=0, so their packages build again); images ~10 s; up ~1 min
 # (containerd.sh up ~35 s, controlplane.sh up ~17 s, the node Ready in seconds); the run of the 236
-# specs with 4 ginkgo processes ~N min. A second `make conformance` pays the run only.
+# specs with 4 ginkgo processes ~29 min; the images' busybox from source ~1-2 min once. A second
+# `make conformance` pays the run only.
 #
 # Environment (defaults in brackets):
 #   CONFORMANCE_FOCUS      ginkgo --focus [\[NodeConformance\]]
