@@ -741,7 +741,17 @@ func startKubelet(ctx context.Context, binary, dir, runtimeEP, kubeconfig, node,
 	if err != nil {
 		return nil, err
 	}
+	// An empty working directory of its own: the fake runtime reports no
+	// log path, and the kubelet's log manager removes what the glob
+	// "<log path>*" matches when it removes a container, so "*": every
+	// file in its working directory.
+	cwd := filepath.Join(dir, "kubelet-cwd")
+	if err := os.MkdirAll(cwd, 0o700); err != nil {
+		_ = logf.Close()
+		return nil, err
+	}
 	a.cmd = exec.Command(binary, a.args...)
+	a.cmd.Dir = cwd
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := a.cmd.Start(); err != nil {

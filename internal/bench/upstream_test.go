@@ -41,7 +41,8 @@ func upstreamKubelet(t *testing.T) string {
 // each agent on its own fake CRI runtime, and a kill -9 of each with 10
 // pods. Both must bring every pod Ready, delete them, recover without
 // restarting a container, duplicating a sandbox or flapping a pod; the
-// host's sysctls the kubelet rewrites are put back; nothing is left.
+// host's sysctls the kubelet rewrites are put back; nothing is left, and
+// nothing of the working directory is removed.
 func TestBenchAgainstUpstream(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.CannotRun(t, "the upstream kubelet needs root")
@@ -110,6 +111,12 @@ func TestBenchAgainstUpstream(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "actorlet vs upstream: create") {
 		t.Errorf("no summary on stderr:\n%s", stderr)
+	}
+	// The fake runtime reports no log path, and the kubelet removes every
+	// file "<log path>*" matches when it removes a container: nothing of
+	// the bench's working directory (this package's) may go.
+	if _, err := os.Stat("upstream_test.go"); err != nil {
+		t.Errorf("the bench's working directory lost its files: %v", err)
 	}
 	if after := sysctls(); after != before {
 		t.Errorf("sysctls changed by the kubelet and not put back: %s, was %s", after, before)
