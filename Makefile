@@ -140,11 +140,12 @@ bench: build
 # docs/BENCHMARKS.md (between <!-- against-upstream-N --> markers).
 UPSTREAM_PODS ?= 100 1000
 UPSTREAM_RECOVERY_PODS ?= 200
+UPSTREAM_ROUNDS ?= 1
 .PHONY: bench-upstream
 bench-upstream: build
 	@mkdir -p $(BENCH_DIR)/upstream
 	@set -e; for n in $(UPSTREAM_PODS); do \
-		./$(BENCH_BIN) bench --against upstream --pods $$n --recovery-pods $(UPSTREAM_RECOVERY_PODS) \
+		./$(BENCH_BIN) bench --against upstream --pods $$n --recovery-pods $(UPSTREAM_RECOVERY_PODS) --rounds $(UPSTREAM_ROUNDS) \
 			--out $(BENCH_DIR)/upstream/against-upstream-$$n.json --markdown docs/BENCHMARKS.md; \
 	done
 

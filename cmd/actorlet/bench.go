@@ -54,6 +54,7 @@ func runBench(ctx context.Context, args []string) int {
 	fs.StringVar(&o.Against, "against", "", "upstream: the same load (cluster mode, pods through the local control plane) on actorlet and then on the upstream kubelet, each on its own fake CRI runtime, with a kill -9 recovery; both figures and their ratios (scenario against-upstream; default 100 pods)")
 	fs.StringVar(&o.Kubelet, "kubelet", "", "--against upstream: the upstream kubelet binary (default: deploy/local/kubelet.sh build)")
 	fs.IntVar(&o.RecoveryPods, "recovery-pods", 0, "--against upstream: pods running when each agent is killed with SIGKILL (default 200)")
+	fs.IntVar(&o.Rounds, "rounds", 0, "--against upstream: rounds, each agent once per round, the order alternating (actorlet first, then upstream first, ...); the figures are each one's median (default 1)")
 	fs.StringVar(&o.NodeIP, "node-ip", "", "--against upstream: both agents' --node-ip, not loopback (default: the host's first non-loopback IPv4 address)")
 	var markdown string
 	fs.StringVar(&markdown, "markdown", "", "--against upstream: also write the comparison table between <!-- against-upstream-N --> and <!-- /against-upstream-N --> in this file (docs/BENCHMARKS.md), N the pod count")

@@ -109,6 +109,8 @@ type Options struct {
 	Kubelet      string
 	RecoveryPods int
 	NodeIP       string
+	// Rounds of the comparison (default 1), in alternating order.
+	Rounds int
 }
 
 func (o *Options) defaults() error {
@@ -146,6 +148,9 @@ func (o *Options) defaults() error {
 		default:
 			o.Pods = 1000
 		}
+	}
+	if o.Rounds < 0 {
+		return fmt.Errorf("--rounds must not be negative, got %d", o.Rounds)
 	}
 	if o.ChurnRate < 0 {
 		return fmt.Errorf("--churn-rate must not be negative, got %g", o.ChurnRate)

@@ -276,6 +276,7 @@ func TestBenchUsage(t *testing.T) {
 		{"file source for churn", []string{"--scenario", "churn", "--source", "file"}, 2, "--source file"},
 		{"negative churn rate", []string{"--scenario", "soak", "--churn-rate", "-1"}, 2, "--churn-rate must not be negative"},
 		{"against something else", []string{"--against", "kubelet"}, 2, `--against "kubelet": want upstream`},
+		{"negative rounds", []string{"--against", "upstream", "--rounds", "-1"}, 2, "--rounds must not be negative"},
 		{"against with another scenario", []string{"--against", "upstream", "--scenario", "churn"}, 2, "not with --scenario churn"},
 		{"cluster-sim with a missing kubeconfig", []string{"--scenario", "cluster-sim", "--kubeconfig", "/nonexistent/admin.kubeconfig"}, 1, "--kubeconfig"},
 	}

@@ -48,14 +48,89 @@ const upstreamRecoveryPods = 200
 // their ratios, actorlet over upstream (below 1 is less time, memory, CPU
 // or writes for actorlet; above 1 more pods per second).
 type Against struct {
-	KubeletBinary  string             `json:"kubelet_binary"`
-	KubeletVersion string             `json:"kubelet_version"`
-	NodeIP         string             `json:"node_ip"`
-	RecoveryPods   int                `json:"recovery_pods"`
-	Order          []string           `json:"order"`
-	Actorlet       *AgentFigures      `json:"actorlet"`
-	Upstream       *AgentFigures      `json:"upstream_kubelet"`
-	Ratios         map[string]float64 `json:"ratios"`
+	KubeletBinary  string   `json:"kubelet_binary"`
+	KubeletVersion string   `json:"kubelet_version"`
+	NodeIP         string   `json:"node_ip"`
+	RecoveryPods   int      `json:"recovery_pods"`
+	Order          []string `json:"order"`
+	// Actorlet and Upstream are the figures of the one round, or with
+	// --rounds above 1 each figure's median over the rounds (restarts,
+	// duplicates and flaps: the most of any round); Rounds has each.
+	Actorlet *AgentFigures      `json:"actorlet"`
+	Upstream *AgentFigures      `json:"upstream_kubelet"`
+	Ratios   map[string]float64 `json:"ratios"`
+	Rounds   []AgainstRound     `json:"rounds,omitempty"`
+}
+
+// AgainstRound is one round: each agent once, in alternating order.
+type AgainstRound struct {
+	Actorlet *AgentFigures `json:"actorlet"`
+	Upstream *AgentFigures `json:"upstream_kubelet"`
+}
+
+// medianFigures is fs's one element, or a copy of the round with the
+// median create throughput whose compared figures are each the median
+// over fs (the worst of any round for restarts, duplicates and flaps).
+func medianFigures(fs []*AgentFigures) *AgentFigures {
+	switch len(fs) {
+	case 0:
+		return nil
+	case 1:
+		return fs[0]
+	}
+	med := func(get func(f *AgentFigures) float64) float64 {
+		v := make([]float64, len(fs))
+		for i, f := range fs {
+			v[i] = get(f)
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	sorted := slices.Clone(fs)
+	slices.SortFunc(sorted, func(a, b *AgentFigures) int {
+		switch {
+		case a.CreatePodsPerSecond < b.CreatePodsPerSecond:
+			return -1
+		case a.CreatePodsPerSecond > b.CreatePodsPerSecond:
+			return 1
+		}
+		return 0
+	})
+	m := *sorted[len(sorted)/2]
+	m.CreatePodsPerSecond = round(med(func(f *AgentFigures) float64 { return f.CreatePodsPerSecond }))
+	m.CreateSeconds = round3(med(func(f *AgentFigures) float64 { return f.CreateSeconds }))
+	m.DeletePodsPerSecond = round(med(func(f *AgentFigures) float64 { return f.DeletePodsPerSecond }))
+	m.StartLatencyMS.P50 = round(med(func(f *AgentFigures) float64 { return f.StartLatencyMS.P50 }))
+	m.StartLatencyMS.P90 = round(med(func(f *AgentFigures) float64 { return f.StartLatencyMS.P90 }))
+	m.StartLatencyMS.P99 = round(med(func(f *AgentFigures) float64 { return f.StartLatencyMS.P99 }))
+	m.RSSPeakBytes = uint64(med(func(f *AgentFigures) float64 { return float64(f.RSSPeakBytes) }))
+	m.CPUPerPodMS = round(med(func(f *AgentFigures) float64 { return f.CPUPerPodMS }))
+	m.APIWritesPerPod = round3(med(func(f *AgentFigures) float64 { return f.APIWritesPerPod }))
+	m.APIWritesPerPodNoEvents = round3(med(func(f *AgentFigures) float64 { return f.APIWritesPerPodNoEvents }))
+	m.Ready = int(med(func(f *AgentFigures) float64 { return float64(f.Ready) }))
+	var recs []*Recovery
+	for _, f := range fs {
+		if f.Recovery != nil {
+			recs = append(recs, f.Recovery)
+		}
+	}
+	if len(recs) == len(fs) {
+		rec := *m.Recovery
+		rec.Seconds = round3(med(func(f *AgentFigures) float64 { return f.Recovery.Seconds }))
+		rec.HealthySeconds = round3(med(func(f *AgentFigures) float64 { return f.Recovery.HealthySeconds }))
+		for _, r := range recs {
+			rec.Recovered = rec.Recovered && r.Recovered
+			rec.ContainerRestarts = max(rec.ContainerRestarts, r.ContainerRestarts)
+			rec.DuplicateSandboxes = max(rec.DuplicateSandboxes, r.DuplicateSandboxes)
+			rec.RestartCount = max(rec.RestartCount, r.RestartCount)
+			rec.ReadyFlaps = max(rec.ReadyFlaps, r.ReadyFlaps)
+		}
+		m.Recovery = &rec
+	}
+	return &m
 }
 
 // AgentFigures are one agent's figures under the load.
@@ -152,28 +227,47 @@ func runAgainstUpstream(ctx context.Context, o Options, r *Result) error {
 	if prefix == "" {
 		prefix = "bench"
 	}
-	a := &Against{KubeletBinary: kubelet, NodeIP: nodeIP, RecoveryPods: o.RecoveryPods,
-		Order: []string{AgentActorlet, AgentUpstream}}
+	a := &Against{KubeletBinary: kubelet, NodeIP: nodeIP, RecoveryPods: o.RecoveryPods}
 	if out, err := exec.CommandContext(ctx, kubelet, "--version").Output(); err == nil {
 		a.KubeletVersion = strings.TrimSpace(strings.TrimPrefix(string(out), "Kubernetes "))
 	}
 	r.Against = a
 	r.Runtime = "fake CRI (k8s.io/cri-client/pkg/fake), one process per agent"
 	var errs []error
-	for _, kind := range a.Order {
-		f, err := runAgentLoad(ctx, &o, kind, prefix+"-"+strings.TrimSuffix(kind, "-kubelet"), nodeIP, kubelet)
-		if err != nil {
-			f.Error = err.Error()
-			errs = append(errs, fmt.Errorf("%s: %w", kind, err))
+	a.Order = nil
+	var xs, us []*AgentFigures
+	for round := range max(o.Rounds, 1) {
+		order := []string{AgentActorlet, AgentUpstream}
+		if round%2 == 1 {
+			// Alternate: a machine that slows under sustained load favours
+			// neither agent.
+			order = []string{AgentUpstream, AgentActorlet}
 		}
-		if kind == AgentActorlet {
-			a.Actorlet = f
-		} else {
-			a.Upstream = f
+		rd := AgainstRound{}
+		for _, kind := range order {
+			a.Order = append(a.Order, kind)
+			f, err := runAgentLoad(ctx, &o, kind, prefix+"-"+strings.TrimSuffix(kind, "-kubelet"), nodeIP, kubelet)
+			if err != nil {
+				f.Error = err.Error()
+				errs = append(errs, fmt.Errorf("round %d: %s: %w", round+1, kind, err))
+			}
+			if kind == AgentActorlet {
+				rd.Actorlet, xs = f, append(xs, f)
+			} else {
+				rd.Upstream, us = f, append(us, f)
+			}
+			if ctx.Err() != nil {
+				break
+			}
 		}
+		a.Rounds = append(a.Rounds, rd)
 		if ctx.Err() != nil {
 			break
 		}
+	}
+	a.Actorlet, a.Upstream = medianFigures(xs), medianFigures(us)
+	if len(a.Rounds) == 1 {
+		a.Rounds = nil // the figures are the round's
 	}
 	if a.Actorlet != nil && a.Upstream != nil {
 		a.Ratios = ratios(a.Actorlet, a.Upstream)
@@ -861,6 +955,9 @@ func (a *Against) Markdown(r *Result, jsonLink string) string {
 	mib := func(v uint64) string { return strconv.FormatFloat(float64(v)/(1<<20), 'f', 0, 64) + " MiB" }
 	fmt.Fprintf(&b, "%d pods, %s, %d CPUs; 1-minute load average at the start of each agent's run: upstream %.2f, actorlet %.2f.",
 		r.Pods, r.StartedAt.Format("2006-01-02 15:04 UTC"), r.Machine.CPUs, u.LoadAvg1, x.LoadAvg1)
+	if len(a.Rounds) > 1 {
+		fmt.Fprintf(&b, " Medians of %d rounds in alternating order (%s).", len(a.Rounds), strings.Join(a.Order, ", "))
+	}
 	if jsonLink != "" {
 		fmt.Fprintf(&b, " JSON: [%s](%s).", filepath.Base(jsonLink), jsonLink)
 	}

@@ -83,3 +83,36 @@ func TestAgainstMarkdown(t *testing.T) {
 		t.Error("a comparison with one agent gave a table")
 	}
 }
+
+func TestMedianFigures(t *testing.T) {
+	round := func(rps, p99 float64, rss uint64, flaps int, args string) *AgentFigures {
+		return &AgentFigures{Args: []string{args}, Ready: 10, CreatePodsPerSecond: rps, StartLatencyMS: Latency{P99: p99},
+			RSSPeakBytes: rss, Recovery: &Recovery{Recovered: true, Seconds: rps / 10, ReadyFlaps: flaps}}
+	}
+	tests := []struct {
+		name      string
+		rounds    []*AgentFigures
+		wantRPS   float64
+		wantP99   float64
+		wantRSS   uint64
+		wantFlaps int
+		wantArgs  string
+	}{
+		{"one round is itself", []*AgentFigures{round(10, 100, 5, 0, "a")}, 10, 100, 5, 0, "a"},
+		{"odd: each figure's median, the median round's args, the worst flaps",
+			[]*AgentFigures{round(30, 100, 9, 0, "a"), round(10, 300, 5, 2, "b"), round(20, 200, 7, 0, "c")}, 20, 200, 7, 2, "c"},
+		{"even: the mean of the middle two", []*AgentFigures{round(10, 100, 4, 0, "a"), round(20, 300, 8, 0, "b")}, 15, 200, 6, 0, "b"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := medianFigures(tc.rounds)
+			if m.CreatePodsPerSecond != tc.wantRPS || m.StartLatencyMS.P99 != tc.wantP99 || m.RSSPeakBytes != tc.wantRSS ||
+				m.Recovery.ReadyFlaps != tc.wantFlaps || m.Args[0] != tc.wantArgs || !m.Recovery.Recovered {
+				t.Errorf("got %+v (recovery %+v)", m, m.Recovery)
+			}
+		})
+	}
+	if medianFigures(nil) != nil {
+		t.Error("no rounds gave figures")
+	}
+}
