@@ -10,9 +10,10 @@ import (
 // SubPath returns the host path of a volumeMount's subPath sub inside the
 // volume directory volumeDir, creating it as a directory when it does not
 // exist, as upstream's kubelet does before the runtime would (which makes
-// it 0755 root:root): with the volume directory's permission bits, exactly,
-// whatever the umask, and its group where it is setgid (an fsGroup). The
-// path, symlinks resolved, must stay inside the volume.
+// it 0755 root:root): with the volume directory's mode, exactly, whatever
+// the umask, its setgid and sticky bits included (a tmpfs emptyDir with an
+// fsGroup: 3777), and so its group where it is setgid. The path, symlinks
+// resolved, must stay inside the volume.
 func (f *Files) SubPath(volumeDir, sub string) (string, error) {
 	sub = filepath.Clean(sub)
 	if filepath.IsAbs(sub) || sub == ".." || strings.HasPrefix(sub, "../") {
@@ -26,7 +27,7 @@ func (f *Files) SubPath(volumeDir, sub string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("subPath %q: volume directory: %w", sub, err)
 	}
-	perm := info.Mode().Perm()
+	perm := info.Mode() & (os.ModePerm | os.ModeSetgid | os.ModeSticky)
 	path := filepath.Join(root, sub)
 	if _, err := os.Lstat(path); os.IsNotExist(err) {
 		if err := makeDirs(root, sub, perm); err != nil {
@@ -47,7 +48,7 @@ func (f *Files) SubPath(volumeDir, sub string) (string, error) {
 
 // makeDirs creates the missing directories of sub under root, one at a
 // time (a symlink met on the way is resolved and must stay under root), each
-// with perm exactly.
+// with perm exactly (setgid also where its parent is).
 func makeDirs(root, sub string, perm os.FileMode) error {
 	cur := root
 	for _, part := range strings.Split(sub, string(filepath.Separator)) {

@@ -24,6 +24,8 @@ func TestSubPath(t *testing.T) {
 	}{
 		{name: "missing dir gets the volume's mode", mode: 0o777, sub: "a/b", want: "a/b", perm: 0o777},
 		{name: "setgid volume (fsGroup) stays setgid", mode: 0o777 | os.ModeSetgid, sub: "x", want: "x", perm: 0o777 | os.ModeSetgid},
+		{name: "a tmpfs root's sticky bit is copied (upstream's 3777)", mode: 0o777 | os.ModeSetgid | os.ModeSticky, sub: "s/t", want: "s/t",
+			perm: 0o777 | os.ModeSetgid | os.ModeSticky},
 		{name: "existing file kept", mode: 0o755, sub: "f", want: "f", perm: 0o640,
 			setup: func(t *testing.T, vol, _ string) { mustWrite(t, filepath.Join(vol, "f"), 0o640) }},
 		{name: "symlink inside the volume", mode: 0o755, sub: "l", want: "d", perm: 0o700,
@@ -85,7 +87,7 @@ func TestSubPath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m := fi.Mode() & (os.ModePerm | os.ModeSetgid); m != tt.perm {
+			if m := fi.Mode() & (os.ModePerm | os.ModeSetgid | os.ModeSticky); m != tt.perm {
 				t.Fatalf("mode %v, want %v", m, tt.perm)
 			}
 		})

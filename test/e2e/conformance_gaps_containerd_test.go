@@ -21,8 +21,8 @@ import (
 //   - a pod's labels changed through the API reach its downward API file
 //     (the "should update labels on modification" specs);
 //   - a subPath that does not exist yet, in a memory-backed emptyDir with an
-//     fsGroup, is made with the volume's mode (0777) and group, not by the
-//     runtime as 0755 root ("nonexistent volume subPath should have the
+//     fsGroup, is made with the volume's mode (3777: the tmpfs root's 1777
+//     and the fsGroup's setgid) and group, not by the runtime as 0755 root ("nonexistent volume subPath should have the
 //     correct mode and owner using FSGroup");
 //   - FallbackToLogsOnError keeps a last log line printed without a
 //     newline ("echo -n DONE", the runtime blackbox spec).
@@ -97,8 +97,8 @@ func TestE2EClusterContainerdConformanceRun1Gaps(t *testing.T) {
 	})
 
 	t.Run("a missing subPath gets the volume's mode and group", func(t *testing.T) {
-		if got := logs(); !strings.Contains(got, "sub drwxrwsrwx 123") {
-			t.Fatalf("the container reports:\n%s\nwant a line %q", got, "sub drwxrwsrwx 123")
+		if got := logs(); !strings.Contains(got, "sub drwxrwsrwt 123") {
+			t.Fatalf("the container reports:\n%s\nwant a line %q", got, "sub drwxrwsrwt 123")
 		}
 	})
 
