@@ -495,6 +495,11 @@ up() {
   images
   control_plane up
   node_name
+  if agent_pid >/dev/null && ! cmp -s "$ACTORLET_BIN" "$DIR/actorlet"; then
+    # A run tests the agent as built now, never one left running from an older build.
+    log "$ACTORLET_BIN differs from the running agent's binary: restarting the agent"
+    stop_agent
+  fi
   if ! agent_pid >/dev/null; then
     # A new agent: the node object of an older run (another IP, port) is replaced.
     kc delete node "$NODE_NAME" --ignore-not-found --wait=false >/dev/null 2>&1 || true
@@ -557,17 +562,21 @@ report() {
     die "hack/conformance-report failed"
 }
 
-down() {
-  mkdir -p "$DIR"
-  lock
-  local pid
+# stop_agent: SIGTERM, up to 10 s, then SIGKILL.
+stop_agent() {
+  local pid i
   if pid=$(agent_pid); then
     kill "$pid" 2>/dev/null || true
-    local i
     for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$pid" 2>/dev/null || true
   fi
   rm -f "$DIR/actorlet.pid"
+}
+
+down() {
+  mkdir -p "$DIR"
+  lock
+  stop_agent
   "$HERE/controlplane.sh" down || true
   if [ "$(id -u)" = 0 ]; then "$HERE/containerd.sh" down || true; fi
   # the agent's root dir (pod volumes may still be mounted under it: lazily unmount them first)
