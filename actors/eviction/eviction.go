@@ -9,8 +9,11 @@
 // injected clock; at once on EvaluateEviction or when the kernel's memory
 // threshold notifier fires): the Summary is read off the mailbox; the
 // observations decide the conditions (sent to the subscribers as
-// NodePressure when they change) and the threshold to act on, if any; then
-// the pods are asked of the StatusActor (GetPods) and a disk threshold
+// NodePressure when they change) and the threshold to act on, if any; when
+// the Summary has pods, the pods are asked of the StatusActor (GetPods) and
+// every pod over a local ephemeral storage limit is evicted at once
+// (localstorage.go; such a pass acts on no threshold); then, for a
+// threshold, the pods are asked if they were not yet and a disk threshold
 // first asks the container garbage collector
 // (ReclaimContainers) and the ImageActor (ReclaimImages) and observes
 // again; a threshold still met evicts the first pod of the ranking that is
@@ -162,6 +165,7 @@ const (
 	reclaimImages
 	reobserving // the Summary after a reclaim
 	awaitingPods
+	checkingLimits // the pods are asked for the local storage limits
 )
 
 // pass is one housekeeping step in flight.
@@ -364,14 +368,31 @@ func (a *Actor) handleSummary(ctx actor.Context, m *summaryDone) {
 	p.obs = observe(m.summary)
 	p.dec = synchronize(&a.st, a.cfg.Thresholds, p.obs, now, a.cfg.PressureTransitionPeriod)
 	a.setPressure(ctx, p.dec)
+	if a.cfg.Node != nil && len(m.summary.Pods) > 0 {
+		// The local storage limits are checked on every pass with pods
+		// (localstorage.go), before the thresholds, as upstream.
+		p.phase = checkingLimits
+		ctx.Request(a.cfg.Status, &messages.GetPods{})
+		return
+	}
+	a.actOnThresholds(ctx)
+}
+
+// actOnThresholds acts on the first threshold met, if any: node-level
+// reclaim first for disk signals, then one pod evicted.
+func (a *Actor) actOnThresholds(ctx actor.Context) {
+	p := a.cur
 	if len(p.dec.act) == 0 {
 		a.finish(ctx)
 		return
 	}
 	p.threshold = p.dec.act[0]
-	// The pods are asked only now (a pass with nothing to do costs the
-	// StatusActor nothing); the answer comes during the reclaim.
-	ctx.Request(a.cfg.Status, &messages.GetPods{})
+	if !p.podsIn {
+		// The pods are asked only now when the local storage limits did
+		// not ask them (a pass with nothing to do costs the StatusActor
+		// nothing); the answer comes during the reclaim.
+		ctx.Request(a.cfg.Status, &messages.GetPods{})
+	}
 	res := signalResource[p.threshold.Signal]
 	a.log.Info("eviction threshold met: attempting to reclaim", "signal", p.threshold.Signal, "threshold", p.threshold.String(), "resource", res)
 	a.nodeEvent(v1.EventTypeWarning, "EvictionThresholdMet", fmt.Sprintf("Attempting to reclaim %s", res))
@@ -476,9 +497,58 @@ func (a *Actor) handlePods(ctx actor.Context, pods []v1.Pod, errMsg string) {
 		return
 	}
 	p.podsIn, p.pods, p.podsErr = true, pods, errMsg
-	if p.phase == awaitingPods {
+	switch p.phase {
+	case awaitingPods:
 		a.evict(ctx)
+	case checkingLimits:
+		a.enforceLimits(ctx)
 	}
+}
+
+// enforceLimits evicts every pod over one of its local storage limits
+// (grace 1 s, as upstream); a pass that evicted one acts on no threshold.
+func (a *Actor) enforceLimits(ctx actor.Context) {
+	p := a.cur
+	if p.podsErr != "" {
+		a.actOnThresholds(ctx) // which says the pods are unknown if it needs them
+		return
+	}
+	now := a.cfg.Clock.Now()
+	var active []*v1.Pod
+	for i := range p.pods {
+		pod := &p.pods[i]
+		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+			continue
+		}
+		if until, ok := a.evicting[pod.UID]; ok && now.Before(until) {
+			continue // evicted before and not ended yet
+		}
+		active = append(active, pod)
+	}
+	for _, v := range localStorageViolations(active, statsOf(p.summary), a.cfg.DedicatedImageFs) {
+		if IsCriticalPod(v.pod) {
+			a.log.Error("eviction: cannot evict a critical pod", "pod", v.pod.Namespace+"/"+v.pod.Name, "signal", v.signal)
+			continue
+		}
+		a.log.Info("evicting pod over its local storage limit", "pod", v.pod.Namespace+"/"+v.pod.Name, "uid", v.pod.UID, "signal", v.signal, "message", v.message)
+		if a.cfg.Events != nil {
+			a.cfg.Events.Eventf(v.pod.DeepCopy(), v1.EventTypeWarning, messages.ReasonEvicted, "%s", v.message)
+		}
+		grace := limitGracePeriod
+		ctx.Send(a.cfg.Node, &messages.EvictPod{UID: v.pod.UID, GracePeriod: &grace, Message: v.message, Signal: v.signal})
+		if a.cfg.Metrics != nil {
+			a.cfg.Metrics.IncEvictions(v.signal)
+		}
+		a.evicting[v.pod.UID] = now.Add(evictionWait)
+		if p.evicted == "" {
+			p.evicted, p.signal = v.pod.UID, v.signal
+		}
+	}
+	if p.evicted != "" {
+		a.finish(ctx)
+		return
+	}
+	a.actOnThresholds(ctx)
 }
 
 // evict evicts one pod for the pass's threshold, once the pods are in.
