@@ -9,8 +9,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorlet/actorlet/errdefs"
@@ -21,13 +24,20 @@ import (
 // first read of an object starts a watch on it alone (field selector on its
 // name, which the Node authorizer allows for objects its pods reference),
 // later reads come from memory, and a watch nobody read for Idle is stopped.
+//
+// The references are counted per pod (upstream's RegisterPod and
+// UnregisterPod, refs.go): when the last pod that references an object is
+// gone, its watch is stopped at once (after the reads in flight), not after
+// Idle: the Node authorizer would refuse it from then on.
 type ObjectCache struct {
 	c    *Client
 	idle time.Duration
 	now  func() time.Time
 
 	mu      sync.Mutex
-	watches map[string]*objWatch // kind/ns/name
+	watches map[string]*objWatch          // kind/ns/name
+	refs    map[string]map[types.UID]bool // kind/ns/name: the pods that reference it
+	podRefs map[types.UID][]string        // pod: the keys it references
 
 	svc  services      // every Service (services.go)
 	stop chan struct{} // closed when Run ends: stops the services informer
@@ -39,6 +49,8 @@ type objWatch struct {
 	stop     chan struct{}
 	lastUsed time.Time
 	refused  error // set (under mu) when the API server refused the watch: it was dropped
+	reads    int   // reads in flight
+	orphan   bool  // its last reference went while reads were in flight: stopped after them
 }
 
 // NewObjectCache returns a cache over c; watches idle for idle (default
@@ -47,7 +59,8 @@ func (c *Client) NewObjectCache(idle time.Duration) *ObjectCache {
 	if idle <= 0 {
 		idle = 10 * time.Minute
 	}
-	return &ObjectCache{c: c, idle: idle, now: time.Now, watches: map[string]*objWatch{}, stop: make(chan struct{})}
+	return &ObjectCache{c: c, idle: idle, now: time.Now, watches: map[string]*objWatch{},
+		refs: map[string]map[types.UID]bool{}, podRefs: map[types.UID][]string{}, stop: make(chan struct{})}
 }
 
 // Run stops idle watches until ctx is done, then all of them.
@@ -102,8 +115,7 @@ func (o *ObjectCache) get(ctx context.Context, resource string, example runtime.
 	o.mu.Lock()
 	w, ok := o.watches[key]
 	if !ok {
-		lw := quickReconnect(cache.NewListWatchFromClient(o.c.cs.CoreV1().RESTClient(), resource, namespace,
-			fields.OneTermEqualSelector("metadata.name", name)))
+		lw := quickReconnect(o.listWatch(resource, namespace, name))
 		inf := cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{})
 		w = &objWatch{store: inf.GetStore(), synced: inf.HasSynced, stop: make(chan struct{})}
 		o.watches[key] = w
@@ -120,11 +132,20 @@ func (o *ObjectCache) get(ctx context.Context, resource string, example runtime.
 		go inf.Run(w.stop)
 	}
 	w.lastUsed = o.now()
+	w.reads++
 	o.mu.Unlock()
 
 	synced := cache.WaitForCacheSync(mergeDone(ctx.Done(), w.stop), w.synced)
 	o.mu.Lock()
 	refused := w.refused
+	w.reads--
+	if w.reads == 0 && w.orphan {
+		w.orphan = false
+		if len(o.refs[key]) == 0 && o.watches[key] == w {
+			delete(o.watches, key)
+			close(w.stop)
+		}
+	}
 	o.mu.Unlock()
 	if refused != nil {
 		return nil, errdefs.Wrap(errdefs.ErrForbidden, fmt.Errorf("watch refused: %w", refused))
@@ -140,6 +161,30 @@ func (o *ObjectCache) get(ctx context.Context, resource string, example runtime.
 		return nil, errdefs.Wrap(errdefs.ErrNotFound, errors.New("not found"))
 	}
 	return item.(runtime.Object), nil
+}
+
+// listWatch lists and watches the one object resource/namespace/name
+// (field selector on its name).
+func (o *ObjectCache) listWatch(resource, namespace, name string) cache.ListerWatcher {
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	core := o.c.cs.CoreV1()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = sel
+			if resource == "secrets" {
+				return core.Secrets(namespace).List(ctx, opts)
+			}
+			return core.ConfigMaps(namespace).List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = sel
+			if resource == "secrets" {
+				return core.Secrets(namespace).Watch(ctx, opts)
+			}
+			return core.ConfigMaps(namespace).Watch(ctx, opts)
+		},
+	}
+	return cache.ToListWatcherWithWatchListSemantics(lw, o.c.cs)
 }
 
 // drop stops the watch w of key (if it is still the cache's) after the

@@ -12,14 +12,25 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
 )
 
 // WatchPods runs an informer over the pods bound to the node (field
 // selector spec.nodeName) until ctx is done. upsert and remove are called
 // for every change, synced once the first list is in.
 func (c *Client) WatchPods(ctx context.Context, upsert, remove func(*v1.Pod), synced func()) {
-	lw := quickReconnect(cache.NewListWatchFromClient(c.cs.CoreV1().RESTClient(), "pods", v1.NamespaceAll,
-		fields.OneTermEqualSelector("spec.nodeName", c.nodeName)))
+	sel := fields.OneTermEqualSelector("spec.nodeName", c.nodeName).String()
+	pods := c.cs.CoreV1().Pods(v1.NamespaceAll)
+	lw := quickReconnect(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = sel
+			return pods.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = sel
+			return pods.Watch(ctx, opts)
+		},
+	}, c.cs))
 	inf := cache.NewSharedIndexInformer(lw, &v1.Pod{}, 0, cache.Indexers{})
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -110,6 +121,12 @@ func (r *reconnecting) ListWithContext(ctx context.Context, options metav1.ListO
 
 func (r *reconnecting) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
 	return retryWhileDown(ctx, r.base, r.max, func() (watch.Interface, error) { return r.inner.WatchWithContext(ctx, options) })
+}
+
+// IsWatchListSemanticsUnSupported passes on what the inner lister-watcher
+// says (client-go's fake clientset cannot stream a watch list).
+func (r *reconnecting) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(r.inner)
 }
 
 // List and Watch serve callers without a context (the reflector uses the

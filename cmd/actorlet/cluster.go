@@ -110,9 +110,11 @@ func (c *clusterParts) recorder(log *slog.Logger) pod.Recorder {
 }
 
 // apiSource is the pod source of the pods bound to this node (cluster mode
-// only).
+// only). It watches them through the object cache, which counts the
+// ConfigMaps and Secrets each pod references: an object's watch ends with
+// the last pod that references it.
 func (c *clusterParts) apiSource(w *wiring) actor.Producer {
-	return source.NewAPI(w.pid("node"), w.pid("status"), c.client, w.log)
+	return source.NewAPI(w.pid("node"), w.pid("status"), c.objects, w.log)
 }
 
 // nodeStatusActor registers the Node, reports its status and renews its
