@@ -188,15 +188,16 @@ type Actor struct {
 	kill *messages.KillPod
 
 	// What the runtime holds, and what was published.
-	snap    *snapshot
-	sboxOf  map[string]string
-	pending *messages.RuntimePod // newest cache slice seen while busy
-	status  *v1.PodStatus        // last published
-	waits   map[string]waitInfo  // image and runtime errors per container
-	started time.Time            // first time this incarnation saw the pod
-	seenRun bool                 // pod start observed (or adopted running)
-	done    bool                 // PodTerminated sent
-	final   *delta               // what the kill read before removing the pod (final.go)
+	snap        *snapshot
+	sboxOf      map[string]string
+	backoffFrom map[string]int32     // restart count where a changed spec's back-off began (planner)
+	pending     *messages.RuntimePod // newest cache slice seen while busy
+	status      *v1.PodStatus        // last published
+	waits       map[string]waitInfo  // image and runtime errors per container
+	started     time.Time            // first time this incarnation saw the pod
+	seenRun     bool                 // pod start observed (or adopted running)
+	done        bool                 // PodTerminated sent
+	final       *delta               // what the kill read before removing the pod (final.go)
 
 	// How the next step is taken.
 	gate     gate
@@ -529,7 +530,13 @@ func (a *Actor) reconcile(ctx actor.Context) {
 	// Plan with the phase of the status as it stands.
 	st := a.statusWith(a.waits, now)
 	p := planner{pod: a.pod, snap: a.snap, sandboxOf: a.sboxOf, phase: st.Phase, now: now,
-		base: a.d.Config.BackoffBase, max: a.d.Config.BackoffMax, probe: a.probeState}.plan()
+		base: a.d.Config.BackoffBase, max: a.d.Config.BackoffMax, probe: a.probeState, backoffFrom: a.backoffFrom}.plan()
+	for name, from := range p.backoffFrom {
+		if a.backoffFrom == nil {
+			a.backoffFrom = map[string]int32{}
+		}
+		a.backoffFrom[name] = from
+	}
 	waits := p.waits
 	for name, w := range waits {
 		if w.reason == ReasonCrashLoopBackOff {

@@ -53,6 +53,10 @@ type planResult struct {
 	act    action
 	waits  map[string]waitInfo
 	wakeAt time.Time
+	// backoffFrom: containers whose spec changed since they last ran, by
+	// name, with their restart count then: the back-off counts restarts
+	// from there (the caller keeps it for later plans).
+	backoffFrom map[string]int32
 }
 
 // backoff is the delay before restarting a container that has already been
@@ -83,6 +87,11 @@ type planner struct {
 	// probe says whether a running container has started (its startup
 	// probe succeeded); nil: every running container has.
 	probe func(c *v1.Container, id string) (started, ready bool)
+	// backoffFrom is, by container name, the restart count at which the
+	// current spec's back-off began (planResult.backoffFrom of earlier
+	// plans): upstream keys its back-off by the container's hash, so a new
+	// image starts with no delay and then 10 s, not where the old one was.
+	backoffFrom map[string]int32
 }
 
 // started reports whether a running container has started.
@@ -221,6 +230,18 @@ func (p planner) step(c *v1.Container, isInit bool, cur *runtimeapi.ContainerSta
 			return action{}, false
 		}
 		n := restartCount(cur)
+		if from, ok := p.backoffFrom[c.Name]; ok && n >= from {
+			n -= from
+		}
+		if h := cur.GetAnnotations()[podspec.AnnotationContainerHash]; h != "" && h != podspec.ContainerHash(c) {
+			// The spec changed since it ran (a new image): upstream's back-off
+			// is keyed by the container's hash, so the new spec starts afresh.
+			if res.backoffFrom == nil {
+				res.backoffFrom = map[string]int32{}
+			}
+			res.backoffFrom[c.Name] = restartCount(cur)
+			n = 0
+		}
 		delay := backoff(n, p.base, p.max)
 		finished := time.Unix(0, cur.FinishedAt)
 		if until := finished.Add(delay); delay > 0 && p.now.Before(until) {

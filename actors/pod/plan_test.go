@@ -324,6 +324,12 @@ func TestPlan(t *testing.T) {
 			want: planWant{kind: actNone, waits: crash, wakeIn: 15 * time.Second},
 		},
 		{
+			name: "back-off starts afresh after the spec changed (a new image: upstream's key is the container's hash)",
+			pod:  specPod(always, nil, app),
+			rt:   newRT().sandbox("sb0", 0, true).exited("sb0", "app", 6, 1, 5*time.Second).set(withHash("old-spec")),
+			want: planWant{kind: actStartContainer, container: "app", attempt: 7},
+		},
+		{
 			name: "back-off is capped",
 			pod:  specPod(always, nil, app),
 			rt:   newRT().sandbox("sb0", 0, true).exited("sb0", "app", 9, 1, 100*time.Second),
@@ -722,5 +728,32 @@ func TestPlanRestartCountAnnotation(t *testing.T) {
 			}
 			checkPlan(t, rt, got, want)
 		})
+	}
+}
+
+// TestPlanBackOffAfterSpecChange follows a crash-looping container whose
+// image is changed, as upstream's "back-off timer reset on image update"
+// spec does: the container of the old spec is restarted at once, and the
+// new spec's crashes back off from the base again, not from the old count.
+func TestPlanBackOffAfterSpecChange(t *testing.T) {
+	pod := specPod(v1.RestartPolicyAlways, nil, specCtr("app"))
+	plan := func(rt *rtFixture, from map[string]int32) planResult {
+		return planner{pod: pod, snap: rt.snap, sandboxOf: rt.sandboxOf, now: fixtureNow,
+			base: testBase, max: testMax, backoffFrom: from}.plan()
+	}
+	// The old spec crashed 6 times: it would wait 300 s.
+	old := plan(newRT().sandbox("sb0", 0, true).exited("sb0", "app", 6, 1, time.Second).set(withHash("old-spec")), nil)
+	if old.act.kind != actStartContainer || old.backoffFrom["app"] != 6 {
+		t.Fatalf("old spec: act %v, backoffFrom %v; want a start now, from 6", old.act.kind, old.backoffFrom)
+	}
+	// The new spec's first crash (restart count 7) waits the base.
+	cur := newRT().sandbox("sb0", 0, true).exited("sb0", "app", 7, 1, time.Second).set(withHash(podspec.ContainerHash(&pod.Spec.Containers[0])))
+	got := plan(cur, old.backoffFrom)
+	if got.act.kind != actNone || got.wakeAt.Sub(fixtureNow) != 9*time.Second {
+		t.Fatalf("new spec's first crash: act %v, wake in %v; want a wait of 10 s from the exit", got.act.kind, got.wakeAt.Sub(fixtureNow))
+	}
+	// Without the record (a restarted PodActor) the count decides, as before.
+	if got := plan(cur, nil); got.wakeAt.Sub(fixtureNow) != 299*time.Second {
+		t.Fatalf("without backoffFrom: wake in %v, want the capped 300 s from the exit", got.wakeAt.Sub(fixtureNow))
 	}
 }
