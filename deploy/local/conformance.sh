@@ -358,22 +358,7 @@ EOF
       mkimage "$r" "$ref" "$IMGDIR/$name.tar" 'null' '["bash"]'
       ;;
     pause)
-      mkdir -p "$r"
-      cat >"$IMGDIR/pause.c" <<'EOF'
-/* pause: holds the sandbox namespaces, exits on SIGINT/SIGTERM, reaps orphans. */
-#include <signal.h>
-#include <unistd.h>
-#include <sys/wait.h>
-static void down(int s) { (void)s; _exit(0); }
-static void reap(int s) { (void)s; while (waitpid(-1, 0, WNOHANG) > 0) {} }
-int main(void) {
-  struct sigaction a = {0}, r = {0};
-  a.sa_handler = down; sigaction(SIGINT, &a, 0); sigaction(SIGTERM, &a, 0);
-  r.sa_handler = reap; r.sa_flags = SA_NOCLDSTOP; sigaction(SIGCHLD, &r, 0);
-  for (;;) pause();
-}
-EOF
-      gcc -static -Os -s -o "$r/pause" "$IMGDIR/pause.c" >&2
+      build_pause "$r/pause"
       mkimage "$r" "$ref" "$IMGDIR/$name.tar" '["/pause"]' 'null'
       ;;
     *) die "unknown image $name" ;;

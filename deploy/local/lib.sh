@@ -146,3 +146,26 @@ mkimage() {
   mv "$out.tmp" "$out"
   rm -rf "$t"
 }
+
+# build_pause OUT: the sandbox (pause) binary, a static C program that holds the sandbox's
+# namespaces, exits on SIGINT/SIGTERM and reaps orphans, compiled to OUT (its source beside it).
+build_pause() {
+  local out=$1
+  mkdir -p "$(dirname "$out")"
+  cat >"$out.c" <<'EOF'
+/* pause: holds the sandbox namespaces, exits on SIGINT/SIGTERM, reaps orphans. */
+#include <signal.h>
+#include <unistd.h>
+#include <sys/wait.h>
+static void down(int s) { (void)s; _exit(0); }
+static void reap(int s) { (void)s; while (waitpid(-1, 0, WNOHANG) > 0) {} }
+int main(void) {
+  struct sigaction a = {0}, r = {0};
+  a.sa_handler = down; sigaction(SIGINT, &a, 0); sigaction(SIGTERM, &a, 0);
+  r.sa_handler = reap; r.sa_flags = SA_NOCLDSTOP; sigaction(SIGCHLD, &r, 0);
+  for (;;) pause();
+}
+EOF
+  gcc -static -Os -s -o "$out" "$out.c" >&2
+  rm -f "$out.c"
+}
