@@ -357,6 +357,38 @@ func (a *agent) postPod(t *testing.T, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// pushPod posts a manifest (POST /pods), fails the test unless the node
+// took it, and returns the pod's UID and full name from the answer.
+func (a *agent) pushPod(t *testing.T, body string) (uid, name string) {
+	t.Helper()
+	code, resp := a.postPod(t, body)
+	if code != http.StatusCreated {
+		t.Fatalf("POST /pods: %d %s", code, resp)
+	}
+	var ref struct {
+		UID  string `json:"uid"`
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal([]byte(resp), &ref); err != nil {
+		t.Fatalf("POST /pods answer %q: %v", resp, err)
+	}
+	return ref.UID, ref.Name
+}
+
+// deletePushed asks the node to remove pushed pods (DELETE
+// /pods/default/{name}), ignoring errors: for cleanups.
+func (a *agent) deletePushed(names ...string) {
+	for _, name := range names {
+		req, err := http.NewRequest(http.MethodDelete, a.mainURL("/pods/default/"+name), nil)
+		if err != nil {
+			continue
+		}
+		if resp, err := a.mainClient().Do(req); err == nil {
+			_ = resp.Body.Close()
+		}
+	}
+}
+
 // simProcess runs the sim runtime as its own process, so it outlives an
 // actorlet (kill -9, exits), and dials it: the test's root dir, the
 // runtime's endpoint and a client. Its log goes to a file of the test.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -366,27 +365,11 @@ spec:
     image: %s
     command: ["sh", "-c", %q]
 `, name, image, command)
-		code, resp := a.postPod(t, body)
-		if code != http.StatusCreated {
-			t.Fatalf("POST /pods %s: %d %s", name, code, resp)
-		}
-		var ref struct {
-			UID  string `json:"uid"`
-			Name string `json:"name"`
-		}
-		if err := json.Unmarshal([]byte(resp), &ref); err != nil {
-			t.Fatalf("POST /pods answer %q: %v", resp, err)
-		}
-		return ref.UID, ref.Name
+		return a.pushPod(t, body)
 	}
 	var uids []string
 	defer func() {
-		for _, name := range []string{"calm-e2e-node", "hog-e2e-node"} {
-			req, _ := http.NewRequest(http.MethodDelete, a.mainURL("/pods/default/"+name), nil)
-			if resp, err := a.mainClient().Do(req); err == nil {
-				_ = resp.Body.Close()
-			}
-		}
+		a.deletePushed("calm-e2e-node", "hog-e2e-node")
 		cleanupPods(t, a, dir, uids...)
 	}()
 

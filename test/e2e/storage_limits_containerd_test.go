@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -47,27 +45,11 @@ spec:
   - name: scratch
     emptyDir: {sizeLimit: 5Mi}
 `, name, image, mib)
-		code, resp := a.postPod(t, body)
-		if code != http.StatusCreated {
-			t.Fatalf("POST /pods %s: %d %s", name, code, resp)
-		}
-		var ref struct {
-			UID  string `json:"uid"`
-			Name string `json:"name"`
-		}
-		if err := json.Unmarshal([]byte(resp), &ref); err != nil {
-			t.Fatalf("POST /pods answer %q: %v", resp, err)
-		}
-		return ref.UID, ref.Name
+		return a.pushPod(t, body)
 	}
 	var uids []string
 	defer func() {
-		for _, name := range []string{"small-e2e-node", "big-e2e-node"} {
-			req, _ := http.NewRequest(http.MethodDelete, a.mainURL("/pods/default/"+name), nil)
-			if resp, err := a.mainClient().Do(req); err == nil {
-				_ = resp.Body.Close()
-			}
-		}
+		a.deletePushed("small-e2e-node", "big-e2e-node")
 		cleanupPods(t, a, dir, uids...)
 	}()
 
