@@ -110,31 +110,58 @@ func ExtendedResources(p *v1.Pod) []v1.ResourceName {
 // sidecars) and its largest init container (with the sidecars started
 // before it), plus the pod overhead.
 func PodRequest(p *v1.Pod, name v1.ResourceName) resource.Quantity {
-	sum := resource.Quantity{}
-	for _, c := range p.Spec.Containers {
-		if q, ok := c.Resources.Requests[name]; ok {
+	sum, _, _ := PodResource(p, name, false)
+	return sum
+}
+
+// PodResource aggregates the containers' requests (limits: true) of a
+// resource as upstream's PodRequests/PodLimits do: the sum over the
+// containers and the restartable init containers (sidecars), or the
+// largest init container with the sidecars started before it when larger;
+// plus the pod overhead (for limits only when some container sets one).
+// anySet: at least one container sets it; allNonZero: every container,
+// init ones too, sets a non-zero value (upstream's "limits declared").
+func PodResource(p *v1.Pod, name v1.ResourceName, limits bool) (sum resource.Quantity, anySet, allNonZero bool) {
+	get := func(c *v1.Container) (resource.Quantity, bool) {
+		list := c.Resources.Requests
+		if limits {
+			list = c.Resources.Limits
+		}
+		q, ok := list[name]
+		if ok {
+			anySet = true
+		}
+		if !ok || q.IsZero() {
+			allNonZero = false
+		}
+		return q.DeepCopy(), ok
+	}
+	allNonZero = true
+	for i := range p.Spec.Containers {
+		if q, ok := get(&p.Spec.Containers[i]); ok {
 			sum.Add(q)
 		}
 	}
 	sidecars, initMax := resource.Quantity{}, resource.Quantity{}
-	for _, c := range p.Spec.InitContainers {
-		q := c.Resources.Requests[name]
-		q = q.DeepCopy()
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		q, _ := get(c)
 		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			sum.Add(q)
 			sidecars.Add(q)
-			continue
+			q = sidecars.DeepCopy()
+		} else {
+			q.Add(sidecars)
 		}
-		q.Add(sidecars)
 		if q.Cmp(initMax) > 0 {
 			initMax = q
 		}
 	}
-	sum.Add(sidecars)
 	if initMax.Cmp(sum) > 0 {
 		sum = initMax
 	}
-	if q, ok := p.Spec.Overhead[name]; ok {
+	if q, ok := p.Spec.Overhead[name]; ok && (!limits || anySet) {
 		sum.Add(q)
 	}
-	return sum
+	return sum, anySet, allNonZero
 }

@@ -97,3 +97,43 @@ func TestIsExtendedResource(t *testing.T) {
 		})
 	}
 }
+
+// TestPodResource checks the flags of the one aggregation behind
+// PodRequest, PodMemoryLimit and the eviction's pod ephemeral-storage limit.
+func TestPodResource(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	ctr := func(limit string) v1.Container {
+		c := v1.Container{Name: "c"}
+		if limit != "" {
+			c.Resources.Limits = v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse(limit)}
+		}
+		return c
+	}
+	sidecar := ctr("1Gi")
+	sidecar.RestartPolicy = &always
+	overhead := v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("1Mi")}
+	tests := []struct {
+		name            string
+		init, main      []v1.Container
+		overhead        v1.ResourceList
+		want            string
+		wantAny, wantAl bool
+	}{
+		{name: "none set: no overhead added to a limit", main: []v1.Container{ctr("")}, overhead: overhead, want: "0"},
+		{name: "one of two set", main: []v1.Container{ctr("2Gi"), ctr("")}, want: "2Gi", wantAny: true},
+		{name: "a zero limit is set, not declared", main: []v1.Container{ctr("0")}, want: "0", wantAny: true},
+		{name: "all set, with overhead", main: []v1.Container{ctr("2Gi"), ctr("1Gi")}, overhead: overhead, want: "3073Mi", wantAny: true, wantAl: true},
+		{name: "largest init container wins", init: []v1.Container{ctr("5Gi")}, main: []v1.Container{ctr("1Gi")}, want: "5Gi", wantAny: true, wantAl: true},
+		{name: "sidecars add to the containers and to later init containers", init: []v1.Container{sidecar, ctr("3Gi")}, main: []v1.Container{ctr("1Gi")},
+			want: "4Gi", wantAny: true, wantAl: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &v1.Pod{Spec: v1.PodSpec{InitContainers: tt.init, Containers: tt.main, Overhead: tt.overhead}}
+			got, anySet, all := PodResource(p, v1.ResourceEphemeralStorage, true)
+			if got.Cmp(resource.MustParse(tt.want)) != 0 || anySet != tt.wantAny || all != tt.wantAl {
+				t.Fatalf("PodResource = %s, any %v, all %v; want %s, %v, %v", got.String(), anySet, all, tt.want, tt.wantAny, tt.wantAl)
+			}
+		})
+	}
+}

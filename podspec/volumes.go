@@ -4,7 +4,6 @@ import (
 	"os"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // VolumeFile is one file of a configMap, secret, downwardAPI or projected
@@ -98,41 +97,9 @@ func PodMemoryLimit(pod *v1.Pod) (bytes int64, ok bool) {
 			return q.Value(), true
 		}
 	}
-	limit := func(c *v1.Container) (resource.Quantity, bool) {
-		q, set := c.Resources.Limits[v1.ResourceMemory]
-		return q, set && !q.IsZero()
-	}
-	sum := resource.Quantity{}
-	for i := range pod.Spec.Containers {
-		q, set := limit(&pod.Spec.Containers[i])
-		if !set {
-			return 0, false
-		}
-		sum.Add(q)
-	}
-	sidecars, initMax := resource.Quantity{}, resource.Quantity{}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		q, set := limit(c)
-		if !set {
-			return 0, false
-		}
-		q = q.DeepCopy()
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
-			sidecars.Add(q)
-			continue
-		}
-		q.Add(sidecars)
-		if q.Cmp(initMax) > 0 {
-			initMax = q
-		}
-	}
-	sum.Add(sidecars)
-	if initMax.Cmp(sum) > 0 {
-		sum = initMax
-	}
-	if q, set := pod.Spec.Overhead[v1.ResourceMemory]; set {
-		sum.Add(q)
+	sum, _, all := PodResource(pod, v1.ResourceMemory, true)
+	if !all {
+		return 0, false
 	}
 	return sum.Value(), sum.Value() > 0
 }

@@ -6,6 +6,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // Local ephemeral storage limits, as upstream's localStorageEviction
@@ -103,42 +105,8 @@ func emptyDirOverLimit(p *v1.Pod, ps statsapi.PodStats) (string, resource.Quanti
 // init container (with the sidecars before it) when larger, plus the
 // overhead when non-zero; false when no container sets one.
 func podEphemeralLimit(p *v1.Pod) (resource.Quantity, bool) {
-	const name = v1.ResourceEphemeralStorage
-	sum, found := resource.Quantity{}, false
-	for _, c := range p.Spec.Containers {
-		if q, ok := c.Resources.Limits[name]; ok {
-			sum.Add(q)
-			found = true
-		}
-	}
-	sidecars, initMax := resource.Quantity{}, resource.Quantity{}
-	for _, c := range p.Spec.InitContainers {
-		q, ok := c.Resources.Limits[name]
-		if ok {
-			found = true
-		}
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
-			sum.Add(q)
-			sidecars.Add(q)
-			q = sidecars.DeepCopy()
-		} else {
-			q = q.DeepCopy()
-			q.Add(sidecars)
-		}
-		if q.Cmp(initMax) > 0 {
-			initMax = q
-		}
-	}
-	if !found {
-		return resource.Quantity{}, false
-	}
-	if initMax.Cmp(sum) > 0 {
-		sum = initMax
-	}
-	if q, ok := p.Spec.Overhead[name]; ok && !sum.IsZero() {
-		sum.Add(q)
-	}
-	return sum, true
+	sum, set, _ := podspec.PodResource(p, v1.ResourceEphemeralStorage, true)
+	return sum, set
 }
 
 // containerOverLimit is the first container (stats order) using more
