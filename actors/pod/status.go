@@ -330,7 +330,11 @@ func (in statusInput) runtimeState(c *v1.Container) (v1.ContainerStatus, string)
 		cs.ImageID = cur.ImageRef
 		cs.RestartCount = restartCount(cur)
 	}
-	if w, ok := in.waits[c.Name]; ok {
+	// A wait (an image, config or runtime error of the last try) shows
+	// unless the runtime has the container running: another try, or
+	// another incarnation's, got it going (a running container is running,
+	// as upstream's status is the runtime's first).
+	if w, ok := in.waits[c.Name]; ok && (cur == nil || cur.State != runtimeapi.ContainerState_CONTAINER_RUNNING) {
 		reason := w.reason
 		if reason == ReasonContainerCreating {
 			reason = in.defaultWait // the pod's setup failed: nothing was created

@@ -157,6 +157,17 @@ func TestComputeStatus(t *testing.T) {
 
 		// Running.
 		{
+			// A start that failed because another incarnation's start got
+			// there first: the runtime shows it running, so is it.
+			name:       "a stale runtime error of a running container is not shown",
+			pod:        specPod(always, nil, app),
+			rt:         newRT().sandbox("sb0", 0, true).running("sb0", "app", 0),
+			waits:      map[string]waitInfo{"app": {reason: ReasonRunContainerError, message: "start container c1: container is CONTAINER_RUNNING"}},
+			phase:      v1.PodRunning,
+			containers: map[string]string{"app": "running started ready"},
+			conds:      allTrue,
+		},
+		{
 			name:       "all running and ready",
 			pod:        specPod(always, nil, app, side),
 			rt:         newRT().sandbox("sb0", 0, true).running("sb0", "app", 0).running("sb0", "side", 0),
