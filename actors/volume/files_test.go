@@ -233,6 +233,9 @@ func TestEmptyDirs(t *testing.T) {
 	if err := os.WriteFile(private, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The refresh timer is armed after VolumesReady is sent: step only once
+	// it is (the harness's clock has no other user).
+	actortest.Eventually(t, "the refresh armed", h.clk.HasWaiters)
 	h.clk.Step(61 * time.Second)
 	actortest.Eventually(t, "the volumes refreshed", func() bool {
 		h.api.mu.Lock()
