@@ -654,6 +654,11 @@ func (a *Actor) finish(ctx actor.Context) {
 	p := a.cur
 	a.cur = nil
 	a.deadline.Stop()
+	if !a.queued {
+		// Armed before the answers: whoever is answered finds the next
+		// pass scheduled (a test stepping its clock, a user's next read).
+		a.tick.Arm(a.self, a.cfg.HousekeepingPeriod)
+	}
 	for _, to := range p.replies {
 		ctx.Send(to, &messages.EvictionEvaluated{Pressure: a.pressureCopy(), Evicted: p.evicted, Signal: p.signal, Err: p.err})
 	}
@@ -664,9 +669,7 @@ func (a *Actor) finish(ctx actor.Context) {
 		if a.cur != nil {
 			a.cur.replies = append(a.cur.replies, next...)
 		}
-		return
 	}
-	a.tick.Arm(a.self, a.cfg.HousekeepingPeriod)
 }
 
 // setPressure sends NodePressure to the subscribers when it changed (and
