@@ -84,8 +84,11 @@ func TestRunAsNonRootIsCreateContainerConfigError(t *testing.T) {
 
 func TestSandboxFailureIsAnEventAndRetried(t *testing.T) {
 	rec := &fakeRecorder{}
-	h := newHarnessWith(t, testPod(v1.RestartPolicyAlways, "app"), func(d *Deps) { d.Events = rec })
-	h.rt.Inject("RunPodSandbox", errors.New("failed to create containerd task: sethostname: invalid argument"))
+	// The failure is armed before the spawn: the actor runs its sandbox at once.
+	h := newHarnessWith(t, testPod(v1.RestartPolicyAlways, "app"), func(d *Deps) {
+		d.Events = rec
+		d.Runtime.(*fakecri.Runtime).Inject("RunPodSandbox", errors.New("failed to create containerd task: sethostname: invalid argument"))
+	})
 	const want = "Warning FailedCreatePodSandBox Failed to create pod sandbox: failed to create containerd task: sethostname: invalid argument"
 	h.waitFor("FailedCreatePodSandBox event", func() bool { return slices.Contains(rec.list(), want) })
 	h.settle()
