@@ -150,6 +150,14 @@ func (f *Files) RemoveCheckpoint(uid types.UID) {
 	}
 }
 
+// Idle reports whether every checkpoint save and remove queued so far is
+// done on disk (none waiting, none being written).
+func (f *Files) Idle() bool {
+	f.cp.mu.Lock()
+	defer f.cp.mu.Unlock()
+	return len(f.cp.busy) == 0
+}
+
 // writer writes checkpoints off the callers: a file per pod, the newest
 // content wins, and writes of one path never run out of order.
 type writer struct {

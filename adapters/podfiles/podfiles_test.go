@@ -618,6 +618,9 @@ func TestCheckpoints(t *testing.T) {
 					t.Fatalf("after %+v: LoadCheckpoint = %q, want %q", o, got, want)
 				}
 			}
+			// The writes are queued: a file may not exist yet that a
+			// pending remove will delete after a pending save wrote it.
+			actortest.Eventually(t, "the checkpoint writes done", f.Idle)
 			for _, uid := range uids {
 				want, ok := tt.want[uid]
 				var wantB []byte
