@@ -12,16 +12,11 @@ import (
 
 	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
+
+	"github.com/actorlet/actorlet/internal/testenv"
 )
 
 func ptr[T any](v T) *T { return &v }
-
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (chown, mount)")
-	}
-}
 
 // seen is a volume file as a container's user sees it.
 type seen struct {
@@ -131,7 +126,7 @@ func TestVolumeFilesAsUsersSeeThem(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.root {
-				needRoot(t)
+				testenv.NeedRoot(t)
 			}
 			h := newHarnessWith(t, true, Config{NodeAllocatable: allocatable})
 			h.api.cms["ns1/cfg"] = &v1.ConfigMap{Data: map[string]string{"data-1": "value-1", "data-2": "value-2"}}
@@ -184,7 +179,7 @@ func tmpfsSize(t *testing.T, dir string) int64 {
 }
 
 func TestEmptyDirs(t *testing.T) {
-	needRoot(t)
+	testenv.NeedRoot(t)
 	h := newHarnessWith(t, true, Config{NodeAllocatable: allocatable})
 	pod := testPod(
 		v1.Volume{Name: "disk", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},

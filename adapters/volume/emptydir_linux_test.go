@@ -7,17 +7,11 @@ import (
 	"testing"
 
 	"github.com/actorlet/actorlet/podspec"
+
+	"github.com/actorlet/actorlet/internal/testenv"
 )
 
 func ptr[T any](v T) *T { return &v }
-
-// needRoot skips tests that chown or mount where the test is not root.
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (chown, mount)")
-	}
-}
 
 // owner is the owning user and group of path (symlinks followed).
 func owner(t *testing.T, path string) (uid, gid uint32) {
@@ -37,7 +31,7 @@ type wantFile struct {
 }
 
 func TestWriteAtomicModesAndOwnership(t *testing.T) {
-	needRoot(t)
+	testenv.NeedRoot(t)
 	old := syscall.Umask(0o077) // modes must not depend on the umask
 	defer syscall.Umask(old)
 	tests := []struct {
@@ -88,7 +82,7 @@ func TestWriteAtomicModesAndOwnership(t *testing.T) {
 }
 
 func TestEmptyDir(t *testing.T) {
-	needRoot(t)
+	testenv.NeedRoot(t)
 	old := syscall.Umask(0o022)
 	defer syscall.Umask(old)
 	tests := []struct {
@@ -174,7 +168,7 @@ func TestEmptyDir(t *testing.T) {
 // A tmpfs that cannot be unmounted (busy) keeps everything: nothing is
 // removed through a mount.
 func TestRemoveAllKeepsWhatStaysMounted(t *testing.T) {
-	needRoot(t)
+	testenv.NeedRoot(t)
 	base := t.TempDir()
 	dir := filepath.Join(base, "volumes", "kubernetes.io~empty-dir", "v")
 	var f Files

@@ -227,3 +227,12 @@ func CannotRun(t testing.TB, msg string) {
 	}
 	t.Skip("skipping: " + msg)
 }
+
+// NeedRoot stops a test that chowns or mounts where the test is not root:
+// a failure with CI=true (CI runs as root), else a skip that says why.
+func NeedRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		CannotRun(t, "needs root (chown, mount)")
+	}
+}
