@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,27 +20,10 @@ import (
 // and the control plane's own (kube-system/extension-apiserver-authentication).
 func (c *cluster) namespacedConfigMapWatches(t *testing.T) float64 {
 	t.Helper()
-	var sum float64
-	testenv.WaitFor(t, 30*time.Second, "the API server's /metrics", func() (bool, error) {
-		b, err := c.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
-		if err != nil {
-			return false, err
-		}
-		sum = 0
-		for _, line := range strings.Split(string(b), "\n") {
-			if !strings.HasPrefix(line, "apiserver_longrunning_requests{") || !strings.Contains(line, `resource="configmaps"`) ||
-				strings.Contains(line, `scope="cluster"`) || !strings.Contains(line, `verb="WATCH"`) {
-				continue
-			}
-			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			if err != nil {
-				return false, fmt.Errorf("%q: %w", line, err)
-			}
-			sum += v
-		}
-		return true, nil
+	return apiMetricSum(t, c.cs, func(line string) bool {
+		return strings.HasPrefix(line, "apiserver_longrunning_requests{") && strings.Contains(line, `resource="configmaps"`) &&
+			!strings.Contains(line, `scope="cluster"`) && strings.Contains(line, `verb="WATCH"`)
 	})
-	return sum
 }
 
 // TestE2EClusterObjectWatchEndsWithLastPod: a pod of a new namespace reads

@@ -295,16 +295,25 @@ func countNodeDeletes(t *testing.T, cs kubernetes.Interface, node string) *nodeD
 // read returns the deletes dispatched so far (0 before the first).
 func (d *nodeDeletes) read(t *testing.T) float64 {
 	t.Helper()
+	return apiMetricSum(t, d.cs, func(line string) bool {
+		return strings.HasPrefix(line, "apiserver_flowcontrol_dispatched_requests_total{") &&
+			strings.Contains(line, `flow_schema="`+d.schema+`"`)
+	})
+}
+
+// apiMetricSum is the sum of the API server's /metrics samples whose lines
+// match (retried for up to 30 s while /metrics does not answer).
+func apiMetricSum(t *testing.T, cs kubernetes.Interface, match func(line string) bool) float64 {
+	t.Helper()
 	var sum float64
 	testenv.WaitFor(t, 30*time.Second, "the API server's /metrics", func() (bool, error) {
-		b, err := d.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+		b, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 		if err != nil {
 			return false, err
 		}
 		sum = 0
 		for _, line := range strings.Split(string(b), "\n") {
-			if !strings.HasPrefix(line, "apiserver_flowcontrol_dispatched_requests_total{") ||
-				!strings.Contains(line, `flow_schema="`+d.schema+`"`) {
+			if !match(line) {
 				continue
 			}
 			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
