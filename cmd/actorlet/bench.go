@@ -56,6 +56,11 @@ func runBench(ctx context.Context, args []string) int {
 	fs.IntVar(&o.RecoveryPods, "recovery-pods", 0, "--against upstream: pods running when each agent is killed with SIGKILL (default 200)")
 	fs.IntVar(&o.Rounds, "rounds", 0, "--against upstream: rounds, each agent once per round, the order alternating (actorlet first, then upstream first, ...); the figures are each one's median (default 1)")
 	fs.StringVar(&o.NodeIP, "node-ip", "", "--against upstream: both agents' --node-ip, not loopback (default: the host's first non-loopback IPv4 address)")
+	fs.IntVar(&o.APIQPS, "kube-api-qps", 0, "--against upstream: both agents' API client QPS (default 50, upstream's kubeAPIQPS)")
+	fs.IntVar(&o.APIBurst, "kube-api-burst", 0, "--against upstream: both agents' API client burst (default 100, or twice --kube-api-qps if more)")
+	fs.BoolVar(&o.NoToken, "no-token", false, "cluster-sim, --against upstream: pods with automountServiceAccountToken: false (no projected token, no TokenRequest per pod)")
+	fs.StringVar(&o.Only, "only", "", "--against upstream: run only this agent (actorlet or upstream), no ratios")
+	fs.BoolVar(&o.NoRecovery, "no-recovery", false, "--against upstream: skip the kill -9 recovery")
 	var markdown string
 	fs.StringVar(&markdown, "markdown", "", "--against upstream: also write the comparison table between <!-- against-upstream-N --> and <!-- /against-upstream-N --> in this file (docs/BENCHMARKS.md), N the pod count")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
@@ -90,7 +95,7 @@ func runBench(ctx context.Context, args []string) int {
 				link = rel
 			}
 		}
-		tag := fmt.Sprintf("against-upstream-%d", res.Pods)
+		tag := res.Against.MarkdownTag(res.Pods)
 		if werr := bench.WriteMarkdown(markdown, tag, res.Against.Markdown(res, link)); werr != nil {
 			fmt.Fprintf(os.Stderr, "actorlet bench: %v\n", werr)
 			return exitError

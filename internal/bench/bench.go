@@ -111,6 +111,20 @@ type Options struct {
 	NodeIP       string
 	// Rounds of the comparison (default 1), in alternating order.
 	Rounds int
+	// APIQPS and APIBurst are both agents' client limits in --against
+	// upstream (default upstream's 50 and 100; the unthrottled
+	// runs use 1000 and 2000).
+	APIQPS   int
+	APIBurst int
+	// NoToken creates the pods with automountServiceAccountToken: false
+	// (cluster-sim and --against upstream): no projected token volume, so
+	// no TokenRequest per pod.
+	NoToken bool
+	// Only runs one agent of --against upstream (AgentActorlet or
+	// AgentUpstream): its figures, no ratios.
+	Only string
+	// NoRecovery skips the kill -9 recovery of --against upstream.
+	NoRecovery bool
 }
 
 func (o *Options) defaults() error {
@@ -462,12 +476,17 @@ func (s *session) cleanup() {
 
 // profile fetches a CPU profile from the agent while it is loaded.
 func (s *session) profile(ctx context.Context) {
-	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", s.a.mainURL, int(s.o.ProfileCPU.Seconds()))
-	if err := fetch(ctx, s.a.client(0, 0), url, s.o.ProfileOut); err != nil {
-		s.o.Log.Warn("cpu profile failed", "url", url, "err", err)
+	profileTo(ctx, s.a, s.o.ProfileCPU, s.o.ProfileOut, &s.o)
+}
+
+// profileTo writes a CPU profile of a, d long, to path.
+func profileTo(ctx context.Context, a *agent, d time.Duration, path string, o *Options) {
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", a.mainURL, int(d.Seconds()))
+	if err := fetch(ctx, a.client(0, 0), url, path); err != nil {
+		o.Log.Warn("cpu profile failed", "url", url, "err", err)
 		return
 	}
-	s.o.Log.Info("cpu profile written", "file", s.o.ProfileOut)
+	o.Log.Info("cpu profile written", "file", path)
 }
 
 // fetch GETs url into the file path.

@@ -52,16 +52,9 @@ func runClusterSim(ctx context.Context, o Options, r *Result) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", admin)
+	cs, err := loadClient(admin)
 	if err != nil {
-		return fmt.Errorf("cluster-sim: --kubeconfig %s: %w", admin, err)
-	}
-	// The callers, not a client-side limiter, set the create rate.
-	cfg.QPS, cfg.Burst, cfg.Timeout = 5000, 10000, time.Minute
-	cfg.UserAgent = "actorlet-bench"
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
+		return fmt.Errorf("cluster-sim: %w", err)
 	}
 	c := &clusterSim{cs: cs, node: node, o: o}
 	if err := c.prepare(ctx); err != nil {
@@ -104,7 +97,7 @@ func runClusterSim(ctx context.Context, o Options, r *Result) error {
 	}
 	specs := make([]podSpec, o.Pods)
 	for i := range specs {
-		specs[i] = podSpec{name: fmt.Sprintf("bench-%05d", i), image: o.Image}
+		specs[i] = podSpec{name: fmt.Sprintf("bench-%05d", i), image: o.Image, noToken: o.NoToken}
 	}
 	o.Log.Info("creating pods through the API server", "pods", o.Pods, "node", node, "concurrency", o.Concurrency)
 	created, _, cerr := s.createAll(ctx, specs)
@@ -345,14 +338,35 @@ type apiTarget struct {
 	node string
 }
 
+// loadClient is the load tool's client of the API server, with the admin
+// kubeconfig: the callers, not a client-side limiter, set the create
+// rate; protobuf, as the agents' own clients, so the API server spends no
+// more on the load than it must (it is on the same cores as the agent).
+func loadClient(admin string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", admin)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", admin, err)
+	}
+	cfg.QPS, cfg.Burst, cfg.Timeout = 5000, 10000, time.Minute
+	cfg.UserAgent = "actorlet-bench"
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return kubernetes.NewForConfig(cfg)
+}
+
 func (t apiTarget) create(ctx context.Context, p podSpec) (created, error) {
 	grace := int64(1)
+	var automount *bool
+	if p.noToken {
+		automount = new(false)
+	}
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: Namespace, Labels: map[string]string{"app": "actorlet-bench"}},
 		Spec: v1.PodSpec{
 			NodeName:                      t.node,
 			RestartPolicy:                 v1.RestartPolicyAlways,
 			TerminationGracePeriodSeconds: &grace,
+			AutomountServiceAccountToken:  automount,
 			Containers: []v1.Container{{
 				Name: "main", Image: p.image, ImagePullPolicy: v1.PullIfNotPresent,
 				Command: []string{"sleep", "3600"},

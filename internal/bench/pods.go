@@ -25,6 +25,8 @@ type podSpec struct {
 	// /tmp/probes every period (counted through the runtime).
 	probe       bool
 	probePeriod int
+	// noToken: automountServiceAccountToken false (API pods).
+	noToken bool
 }
 
 // probeFile is where the probe command leaves one line per execution.

@@ -19,7 +19,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/actorlet/actorlet/adapters/cri"
@@ -44,15 +43,27 @@ func init() { Scenarios = append(Scenarios, ScenarioAgainstUpstream) }
 // upstreamRecoveryPods is the default pod count of the kill -9 recovery.
 const upstreamRecoveryPods = 200
 
+// Upstream's client limits (kubeAPIQPS, kubeAPIBurst), the default of
+// both agents in the comparison.
+const (
+	upstreamAPIQPS   = 50
+	upstreamAPIBurst = 100
+)
+
 // Against is what --against upstream reports: each agent's figures and
 // their ratios, actorlet over upstream (below 1 is less time, memory, CPU
 // or writes for actorlet; above 1 more pods per second).
 type Against struct {
-	KubeletBinary  string   `json:"kubelet_binary"`
-	KubeletVersion string   `json:"kubelet_version"`
-	NodeIP         string   `json:"node_ip"`
-	RecoveryPods   int      `json:"recovery_pods"`
-	Order          []string `json:"order"`
+	KubeletBinary  string `json:"kubelet_binary"`
+	KubeletVersion string `json:"kubelet_version"`
+	NodeIP         string `json:"node_ip"`
+	RecoveryPods   int    `json:"recovery_pods"`
+	// APIQPS and APIBurst are both agents' client limits; NoToken: the
+	// pods had no projected service account token.
+	APIQPS   int      `json:"api_qps"`
+	APIBurst int      `json:"api_burst"`
+	NoToken  bool     `json:"no_token,omitempty"`
+	Order    []string `json:"order"`
 	// Actorlet and Upstream are the figures of the one round, or with
 	// --rounds above 1 each figure's median over the rounds (restarts,
 	// duplicates and flaps: the most of any round); Rounds has each.
@@ -207,16 +218,33 @@ func runAgainstUpstream(ctx context.Context, o Options, r *Result) error {
 	if o.RecoveryPods <= 0 {
 		o.RecoveryPods = upstreamRecoveryPods
 	}
+	if o.APIQPS <= 0 {
+		o.APIQPS = upstreamAPIQPS
+	}
+	if o.APIBurst <= 0 {
+		o.APIBurst = max(upstreamAPIBurst, 2*o.APIQPS)
+	}
+	switch o.Only {
+	case "", AgentActorlet, AgentUpstream:
+	case "upstream":
+		o.Only = AgentUpstream
+	default:
+		return fmt.Errorf("--only %q: want %s or %s", o.Only, AgentActorlet, AgentUpstream)
+	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("%w: --against upstream runs the upstream kubelet, which needs root", ErrNotYet)
 	}
 	if !agentHasFlag(ctx, o.Binary, "--kubeconfig") {
 		return fmt.Errorf("%w: --against upstream needs cluster mode (--kubeconfig), which this actorlet (%s) does not have", ErrNotYet, o.Binary)
 	}
-	kubelet, err := kubeletBinary(ctx, o)
-	if err != nil {
-		return err
+	kubelet := ""
+	if o.Only != AgentActorlet {
+		var err error
+		if kubelet, err = kubeletBinary(ctx, o); err != nil {
+			return err
+		}
 	}
+	var err error
 	nodeIP := o.NodeIP
 	if nodeIP == "" {
 		if nodeIP, err = hostIP(); err != nil {
@@ -227,14 +255,16 @@ func runAgainstUpstream(ctx context.Context, o Options, r *Result) error {
 	if prefix == "" {
 		prefix = "bench"
 	}
-	a := &Against{KubeletBinary: kubelet, NodeIP: nodeIP, RecoveryPods: o.RecoveryPods}
-	if out, err := exec.CommandContext(ctx, kubelet, "--version").Output(); err == nil {
+	a := &Against{KubeletBinary: kubelet, NodeIP: nodeIP, RecoveryPods: o.RecoveryPods, APIQPS: o.APIQPS, APIBurst: o.APIBurst, NoToken: o.NoToken}
+	if o.NoRecovery {
+		a.RecoveryPods = 0
+	}
+	if out, err := exec.CommandContext(ctx, kubelet, "--version").Output(); kubelet != "" && err == nil {
 		a.KubeletVersion = strings.TrimSpace(strings.TrimPrefix(string(out), "Kubernetes "))
 	}
 	r.Against = a
 	r.Runtime = "fake CRI (k8s.io/cri-client/pkg/fake), one process per agent"
 	var errs []error
-	a.Order = nil
 	var xs, us []*AgentFigures
 	for round := range max(o.Rounds, 1) {
 		order := []string{AgentActorlet, AgentUpstream}
@@ -245,6 +275,9 @@ func runAgainstUpstream(ctx context.Context, o Options, r *Result) error {
 		}
 		rd := AgainstRound{}
 		for _, kind := range order {
+			if o.Only != "" && kind != o.Only {
+				continue
+			}
 			a.Order = append(a.Order, kind)
 			f, err := runAgentLoad(ctx, &o, kind, prefix+"-"+strings.TrimSuffix(kind, "-kubelet"), nodeIP, kubelet)
 			if err != nil {
@@ -381,13 +414,7 @@ func runAgentLoad(ctx context.Context, o *Options, kind, node, nodeIP, kubelet s
 		return f, err
 	}
 	o.Kubeconfig = admin
-	cfg, err := clientcmd.BuildConfigFromFlags("", admin)
-	if err != nil {
-		return f, fmt.Errorf("--kubeconfig %s: %w", admin, err)
-	}
-	cfg.QPS, cfg.Burst, cfg.Timeout = 5000, 10000, time.Minute
-	cfg.UserAgent = "actorlet-bench"
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := loadClient(admin)
 	if err != nil {
 		return f, err
 	}
@@ -415,6 +442,9 @@ func runAgentLoad(ctx context.Context, o *Options, kind, node, nodeIP, kubelet s
 	ar.restoreSysctls()
 	if err := ar.load(ctx, f); err != nil {
 		return f, err
+	}
+	if o.NoRecovery {
+		return f, nil
 	}
 	rec, err := ar.recovery(ctx)
 	f.Recovery = rec
@@ -465,9 +495,9 @@ func (ar *agentRun) start(ctx context.Context) error {
 	if ar.kind == AgentActorlet {
 		a, err = startAgent(ctx, agentSpec{binary: ar.o.Binary, runtime: ar.fakeEP, maxPods: maxPods, node: ar.node,
 			rootDir: filepath.Join(ar.dir, "root"), extra: append([]string{"--kubeconfig", ar.nodeCfg,
-				"--kube-api-qps", "50", "--kube-api-burst", "100", "--node-ip", ar.nodeIP}, ar.o.AgentArgs...)})
+				"--kube-api-qps", strconv.Itoa(ar.o.APIQPS), "--kube-api-burst", strconv.Itoa(ar.o.APIBurst), "--node-ip", ar.nodeIP}, ar.o.AgentArgs...)})
 	} else {
-		a, err = startKubelet(ctx, ar.kubelet, ar.dir, ar.fakeEP, ar.nodeCfg, ar.node, ar.nodeIP, maxPods)
+		a, err = startKubelet(ctx, ar.kubelet, ar.dir, ar.fakeEP, ar.nodeCfg, ar.node, ar.nodeIP, maxPods, ar.o.APIQPS, ar.o.APIBurst)
 	}
 	if err != nil {
 		return err
@@ -523,11 +553,20 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	s.samp.mu.Unlock()
 	specs := make([]podSpec, o.Pods)
 	for i := range specs {
-		specs[i] = podSpec{name: fmt.Sprintf("%s-%05d", ar.node, i), image: o.Image}
+		specs[i] = podSpec{name: fmt.Sprintf("%s-%05d", ar.node, i), image: o.Image, noToken: o.NoToken}
 	}
 	o.Log.Info("creating pods through the API server", "agent", ar.kind, "pods", o.Pods, "node", ar.node)
+	if o.ProfileCPU > 0 && o.ProfileOut != "" {
+		go profileTo(ctx, ar.a, o.ProfileCPU, perAgent(o.ProfileOut, ar.kind), o)
+	}
 	created, names, cerr := s.createAll(ctx, specs)
 	lat, last := s.waitAll(ctx, created, o.Timeout)
+	if o.HeapOut != "" {
+		// At its peak: every pod Ready.
+		if err := fetch(ctx, ar.a.client(0, 0), ar.a.mainURL+"/debug/pprof/heap", perAgent(o.HeapOut, ar.kind)); err != nil {
+			o.Log.Warn("heap profile failed", "agent", ar.kind, "err", err)
+		}
+	}
 	f.Ready = len(lat)
 	f.StartLatencyMS = Summarize(lat)
 	if !last.IsZero() {
@@ -646,7 +685,7 @@ func (ar *agentRun) recovery(ctx context.Context) (*Recovery, error) {
 	defer stop()
 	specs := make([]podSpec, o.RecoveryPods)
 	for i := range specs {
-		specs[i] = podSpec{name: fmt.Sprintf("%s-rec-%05d", ar.node, i), image: o.Image}
+		specs[i] = podSpec{name: fmt.Sprintf("%s-rec-%05d", ar.node, i), image: o.Image, noToken: o.NoToken}
 	}
 	o.Log.Info("recovery: creating pods", "agent", ar.kind, "pods", o.RecoveryPods)
 	created, names, err := s.createAll(ctx, specs)
@@ -796,8 +835,8 @@ cgroupsPerQOS: false
 enforceNodeAllocatable: []
 failSwapOn: false
 failCgroupV1: false
-kubeAPIQPS: 50
-kubeAPIBurst: 100
+kubeAPIQPS: %d
+kubeAPIBurst: %d
 maxPods: %d
 podLogsDir: %s
 containerRuntimeEndpoint: %s
@@ -805,7 +844,7 @@ containerRuntimeEndpoint: %s
 
 // startKubelet starts the upstream kubelet in dir (its config, root dir,
 // certificates and log) and waits for its /healthz.
-func startKubelet(ctx context.Context, binary, dir, runtimeEP, kubeconfig, node, nodeIP string, maxPods int) (*agent, error) {
+func startKubelet(ctx context.Context, binary, dir, runtimeEP, kubeconfig, node, nodeIP string, maxPods, qps, burst int) (*agent, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -815,7 +854,7 @@ func startKubelet(ctx context.Context, binary, dir, runtimeEP, kubeconfig, node,
 		return nil, err
 	}
 	cfgPath := filepath.Join(dir, "kubelet-config.yaml")
-	cfg := fmt.Sprintf(kubeletConfig, port, hz, maxPods, filepath.Join(dir, "pods"), runtimeEP)
+	cfg := fmt.Sprintf(kubeletConfig, port, hz, qps, burst, maxPods, filepath.Join(dir, "pods"), runtimeEP)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
@@ -953,8 +992,11 @@ func (a *Against) Markdown(r *Result, jsonLink string) string {
 	}
 	sec := func(ms float64) string { return strconv.FormatFloat(ms/1000, 'f', 2, 64) + " s" }
 	mib := func(v uint64) string { return strconv.FormatFloat(float64(v)/(1<<20), 'f', 0, 64) + " MiB" }
-	fmt.Fprintf(&b, "%d pods, %s, %d CPUs; 1-minute load average at the start of each agent's run: upstream %.2f, actorlet %.2f.",
-		r.Pods, r.StartedAt.Format("2006-01-02 15:04 UTC"), r.Machine.CPUs, u.LoadAvg1, x.LoadAvg1)
+	fmt.Fprintf(&b, "%d pods, %s, %d CPUs, client QPS %d / burst %d; 1-minute load average at the start of each agent's run: upstream %.2f, actorlet %.2f.",
+		r.Pods, r.StartedAt.Format("2006-01-02 15:04 UTC"), r.Machine.CPUs, a.APIQPS, a.APIBurst, u.LoadAvg1, x.LoadAvg1)
+	if a.NoToken {
+		b.WriteString(" Pods without a service account token.")
+	}
 	if len(a.Rounds) > 1 {
 		fmt.Fprintf(&b, " Medians of %d rounds in alternating order (%s).", len(a.Rounds), strings.Join(a.Order, ", "))
 	}
@@ -988,6 +1030,26 @@ func (a *Against) Markdown(r *Result, jsonLink string) string {
 		row("kill -9: restarts / duplicate sandboxes / Ready flaps", harm(u.Recovery), harm(x.Recovery), "")
 	}
 	return b.String()
+}
+
+// perAgent is path with "-<agent>" before its extension.
+func perAgent(path, kind string) string {
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "-" + kind + ext
+}
+
+// MarkdownTag names the run's table in docs/BENCHMARKS.md:
+// against-upstream-<pods>, with -qps<N> when the client QPS is not
+// upstream's 50 and -notoken for pods without a token.
+func (a *Against) MarkdownTag(pods int) string {
+	tag := fmt.Sprintf("against-upstream-%d", pods)
+	if a.APIQPS != 0 && a.APIQPS != upstreamAPIQPS {
+		tag += fmt.Sprintf("-qps%d", a.APIQPS)
+	}
+	if a.NoToken {
+		tag += "-notoken"
+	}
+	return tag
 }
 
 // WriteMarkdown replaces the text between "<!-- tag -->" and
