@@ -119,6 +119,7 @@ func medianFigures(fs []*AgentFigures) *AgentFigures {
 	m.StartLatencyMS.P99 = round(med(func(f *AgentFigures) float64 { return f.StartLatencyMS.P99 }))
 	m.RSSPeakBytes = uint64(med(func(f *AgentFigures) float64 { return float64(f.RSSPeakBytes) }))
 	m.CPUPerPodMS = round(med(func(f *AgentFigures) float64 { return f.CPUPerPodMS }))
+	m.ControlPlaneCPUPerPodMS = round(med(func(f *AgentFigures) float64 { return f.ControlPlaneCPUPerPodMS }))
 	m.APIWritesPerPod = round3(med(func(f *AgentFigures) float64 { return f.APIWritesPerPod }))
 	m.APIWritesPerPodNoEvents = round3(med(func(f *AgentFigures) float64 { return f.APIWritesPerPodNoEvents }))
 	m.Ready = int(med(func(f *AgentFigures) float64 { return float64(f.Ready) }))
@@ -164,10 +165,15 @@ type AgentFigures struct {
 	// RSS of the agent's process over the create and delete phases;
 	// CPU (utime+stime) from the first create to the last Ready plus the
 	// trailing writes, over pods.
-	RSSIdleBytes uint64  `json:"rss_idle_bytes"`
-	RSSPeakBytes uint64  `json:"rss_peak_bytes"`
-	CPUSeconds   float64 `json:"cpu_seconds"`
-	CPUPerPodMS  float64 `json:"cpu_per_pod_ms"`
+	// ControlPlaneCPUPerPodMS is kube-apiserver's and etcd's CPU over the
+	// same window, over pods, when the control plane is the local one
+	// (their pid files beside the admin kubeconfig): the share of the
+	// cores the agent's API traffic costs on a machine that runs both.
+	ControlPlaneCPUPerPodMS float64 `json:"control_plane_cpu_per_pod_ms,omitempty"`
+	RSSIdleBytes            uint64  `json:"rss_idle_bytes"`
+	RSSPeakBytes            uint64  `json:"rss_peak_bytes"`
+	CPUSeconds              float64 `json:"cpu_seconds"`
+	CPUPerPodMS             float64 `json:"cpu_per_pod_ms"`
 	// API requests of the node's user counted by the API server (as
 	// cluster-sim), from the first create to the last Ready plus trailing
 	// writes, over pods.
@@ -331,6 +337,7 @@ func ratios(a, u *AgentFigures) map[string]float64 {
 	put("start_p99", a.StartLatencyMS.P99, u.StartLatencyMS.P99)
 	put("rss_peak", float64(a.RSSPeakBytes), float64(u.RSSPeakBytes))
 	put("cpu_per_pod", a.CPUPerPodMS, u.CPUPerPodMS)
+	put("control_plane_cpu_per_pod", a.ControlPlaneCPUPerPodMS, u.ControlPlaneCPUPerPodMS)
 	put("api_writes_per_pod", a.APIWritesPerPod, u.APIWritesPerPod)
 	put("api_writes_per_pod_excluding_events", a.APIWritesPerPodNoEvents, u.APIWritesPerPodNoEvents)
 	if a.Recovery != nil && u.Recovery != nil {
@@ -551,6 +558,7 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	s.samp.mu.Lock()
 	cpu0 := s.samp.last.cpu
 	s.samp.mu.Unlock()
+	cp0 := controlPlaneCPU(o.Kubeconfig)
 	specs := make([]podSpec, o.Pods)
 	for i := range specs {
 		specs[i] = podSpec{name: fmt.Sprintf("%s-%05d", ar.node, i), image: o.Image, noToken: o.NoToken}
@@ -590,6 +598,11 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	if ps, err := readProc(ar.a.pid); err == nil {
 		f.CPUSeconds = round3(ps.cpu - cpu0)
 		f.CPUPerPodMS = round(f.CPUSeconds * 1000 / float64(o.Pods))
+	}
+	if cp0 >= 0 {
+		if cp := controlPlaneCPU(o.Kubeconfig); cp >= 0 {
+			f.ControlPlaneCPUPerPodMS = round((cp - cp0) * 1000 / float64(o.Pods))
+		}
 	}
 	o.Log.Info("pods Ready", "agent", ar.kind, "ready", f.Ready, "seconds", f.CreateSeconds)
 	// Delete with the pods' grace period (1 s): the agent stops each pod
@@ -1014,6 +1027,9 @@ func (a *Against) Markdown(r *Result, jsonLink string) string {
 	row("start latency p99", sec(u.StartLatencyMS.P99), sec(x.StartLatencyMS.P99), ratio("start_p99"))
 	row("RSS peak", mib(u.RSSPeakBytes), mib(x.RSSPeakBytes), ratio("rss_peak"))
 	row("CPU per pod", num(u.CPUPerPodMS)+" ms", num(x.CPUPerPodMS)+" ms", ratio("cpu_per_pod"))
+	if u.ControlPlaneCPUPerPodMS > 0 && x.ControlPlaneCPUPerPodMS > 0 {
+		row("kube-apiserver + etcd CPU per pod", num(u.ControlPlaneCPUPerPodMS)+" ms", num(x.ControlPlaneCPUPerPodMS)+" ms", ratio("control_plane_cpu_per_pod"))
+	}
 	row("API writes per pod", fmt.Sprintf("%.2f", u.APIWritesPerPod), fmt.Sprintf("%.2f", x.APIWritesPerPod), ratio("api_writes_per_pod"))
 	row("API writes per pod without events", fmt.Sprintf("%.2f", u.APIWritesPerPodNoEvents), fmt.Sprintf("%.2f", x.APIWritesPerPodNoEvents), ratio("api_writes_per_pod_excluding_events"))
 	if u.Recovery != nil && x.Recovery != nil {
@@ -1030,6 +1046,29 @@ func (a *Against) Markdown(r *Result, jsonLink string) string {
 		row("kill -9: restarts / duplicate sandboxes / Ready flaps", harm(u.Recovery), harm(x.Recovery), "")
 	}
 	return b.String()
+}
+
+// controlPlaneCPU is the CPU seconds kube-apiserver and etcd have used,
+// from the pid files deploy/local/controlplane.sh keeps beside the admin
+// kubeconfig; -1 when they are not there (another control plane).
+func controlPlaneCPU(admin string) float64 {
+	total := 0.0
+	for _, name := range []string{"kube-apiserver.pid", "etcd.pid"} {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(admin), name))
+		if err != nil {
+			return -1
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			return -1
+		}
+		ps, err := readProc(pid)
+		if err != nil {
+			return -1
+		}
+		total += ps.cpu
+	}
+	return total
 }
 
 // perAgent is path with "-<agent>" before its extension.
