@@ -149,6 +149,22 @@ bench-upstream: build
 			--out $(BENCH_DIR)/upstream/against-upstream-$$n.json --markdown docs/BENCHMARKS.md; \
 	done
 
+# docs/BENCHMARKS.md "Density" (issue 14): both agents unthrottled (client QPS 1000, burst 2000) at
+# DENSITY_PODS pods, and at upstream's QPS 50 with pods that have no service account token (the
+# limiter test: one status write per pod at 50/s). Tables between <!-- against-upstream-N-qps1000 -->
+# and <!-- against-upstream-1000-notoken --> markers.
+DENSITY_PODS ?= 1000 2000
+DENSITY_ROUNDS ?= 1
+.PHONY: bench-density
+bench-density: build
+	@mkdir -p $(BENCH_DIR)/upstream
+	@set -e; for n in $(DENSITY_PODS); do \
+		./$(BENCH_BIN) bench --against upstream --pods $$n --kube-api-qps 1000 --kube-api-burst 2000 --no-recovery --rounds $(DENSITY_ROUNDS) \
+			--out $(BENCH_DIR)/upstream/against-upstream-$$n-qps1000.json --markdown docs/BENCHMARKS.md; \
+	done
+	./$(BENCH_BIN) bench --against upstream --pods 1000 --no-token --no-recovery --rounds $(DENSITY_ROUNDS) \
+		--out $(BENCH_DIR)/upstream/against-upstream-1000-notoken.json --markdown docs/BENCHMARKS.md
+
 # The soak of docs/BENCHMARKS.md (not part of `make bench`: it runs an
 # hour): chaos plus churn, the agent's RSS, goroutines, open files and disk
 # entries sampled every 10 s; exit 1 when one grows or an invariant breaks.
