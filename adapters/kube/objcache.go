@@ -117,6 +117,7 @@ func (o *ObjectCache) get(ctx context.Context, resource string, example runtime.
 	if !ok {
 		lw := quickReconnect(o.listWatch(resource, namespace, name))
 		inf := cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{})
+		_ = inf.SetTransform(stripManagedFields)
 		w = &objWatch{store: inf.GetStore(), synced: inf.HasSynced, stop: make(chan struct{})}
 		o.watches[key] = w
 		watch := w

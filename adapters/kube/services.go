@@ -27,6 +27,7 @@ func (s *services) start(c *Client, stop <-chan struct{}) {
 	s.once.Do(func() {
 		lw := quickReconnect(cache.NewListWatchFromClient(c.cs.CoreV1().RESTClient(), "services", v1.NamespaceAll, fields.Everything()))
 		inf := cache.NewSharedIndexInformer(lw, &v1.Service{}, 0, cache.Indexers{})
+		_ = inf.SetTransform(stripService)
 		s.store, s.synced = inf.GetStore(), inf.HasSynced
 		go inf.Run(stop)
 	})
