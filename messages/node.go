@@ -1,13 +1,27 @@
 package messages
 
 import (
+	"time"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// SyncPod gives a PodActor the newest desired pod. Latest wins.
+// SyncPod gives a PodActor the newest desired pod. Latest wins. Pod is read
+// only (shared with the NodeActor: see the package doc); the same pointer
+// again is the same pod.
 type SyncPod struct {
 	Pod *v1.Pod
+	// NewSince is set on the first SyncPod of a PodActor the NodeActor
+	// spawned for a pod UID it held nothing of: since then no other actor
+	// of this process made anything of the pod in the runtime (a PodActor
+	// of an earlier incarnation of the NodeActor started before it). A
+	// relist that started after NewSince therefore shows everything the
+	// runtime holds of the pod, and the PodActor's first read may be its
+	// slice of the runtime cache instead of listing the runtime. Zero:
+	// the PodActor lists (a restarted or respawned PodActor may follow
+	// operations an earlier incarnation started after the last relist).
+	NewSince time.Time
 }
 
 // KillPod asks a PodActor to terminate its pod (stop containers within the

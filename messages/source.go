@@ -39,6 +39,8 @@ func (o PodOp) String() string {
 
 // PodUpdate is what a source sends to the NodeActor. The first OpSet (or, for
 // incremental sources, a SourceSynced) from a source marks it as synced.
+// The pods are read only once sent: the NodeActor keeps them and shares
+// them with the PodActors (see the package doc).
 type PodUpdate struct {
 	Source string
 	Op     PodOp

@@ -7,6 +7,8 @@ import (
 
 // PodStatusUpdate carries a pod (metadata and spec) with its newest status,
 // from a PodActor (or the NodeActor on admission failure) to the StatusActor.
+// Pod is read only: its metadata and spec may be shared with the NodeActor
+// and the PodActor (see the package doc).
 type PodStatusUpdate struct {
 	Pod *v1.Pod // Status is the status to publish
 }

@@ -98,7 +98,7 @@ func (a *Actor) keepEvicted(ctx actor.Context, e *entry, m *messages.PodTerminat
 // before the kill, to publish the evicted status of it.
 func (a *Actor) evictedSyncFirst(ctx actor.Context, e *entry) {
 	if e.killing != nil && e.killing.Evicted && e.pod != nil {
-		ctx.Send(e.pid, &messages.SyncPod{Pod: e.pod.DeepCopy()})
+		ctx.Send(e.pid, &messages.SyncPod{Pod: e.pod})
 	}
 }
 

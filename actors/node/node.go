@@ -168,7 +168,8 @@ type Actor struct {
 	finished map[types.UID]*messages.PodForget
 
 	self         actorkit.Self
-	closing      bool // stopping or restarting: children end with it
+	since        time.Time // this incarnation started (SyncPod.NewSince)
+	closing      bool      // stopping or restarting: children end with it
 	housekeeping actorkit.Timer
 	sweeping     bool // a sweep is in flight
 	// resyncAsks are StatusActor Resyncs answered once every source is
@@ -278,6 +279,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.runtime, a.haveRuntime, a.sweeping = nil, false, false
 	a.resyncAsks = nil
 	a.self = actorkit.Start(ctx, a.cfg.Clock)
+	a.since = a.cfg.Clock.Now()
 	a.housekeeping = actorkit.NewTimer("housekeeping")
 	a.startDevices(ctx)
 	a.startPressure(ctx)
@@ -420,14 +422,14 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 		if e.source != source {
 			return // the first source to claim a UID owns it; the others are kept for a handover
 		}
-		if e.pod != nil && equality.Semantic.DeepEqual(e.pod.Spec, p.Spec) &&
+		if e.pod == p || e.pod != nil && equality.Semantic.DeepEqual(e.pod.Spec, p.Spec) &&
 			equality.Semantic.DeepEqual(e.pod.ObjectMeta, p.ObjectMeta) {
 			return
 		}
 		a.track(e, -1)
 		e.pod = p
 		a.track(e, 1)
-		ctx.Send(e.pid, &messages.SyncPod{Pod: p.DeepCopy()})
+		ctx.Send(e.pid, &messages.SyncPod{Pod: p})
 		return
 	}
 	if _, ok := a.rejected[p.UID]; ok {
@@ -477,7 +479,10 @@ func (a *Actor) spawn(ctx actor.Context, p *v1.Pod, source string) {
 	e := &entry{pod: p, source: source, pid: pid}
 	a.pods[p.UID] = e
 	a.track(e, 1)
-	ctx.Send(pid, &messages.SyncPod{Pod: p.DeepCopy()})
+	// No entry held the UID: no PodActor of this incarnation runs or ran
+	// anything of it that a later kill did not remove, so its first read
+	// may come from the runtime cache (messages.SyncPod.NewSince).
+	ctx.Send(pid, &messages.SyncPod{Pod: p, NewSince: a.since})
 }
 
 // gracefulDelete kills an API pod whose deletion was requested, with the
@@ -632,7 +637,7 @@ func (a *Actor) handleNeedPod(ctx actor.Context, m *messages.NeedPod) {
 		ctx.Send(e.pid, e.killing)
 		return
 	}
-	ctx.Send(e.pid, &messages.SyncPod{Pod: e.pod.DeepCopy()})
+	ctx.Send(e.pid, &messages.SyncPod{Pod: e.pod})
 }
 
 func (a *Actor) handleTerminated(ctx actor.Context, m *messages.PodTerminated) {

@@ -37,6 +37,8 @@ type incarnation struct {
 	pid     *actor.PID
 	msgs    []string
 	stopped chan struct{}
+	// newSince is each SyncPod's NewSince, in order.
+	newSince []time.Time
 }
 
 // recorder is shared by the stub PodActors, the status stub and the
@@ -90,6 +92,9 @@ func (r *recorder) podProps(uid types.UID) *actor.Props {
 			close(inc.stopped)
 		case *messages.SyncPod:
 			r.note(inc, "SyncPod "+m.Pod.Spec.Containers[0].Image)
+			r.mu.Lock()
+			inc.newSince = append(inc.newSince, m.NewSince)
+			r.mu.Unlock()
 		case *messages.KillPod:
 			r.note(inc, "KillPod")
 		case *messages.PodLifecycleEvent:
@@ -692,6 +697,41 @@ func TestNeedPodIsAnswered(t *testing.T) {
 			pods: map[string]string{"a": "SyncPod img:1,SyncPod img:1,SyncPod img:2,SyncPod img:2,KillPod,KillPod"},
 		},
 	})
+}
+
+// TestOnlyANewPodsFirstSyncPodSaysSo: the first SyncPod of a PodActor
+// spawned for a UID the NodeActor held nothing of carries NewSince (its
+// first read may come from the runtime cache); a restarted one's answer to
+// NeedPod and later updates do not. A pod re-added after its kill ended
+// (nothing of it left in the runtime) is new again.
+func TestOnlyANewPodsFirstSyncPodSaysSo(t *testing.T) {
+	h := newHarness(t, Config{NodeName: "n1"})
+	h.send(set(messages.SourceFile, mkPod("a", "img:1")))
+	h.quiesce()
+	h.tell("a", needPod{})
+	h.send(set(messages.SourceFile, mkPod("a", "img:2")))
+	h.quiesce()
+	h.send(set(messages.SourceFile))
+	h.send(set(messages.SourceFile, mkPod("a", "img:3")))
+	h.quiesce()
+	h.terminated("a")
+	actortest.Eventually(t, "a new pod actor for a", func() bool { return h.alive("a") })
+	h.quiesce()
+	if got, want := h.msgs("a"), "SyncPod img:1,SyncPod img:1,SyncPod img:2,KillPod|SyncPod img:3"; got != want {
+		t.Fatalf("a received %q, want %q", got, want)
+	}
+	h.rec.mu.Lock()
+	defer h.rec.mu.Unlock()
+	incs := h.rec.pods["a"]
+	for i, want := range [][]bool{{true, false, false}, {true}} {
+		var got []bool
+		for _, t := range incs[i].newSince {
+			got = append(got, !t.IsZero())
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("incarnation %d: SyncPods with NewSince %v, want %v", i, got, want)
+		}
+	}
 }
 
 func TestStartedAsksEverySourceToResync(t *testing.T) {

@@ -205,7 +205,7 @@ func (a *Actor) respawnWorker(ctx actor.Context, uid types.UID, e *entry) {
 		ctx.Send(pid, e.killing)
 		return
 	}
-	ctx.Send(pid, &messages.SyncPod{Pod: e.pod.DeepCopy()})
+	ctx.Send(pid, &messages.SyncPod{Pod: e.pod})
 }
 
 // sendKill tells e's PodActor to kill its pod; a PodActor that is down is

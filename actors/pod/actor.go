@@ -206,6 +206,11 @@ type Actor struct {
 	resync   actorkit.Timer // periodic look (SyncPeriod)
 	cacheTTL actorkit.Timer // the runtime cache did not answer in time
 	asked    bool           // a GetRuntimePod is pending
+	askedFor time.Time      // its NotBefore
+	// newSince is the first SyncPod's NewSince: until the first read,
+	// a relist that started after it shows all the runtime holds of the
+	// pod (zero: the first read lists).
+	newSince time.Time
 
 	// Collaborations.
 	slot     startSlot
@@ -340,11 +345,14 @@ func (a *Actor) handleFired(ctx actor.Context, m *actorkit.Fired) {
 }
 
 func (a *Actor) handleSyncPod(ctx actor.Context, m *messages.SyncPod) {
-	if m.Pod == nil || a.kill != nil {
-		return
+	if m.Pod == nil || a.kill != nil || m.Pod == a.pod {
+		return // the same pointer is the same pod: senders share it read only
 	}
 	if a.pod == nil {
 		a.started = a.d.Clock.Now()
+		if a.snap == nil {
+			a.newSince = m.NewSince
+		}
 	} else if apiequality.Semantic.DeepEqual(a.pod.Spec, m.Pod.Spec) && apiequality.Semantic.DeepEqual(a.pod.ObjectMeta, m.Pod.ObjectMeta) {
 		return // the same pod again (the answer to NeedPod): nothing to look at
 	}
@@ -398,7 +406,7 @@ func (a *Actor) kick(ctx actor.Context) {
 		return
 	}
 	if a.snap == nil {
-		a.look(ctx, true)
+		a.look(ctx, false) // a list, unless the pod is new to the node
 		return
 	}
 	a.afterIdle(ctx)
@@ -406,7 +414,9 @@ func (a *Actor) kick(ctx actor.Context) {
 
 // look reads the runtime again: through the PLEG's cache (a relist newer
 // than the last operation) or, when mustList or when there is no cache,
-// by listing it.
+// by listing it. The first read lists too, unless the pod is new to the
+// node (newSince): then a relist newer than that shows all there is, and
+// a new pod costs no list.
 func (a *Actor) look(_ actor.Context, mustList bool) {
 	if a.done || !a.self.Started() {
 		return
@@ -415,19 +425,23 @@ func (a *Actor) look(_ actor.Context, mustList bool) {
 		a.gate.later(mustList)
 		return
 	}
-	if mustList || a.snap == nil || a.d.PLEG == nil {
+	if mustList || a.d.PLEG == nil || (a.snap == nil && a.newSince.IsZero()) {
 		a.inspect(nil)
 		return
 	}
+	notBefore := a.gate.quiet
+	if a.snap == nil {
+		notBefore = a.newSince
+	}
 	a.gate.beginRead()
-	a.asked = true
-	a.self.SendTo(a.d.PLEG, &messages.GetRuntimePod{UID: a.uid, NotBefore: a.gate.quiet, ReplyTo: a.self.PID()})
+	a.asked, a.askedFor = true, notBefore
+	a.self.SendTo(a.d.PLEG, &messages.GetRuntimePod{UID: a.uid, NotBefore: notBefore, ReplyTo: a.self.PID()})
 	a.cacheTTL.Arm(a.self, a.d.Config.CacheWait)
 }
 
 // handleCached takes the PLEG's answer to GetRuntimePod.
 func (a *Actor) handleCached(m *messages.RuntimePod) {
-	if !a.asked || m.UID != a.uid || !m.Relisted.After(a.gate.quiet) {
+	if !a.asked || m.UID != a.uid || !m.Relisted.After(a.askedFor) {
 		return // an answer the actor no longer waits for
 	}
 	a.asked = false
@@ -771,9 +785,16 @@ func (a *Actor) publish(waits map[string]waitInfo, now time.Time) {
 		a.releaseSlot() // started, or waiting on something: the next pod may start
 	}
 	a.status = &st
-	out := a.pod.DeepCopy()
-	out.Status = *st.DeepCopy()
-	a.self.SendTo(a.d.Status, &messages.PodStatusUpdate{Pod: out})
+	a.self.SendTo(a.d.Status, &messages.PodStatusUpdate{Pod: withStatus(a.pod, a.status)})
+}
+
+// withStatus is pod with st, for the StatusActor: a shallow copy, since
+// the metadata and spec are read only and so is a status once published
+// (each is computed anew, never changed after).
+func withStatus(pod *v1.Pod, st *v1.PodStatus) *v1.Pod {
+	out := *pod
+	out.Status = *st
+	return &out
 }
 
 // releaseSlot gives a start slot back to the parent.

@@ -81,6 +81,13 @@ func newHarnessSys(t *testing.T, pod *v1.Pod, adjust func(*actor.ActorSystem, *D
 // from the very first pull.
 func newHarnessPulls(t *testing.T, pod *v1.Pod, pullFail string, adjust func(*actor.ActorSystem, *Deps)) *harness {
 	t.Helper()
+	return startHarness(t, pod, pullFail, time.Time{}, adjust)
+}
+
+// startHarness starts the harness; the first SyncPod carries newSince (the
+// NodeActor's for a pod new to the node), the answers to NeedPod never do.
+func startHarness(t *testing.T, pod *v1.Pod, pullFail string, newSince time.Time, adjust func(*actor.ActorSystem, *Deps)) *harness {
+	t.Helper()
 	h := &harness{t: t, sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })), clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), pod: pod, pullFail: pullFail}
 	h.rt = fakecri.New(h.clk)
 	status := h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
@@ -114,7 +121,7 @@ func newHarnessPulls(t *testing.T, pod *v1.Pod, pullFail string, adjust func(*ac
 		case spawnPod:
 			props := actor.PropsFromProducer(New(pod.UID, deps), actor.WithReceiverMiddleware(supervisors.Chaos(), actortest.Barrier()))
 			child = c.Spawn(props)
-			c.Send(child, &messages.SyncPod{Pod: pod.DeepCopy()})
+			c.Send(child, &messages.SyncPod{Pod: pod.DeepCopy(), NewSince: newSince})
 		case getChild:
 			c.Respond(child)
 		case *messages.NeedPod:

@@ -161,6 +161,77 @@ func TestPodStartCallsTheRuntimeSevenTimes(t *testing.T) {
 	})
 }
 
+// TestNewPodStartReadsTheCache: a pod new to the node (SyncPod.NewSince)
+// is read from the runtime cache first, not listed: its start calls the
+// runtime only to make and read back what it starts. Without a PLEG it
+// lists, as any first read.
+func TestNewPodStartReadsTheCache(t *testing.T) {
+	startOnly := []string{"RunPodSandbox", "PodSandboxStatus", "CreateContainer", "StartContainer", "ContainerStatus"}
+	for _, withPleg := range []bool{true, false} {
+		t.Run(fmt.Sprintf("PLEG %v", withPleg), func(t *testing.T) {
+			var pleg *fakePLEG
+			adjust := cacheConfig
+			if withPleg {
+				pleg = &fakePLEG{}
+			}
+			clk0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // the harness clock's start
+			h := startHarness(t, testPod(v1.RestartPolicyAlways, "app"), "", clk0.Add(-time.Second), func(sys *actor.ActorSystem, d *Deps) {
+				adjust(d)
+				if pleg != nil {
+					withPLEG(pleg)(sys, d)
+				}
+			})
+			h.waitStatus("Running", running)
+			h.settle()
+			want := startOnly
+			if !withPleg {
+				want = append(slices.Clone(listCalls), startOnly...)
+			}
+			if got := h.rt.Calls(); !slices.Equal(got, want) {
+				t.Fatalf("runtime calls %q, want %q", got, want)
+			}
+			if pleg != nil {
+				asks := pleg.asked(t, h.sys)
+				if len(asks) != 1 || !asks[0].NotBefore.Equal(clk0.Add(-time.Second)) {
+					t.Fatalf("asked the runtime cache %+v, want once for a relist after NewSince", asks)
+				}
+			}
+		})
+	}
+}
+
+// TestNewPodAdoptsWhatTheCacheShows: a pod new to this NodeActor whose
+// containers run already (an earlier actorlet made them) is adopted from
+// the cache's slice: nothing listed, nothing made again.
+func TestNewPodAdoptsWhatTheCacheShows(t *testing.T) {
+	pod := testPod(v1.RestartPolicyAlways, "app")
+	first := newHarness(t, pod.DeepCopy())
+	first.waitStatus("Running", running)
+	first.settle()
+	rt := first.rt
+	first.stop()
+
+	pleg := &fakePLEG{}
+	clk0 := first.clk.Now()
+	h := startHarness(t, pod.DeepCopy(), "", clk0.Add(-time.Second), func(sys *actor.ActorSystem, d *Deps) {
+		cacheConfig(d)
+		d.Runtime = rt
+		withPLEG(pleg)(sys, d)
+	})
+	h.rt = rt
+	n := len(rt.Calls())
+	h.waitStatus("Running", running)
+	h.settle()
+	// The statuses of what the slice shows are read; nothing is listed,
+	// nothing made again.
+	if got, want := h.callsSince(n), []string{"PodSandboxStatus", "ContainerStatus"}; !slices.Equal(got, want) {
+		t.Fatalf("runtime calls %q adopting what runs, want %q", got, want)
+	}
+	if st := h.latest(); st.ContainerStatuses[0].RestartCount != 0 {
+		t.Fatalf("adopted container restarted: %+v", st.ContainerStatuses[0])
+	}
+}
+
 func TestEventSlice(t *testing.T) {
 	tests := []struct {
 		name      string

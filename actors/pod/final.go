@@ -61,9 +61,7 @@ func (a *Actor) publishFinal(now time.Time) {
 		st.Reason, st.Message = a.status.Reason, a.status.Message
 	}
 	a.status = &st
-	out := a.pod.DeepCopy()
-	out.Status = *st.DeepCopy()
-	a.self.SendTo(a.d.Status, &messages.PodStatusUpdate{Pod: out})
+	a.self.SendTo(a.d.Status, &messages.PodStatusUpdate{Pod: withStatus(a.pod, a.status)})
 }
 
 // terminalStatus is st of a pod whose containers will never run again:

@@ -192,7 +192,7 @@ func (a *Actor) startFunc(act action) opFunc {
 		return func(context.Context) (*delta, error) { return nil, &startError{config: true, err: err} }
 	}
 	cfg.Mounts = append(cfg.Mounts, mounts...)
-	spec := act.container.DeepCopy()
+	spec := act.container // read only, as the pod it is part of
 	imgs, _ := a.d.Runtime.(ImageInspector)
 	hooks, grace, log := a.hooks(), podspec.GracePeriod(a.pod, nil), a.log
 	hooks.podIP = act.sandbox.GetNetwork().GetIp()
@@ -200,7 +200,9 @@ func (a *Actor) startFunc(act action) opFunc {
 		hooks.podIP = a.d.Config.HostIP
 	}
 	a.log.Info("create container", "container", act.container.Name, "attempt", act.attempt)
-	pod, src, hostIP, hostFiles := a.pod.DeepCopy(), a.d.ConfigSource, a.d.Config.HostIP, HostFiles(a.d.Files)
+	// The pod is read only (messages package doc): the operation reads it
+	// off the mailbox without a copy.
+	pod, src, hostIP, hostFiles := a.pod, a.d.ConfigSource, a.d.Config.HostIP, HostFiles(a.d.Files)
 	alloc := a.d.Config.NodeAllocatable // never written after the start: shared read-only
 	attempt := act.attempt
 	devs := a.devices.containers[act.container.Name] // read only once answered

@@ -126,16 +126,23 @@ func (a *apiSource) handleUpsert(ctx actor.Context, p *v1.Pod) {
 	}
 	old, ok := a.pods[p.UID]
 	a.pods[p.UID] = p
+	if ok && old.ResourceVersion != "" && old.ResourceVersion == p.ResourceVersion {
+		// The same version of the object again (a watch restarted and
+		// listed it): nothing in it is new.
+		return
+	}
+	// p is read only from here on: the NodeActor, the PodActor and the
+	// StatusActor share it (see the messages package doc).
 	if !ok || !apiequality.Semantic.DeepEqual(old.Status, p.Status) {
 		// The StatusActor writes its own status again where another
 		// writer changed it (e.g. Ready=False from the node lifecycle
 		// controller after an API server outage).
-		ctx.Send(a.status, &messages.PodAPIStatus{UID: p.UID, ResourceVersion: p.ResourceVersion, Status: p.Status.DeepCopy()})
+		ctx.Send(a.status, &messages.PodAPIStatus{UID: p.UID, ResourceVersion: p.ResourceVersion, Status: &p.Status})
 	}
 	if ok && !relevant(old, p) {
 		return
 	}
-	ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourceAPI, Op: messages.OpAdd, Pods: []*v1.Pod{p.DeepCopy()}})
+	ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourceAPI, Op: messages.OpAdd, Pods: []*v1.Pod{p}})
 }
 
 func (a *apiSource) handleRemove(ctx actor.Context, p *v1.Pod) {
@@ -153,7 +160,7 @@ func (a *apiSource) handleResync(ctx actor.Context) {
 	}
 	pods := make([]*v1.Pod, 0, len(a.pods))
 	for _, p := range a.pods {
-		pods = append(pods, p.DeepCopy())
+		pods = append(pods, p) // read only, shared
 	}
 	ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourceAPI, Op: messages.OpSet, Pods: pods})
 }

@@ -34,9 +34,9 @@ func merged(desired, api *v1.PodStatus) *v1.PodStatus {
 	if len(kept) == 0 {
 		return desired
 	}
-	out := desired.DeepCopy()
-	out.Conditions = append(kept, out.Conditions...)
-	return out
+	out := *desired // read only: a shallow copy with its own conditions
+	out.Conditions = append(kept, desired.Conditions...)
+	return &out
 }
 
 func hasCondition(s *v1.PodStatus, t v1.PodConditionType) bool {

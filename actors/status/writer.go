@@ -180,7 +180,7 @@ func (w *writer) update(p *v1.Pod) {
 	if st.written != nil && terminal(st.written.Phase) && !terminal(p.Status.Phase) {
 		return
 	}
-	st.desired = p.Status.DeepCopy()
+	st.desired = &p.Status // read only, as the pod (messages package doc)
 	w.flush(st)
 }
 
@@ -261,7 +261,7 @@ func (w *writer) takeAPIStatus(st *apiPod, rv string, status *v1.PodStatus) {
 		st.writtenRV = rv
 		return
 	}
-	st.written, st.writtenRV = status.DeepCopy(), rv
+	st.written, st.writtenRV = status, rv
 	if st.desired != nil && !sameStatus(merged(st.desired, st.written), st.written) {
 		w.log.Info("pod status changed in the API server by another writer, writing ours again", "pod", st.ns+"/"+st.name)
 	}
@@ -338,11 +338,13 @@ func (w *writer) do(st *apiPod, op string) {
 	var f func(ctx context.Context) (*v1.Pod, error)
 	switch op {
 	case "patch":
+		// Both are read only (a status is replaced, never changed): the
+		// write reads them off the mailbox without copies.
 		old := &v1.PodStatus{}
 		if st.written != nil {
-			old = st.written.DeepCopy()
+			old = st.written
 		}
-		desired := merged(st.desired, st.written).DeepCopy()
+		desired := merged(st.desired, st.written)
 		f = func(ctx context.Context) (*v1.Pod, error) {
 			return api.PatchPodStatus(ctx, ns, name, apiUID, old, desired)
 		}
@@ -399,9 +401,9 @@ func (w *writer) handleDone(m *writeDone) {
 		}
 		switch m.op {
 		case "patch", "refresh":
-			st.written, st.writtenRV = m.pod.Status.DeepCopy(), m.pod.ResourceVersion
+			st.written, st.writtenRV = &m.pod.Status, m.pod.ResourceVersion // the API's answer is ours alone
 		case "create-mirror":
-			st.apiUID, st.written, st.writtenRV = m.pod.UID, m.pod.Status.DeepCopy(), m.pod.ResourceVersion
+			st.apiUID, st.written, st.writtenRV = m.pod.UID, &m.pod.Status, m.pod.ResourceVersion
 			w.log.Info("mirror pod created", "pod", st.ns+"/"+st.name, "uid", m.pod.UID)
 		case "delete", "delete-mirror":
 			w.log.Info("pod deleted from the API server", "pod", st.ns+"/"+st.name, "mirror", m.op == "delete-mirror")
