@@ -39,36 +39,81 @@ func (Files) EnsureDir(dir string, mode os.FileMode) error {
 // With fsGroup set, the whole volume is given to that group, read-only
 // (upstream's SetVolumeOwnership for configMap, secret, downwardAPI and
 // projected volumes), before the new files become visible.
+//
+// A volume directory made by this call (a pod's first setup, by far the
+// most common write) holds nothing yet: its files are written with their
+// final mode and owner at once, "..data" and the user-visible links are
+// made directly, and nothing is read back or cleaned up. The result on
+// disk is the same as the update's, which swaps "..data" with a rename.
 func (Files) WriteAtomic(dir string, files map[string]podspec.VolumeFile, fsGroup *int64) error {
 	for name := range files {
 		if name == "" || filepath.IsAbs(name) || strings.HasPrefix(filepath.Clean(name), "..") {
 			return fmt.Errorf("volume file %q: must be a relative path inside the volume", name)
 		}
 	}
-	if err := mkdirMode(dir, 0o755); err != nil {
+	fresh, err := mkdirMode(dir, 0o755)
+	if err != nil {
 		return fmt.Errorf("volume dir: %w", err)
 	}
-	ts := ".." + time.Now().UTC().Format("2006_01_02_15_04_05.") + strconv.FormatInt(time.Now().UnixNano()%1e9, 10)
+	now := time.Now().UTC()
+	ts := ".." + now.Format("2006_01_02_15_04_05.") + strconv.FormatInt(int64(now.Nanosecond()), 10)
 	tsDir := filepath.Join(dir, ts)
-	if err := mkdirMode(tsDir, 0o755); err != nil {
+	tsMade, err := mkdirMode(tsDir, 0o755)
+	if err != nil {
 		return fmt.Errorf("volume data dir: %w", err)
 	}
+	// On a fresh volume the ownership is given while writing, to the
+	// entries made (the walk of SetOwnership would find exactly these).
+	var group *int64
+	if fresh && tsMade {
+		group = fsGroup
+		if group != nil {
+			ownDir(dir, *group)
+			ownDir(tsDir, *group)
+		}
+	}
 	names := make([]string, 0, len(files))
-	for name, f := range files {
-		p := filepath.Join(tsDir, name)
-		// Directories of the volume: 0755 whatever the umask, so that
-		// every user of the pod can reach its files.
-		for d := filepath.Dir(p); d != tsDir; d = filepath.Dir(d) {
-			if err := mkdirMode(d, 0o755); err != nil {
-				return err
-			}
-		}
-		if err := writeFile(p, f); err != nil {
-			return err
-		}
+	for name := range files {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	made := map[string]bool{}    // directories of the volume made or checked
+	written := map[string]bool{} // files written, by cleaned path
+	top := make(map[string]bool, len(names))
+	for _, name := range names {
+		clean := filepath.Clean(name)
+		top[strings.SplitN(clean, string(filepath.Separator), 2)[0]] = true
+		// Directories of the volume: 0755 whatever the umask, so that
+		// every user of the pod can reach its files; made top-down, each
+		// once.
+		if rel := filepath.Dir(clean); rel != "." {
+			d := tsDir
+			for _, part := range strings.Split(rel, string(filepath.Separator)) {
+				d = filepath.Join(d, part)
+				if made[d] {
+					continue
+				}
+				made[d] = true
+				dMade, err := mkdirMode(d, 0o755)
+				if err != nil {
+					return err
+				}
+				if group != nil && dMade {
+					ownDir(d, *group)
+				}
+			}
+		}
+		// A file is new (its mode is the one open gives) in a data
+		// directory made now, unless two names clean to the same path.
+		fileNew := tsMade && !written[clean]
+		written[clean] = true
+		if err := writeFile(filepath.Join(tsDir, clean), files[name], fileNew, group); err != nil {
+			return err
+		}
+	}
+	if fresh && tsMade {
+		return linkFresh(dir, ts, top)
+	}
 	if fsGroup != nil {
 		if err := SetOwnership(dir, *fsGroup, true); err != nil {
 			return err
@@ -85,10 +130,6 @@ func (Files) WriteAtomic(dir string, files map[string]podspec.VolumeFile, fsGrou
 		return fmt.Errorf("swap data link: %w", err)
 	}
 	// User-visible names point into ..data (top-level entries only).
-	top := map[string]bool{}
-	for _, name := range names {
-		top[strings.SplitN(name, string(filepath.Separator), 2)[0]] = true
-	}
 	for t := range top {
 		link := filepath.Join(dir, t)
 		if target, err := os.Readlink(link); err == nil && target == filepath.Join(dataLink, t) {
@@ -117,19 +158,84 @@ func (Files) WriteAtomic(dir string, files map[string]podspec.VolumeFile, fsGrou
 	return nil
 }
 
+// linkFresh makes "..data" and the user-visible links of a volume
+// directory made by this write: nothing is there to read, swap or clean
+// up, and "..data" appears in one step once the data directory is whole,
+// as a rename would make it appear.
+func linkFresh(dir, ts string, top map[string]bool) error {
+	if err := os.Symlink(ts, filepath.Join(dir, dataLink)); err != nil {
+		return fmt.Errorf("data link: %w", err)
+	}
+	for t := range top {
+		link := filepath.Join(dir, t)
+		if err := os.Symlink(dataLink+string(filepath.Separator)+t, link); err != nil {
+			return fmt.Errorf("link %s: %w", link, err)
+		}
+	}
+	return nil
+}
+
+// ownDir gives a directory made now with mode 0755 to group gid as
+// SetOwnership would: setgid, group search and read (a setgid bit it
+// inherited is in that mode already). As upstream, a failure is not an
+// error.
+func ownDir(dir string, gid int64) {
+	_ = os.Lchown(dir, -1, int(gid))
+	_ = os.Chmod(dir, 0o755|roMask|execMask|os.ModeSetgid)
+}
+
 // writeFile writes one volume file with exactly its mode (whatever the
-// umask) and, if it has one, its owner.
-func writeFile(p string, f podspec.VolumeFile) error {
+// umask) and, if it has one, its owner. fresh: the file does not exist
+// yet, so that open gives it its mode unless the umask clears some bits.
+// group: the volume's fsGroup when the file must get it now (a fresh
+// volume), with the group read bits SetOwnership would add.
+func writeFile(p string, f podspec.VolumeFile, fresh bool, group *int64) error {
 	mode := f.Mode & os.ModePerm
-	if err := os.WriteFile(p, f.Data, mode); err != nil {
+	fd, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
-	if err := os.Chmod(p, mode); err != nil {
-		return fmt.Errorf("chmod %s: %w", p, err)
+	if err := fillFile(fd, f, mode, fresh, group); err != nil {
+		_ = fd.Close()
+		return fmt.Errorf("write %s: %w", p, err)
 	}
+	if err := fd.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	return nil
+}
+
+func fillFile(fd *os.File, f podspec.VolumeFile, mode os.FileMode, fresh bool, group *int64) error {
+	if _, err := fd.Write(f.Data); err != nil {
+		return err
+	}
+	final := mode
+	if group != nil {
+		final |= roMask
+	}
+	if !fresh || final != mode || !keepsMode(mode) {
+		if err := fd.Chmod(final); err != nil {
+			return fmt.Errorf("chmod: %w", err)
+		}
+	}
+	uid, gid := -1, -1
 	if f.FsUser != nil {
-		if err := os.Lchown(p, int(*f.FsUser), -1); err != nil {
-			return fmt.Errorf("chown %s: %w", p, err)
+		uid = int(*f.FsUser)
+	}
+	if group != nil {
+		gid = int(*group)
+	}
+	if uid == -1 && gid == -1 {
+		return nil
+	}
+	if fd.Chown(uid, gid) == nil {
+		return nil
+	}
+	// Apart: the user must be given (an error), the group is given where
+	// it can be, as SetOwnership does.
+	if uid != -1 {
+		if err := fd.Chown(uid, -1); err != nil {
+			return fmt.Errorf("chown: %w", err)
 		}
 	}
 	return nil

@@ -16,7 +16,7 @@ const emptyDirPerm os.FileMode = 0o777
 // kernel's default), unless one already is; with fsGroup set, the volume
 // given to that group (setgid directories, group read-write), as upstream.
 func (Files) EmptyDir(dir string, memory bool, size int64, fsGroup *int64) error {
-	if err := mkdirMode(dir, emptyDirPerm); err != nil {
+	if _, err := mkdirMode(dir, emptyDirPerm); err != nil {
 		return err
 	}
 	if memory {
@@ -32,26 +32,6 @@ func (Files) EmptyDir(dir string, memory bool, size int64, fsGroup *int64) error
 	}
 	if fsGroup != nil {
 		return SetOwnership(dir, *fsGroup, false)
-	}
-	return nil
-}
-
-// mkdirMode creates dir (and its parents) and gives it the permission bits
-// perm whatever the umask, keeping its setgid and sticky bits (a tmpfs
-// root's 1777, an fsGroup's setgid) when it exists already.
-func mkdirMode(dir string, perm os.FileMode) error {
-	if err := os.MkdirAll(dir, perm); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
-	}
-	info, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
-	}
-	if info.Mode().Perm() == perm {
-		return nil
-	}
-	if err := os.Chmod(dir, info.Mode()&(os.ModeSetgid|os.ModeSetuid|os.ModeSticky)|perm); err != nil {
-		return fmt.Errorf("chmod %s: %w", dir, err)
 	}
 	return nil
 }

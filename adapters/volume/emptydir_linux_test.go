@@ -32,8 +32,7 @@ type wantFile struct {
 
 func TestWriteAtomicModesAndOwnership(t *testing.T) {
 	testenv.NeedRoot(t)
-	old := syscall.Umask(0o077) // modes must not depend on the umask
-	defer syscall.Umask(old)
+	defer setUmask(0o077)() // modes must not depend on the umask
 	tests := []struct {
 		name    string
 		files   map[string]podspec.VolumeFile
@@ -83,8 +82,7 @@ func TestWriteAtomicModesAndOwnership(t *testing.T) {
 
 func TestEmptyDir(t *testing.T) {
 	testenv.NeedRoot(t)
-	old := syscall.Umask(0o022)
-	defer syscall.Umask(old)
+	defer setUmask(0o022)()
 	tests := []struct {
 		name     string
 		memory   bool
