@@ -14,52 +14,55 @@ import (
 // QOSClass computes the pod's QoS class as the upstream kubelet does: every
 // container (init ones included) with equal cpu and memory requests and
 // limits is Guaranteed; no requests or limits at all is BestEffort; anything
-// else is Burstable.
+// else is Burstable. It runs for every status a PodActor computes and every
+// sandbox and container config: it sums in place, with no copy of the
+// containers and no maps.
 func QOSClass(pod *v1.Pod) v1.PodQOSClass {
-	requests := v1.ResourceList{}
-	limits := v1.ResourceList{}
-	zero := resource.MustParse("0")
+	// Per resource (cpu, memory): the sum of the positive requests and
+	// limits, and whether there was any.
+	var req, lim [2]resource.Quantity
+	var hasReq, hasLim [2]bool
 	isGuaranteed := true
-	all := append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
-	for _, c := range all {
-		for name, q := range c.Resources.Requests {
-			if name != v1.ResourceCPU && name != v1.ResourceMemory {
-				continue
-			}
-			if q.Cmp(zero) == 1 {
-				acc := requests[name]
-				acc.Add(q)
-				requests[name] = acc
-			}
-		}
+	names := [2]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}
+	add := func(c *v1.Container) {
 		complete := 0
-		for name, q := range c.Resources.Limits {
-			if name != v1.ResourceCPU && name != v1.ResourceMemory {
-				continue
+		for i, name := range names {
+			if q, ok := c.Resources.Requests[name]; ok && q.Sign() > 0 {
+				req[i].Add(q)
+				hasReq[i] = true
 			}
-			if q.Cmp(zero) == 1 {
+			if q, ok := c.Resources.Limits[name]; ok && q.Sign() > 0 {
 				complete++
-				acc := limits[name]
-				acc.Add(q)
-				limits[name] = acc
+				lim[i].Add(q)
+				hasLim[i] = true
 			}
 		}
 		if complete < 2 {
 			isGuaranteed = false
 		}
 	}
-	if len(requests) == 0 && len(limits) == 0 {
-		return v1.PodQOSBestEffort
+	for i := range pod.Spec.InitContainers {
+		add(&pod.Spec.InitContainers[i])
 	}
-	if isGuaranteed {
-		for name, req := range requests {
-			if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
+	for i := range pod.Spec.Containers {
+		add(&pod.Spec.Containers[i])
+	}
+	nReq, nLim := 0, 0
+	for i := range names {
+		if hasReq[i] {
+			nReq++
+			if !hasLim[i] || lim[i].Cmp(req[i]) != 0 {
 				isGuaranteed = false
-				break
 			}
 		}
+		if hasLim[i] {
+			nLim++
+		}
 	}
-	if isGuaranteed && len(requests) == len(limits) {
+	if nReq == 0 && nLim == 0 {
+		return v1.PodQOSBestEffort
+	}
+	if isGuaranteed && nReq == nLim {
 		return v1.PodQOSGuaranteed
 	}
 	return v1.PodQOSBurstable

@@ -137,3 +137,82 @@ func TestPodResource(t *testing.T) {
 		})
 	}
 }
+
+// TestQOSClassAgreesWithTheMapForm: QOSClass sums in place; every mix of
+// requests and limits (absent, zero, small, large) over two containers and
+// an init container classifies as upstream's map-based form does.
+func TestQOSClassAgreesWithTheMapForm(t *testing.T) {
+	values := []string{"", "0", "100m", "1"}
+	var lists []v1.ResourceList
+	for _, cpu := range values {
+		for _, mem := range values {
+			if mem == "100m" {
+				mem = "64Mi"
+			}
+			lists = append(lists, res(cpu, mem))
+		}
+	}
+	n := 0
+	for i, a := range lists {
+		for j, b := range lists {
+			for k, c := range lists {
+				if (i+j+k)%3 != 0 { // a third of the mixes keeps the test fast
+					continue
+				}
+				pod := podWith([]v1.ResourceRequirements{{Requests: c, Limits: c}},
+					v1.ResourceRequirements{Requests: a, Limits: b}, v1.ResourceRequirements{Requests: b, Limits: b})
+				if got, want := QOSClass(pod), qosMapForm(pod); got != want {
+					t.Fatalf("requests %v limits %v init %v: QOSClass %s, want %s", a, b, c, got, want)
+				}
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no case ran")
+	}
+}
+
+// qosMapForm is upstream's ComputePodQOS (pod-level resources aside), as
+// QOSClass was written before it summed in place.
+func qosMapForm(pod *v1.Pod) v1.PodQOSClass {
+	requests, limits := v1.ResourceList{}, v1.ResourceList{}
+	zero := resource.MustParse("0")
+	isGuaranteed := true
+	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		for name, q := range c.Resources.Requests {
+			if (name == v1.ResourceCPU || name == v1.ResourceMemory) && q.Cmp(zero) == 1 {
+				acc := requests[name]
+				acc.Add(q)
+				requests[name] = acc
+			}
+		}
+		complete := 0
+		for name, q := range c.Resources.Limits {
+			if (name == v1.ResourceCPU || name == v1.ResourceMemory) && q.Cmp(zero) == 1 {
+				complete++
+				acc := limits[name]
+				acc.Add(q)
+				limits[name] = acc
+			}
+		}
+		if complete < 2 {
+			isGuaranteed = false
+		}
+	}
+	if len(requests) == 0 && len(limits) == 0 {
+		return v1.PodQOSBestEffort
+	}
+	if isGuaranteed {
+		for name, req := range requests {
+			if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
+				isGuaranteed = false
+				break
+			}
+		}
+	}
+	if isGuaranteed && len(requests) == len(limits) {
+		return v1.PodQOSGuaranteed
+	}
+	return v1.PodQOSBurstable
+}
