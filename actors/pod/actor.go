@@ -558,12 +558,17 @@ func (a *Actor) reconcile(ctx actor.Context) {
 				name, a.pod.Name, a.pod.Namespace, a.pod.UID)
 		}
 	}
-	for name, w := range a.waits {
-		if _, ok := waits[name]; !ok {
-			waits[name] = w
+	if len(waits) == 0 {
+		// Nothing new waits: the status is the one the plan began with.
+		a.publishStatus(st, a.waits, now)
+	} else {
+		for name, w := range a.waits {
+			if _, ok := waits[name]; !ok {
+				waits[name] = w
+			}
 		}
+		a.publish(waits, now)
 	}
-	a.publish(waits, now)
 	if !p.wakeAt.IsZero() {
 		a.wake.ArmAt(a.self, p.wakeAt)
 	}
@@ -771,7 +776,11 @@ func (a *Actor) statusWith(waits map[string]waitInfo, now time.Time) v1.PodStatu
 
 // publish sends the status to the StatusActor when it changed.
 func (a *Actor) publish(waits map[string]waitInfo, now time.Time) {
-	st := a.statusWith(waits, now)
+	a.publishStatus(a.statusWith(waits, now), waits, now)
+}
+
+// publishStatus is publish of st, the status with waits at now.
+func (a *Actor) publishStatus(st v1.PodStatus, waits map[string]waitInfo, now time.Time) {
 	if a.status != nil && apiequality.Semantic.DeepEqual(*a.status, st) {
 		return
 	}
