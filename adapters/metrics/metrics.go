@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,6 +65,7 @@ type Registry struct {
 	reg *prometheus.Registry
 
 	runningPods        prometheus.Gauge
+	runningPodsN       atomic.Int64 // runningPods' value, read back by RunningPods
 	runningContainers  *prometheus.GaugeVec
 	desiredPods        *prometheus.GaugeVec
 	podStart           prometheus.Histogram
@@ -213,7 +215,14 @@ func (r *Registry) Handler() http.Handler {
 }
 
 // SetRunningPods sets kubelet_running_pods (pods with a running sandbox).
-func (r *Registry) SetRunningPods(n int) { r.runningPods.Set(float64(n)) }
+func (r *Registry) SetRunningPods(n int) {
+	r.runningPods.Set(float64(n))
+	r.runningPodsN.Store(int64(n))
+}
+
+// RunningPods is the last value of kubelet_running_pods (the process's
+// memory upkeep follows it).
+func (r *Registry) RunningPods() int { return int(r.runningPodsN.Load()) }
 
 // SetRunningContainers sets kubelet_running_containers for a container
 // state ("running", "exited", "created", "unknown").

@@ -159,3 +159,13 @@ func hasLine(lines []string, want string) bool {
 	}
 	return false
 }
+
+func TestRunningPodsReadsBackTheGauge(t *testing.T) {
+	r := New()
+	for _, n := range []int{0, 1000, 3} {
+		r.SetRunningPods(n)
+		if got := r.RunningPods(); got != n {
+			t.Errorf("RunningPods %d after SetRunningPods(%d)", got, n)
+		}
+	}
+}

@@ -149,6 +149,7 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		return err
 	}
 	log.Info("actorlet started", "node", name, "runtime", rt.name, "endpoint", rt.endpoint, "sources", t.sources)
+	go runMemoryUpkeep(ctx, m.RunningPods, log)
 	stopChaos := startChaos(ctx, o, t, log)
 	defer stopChaos()
 	devServers := startDeviceServers(ctx, w, t)

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Memory upkeep of the agent process. The Go runtime hands freed heap back
+// to the OS only in the background and only past its next GC target, and
+// an idle agent runs a GC at most every 2 minutes: after a node drained its
+// pods, the heap their actors held stays resident for minutes. The
+// executable's code and read-only data are mapped from the binary: every
+// package's init touches its pages once at start (the kernel maps 64 KiB
+// around each fault), so half of an idle agent's RSS is file pages it never
+// reads again.
+
+// memoryCheckPeriod is how often the upkeep looks at the pod count.
+const memoryCheckPeriod = 5 * time.Second
+
+// memoryReleaseMinDrop is the smallest drop in running pods that returns
+// memory; a drop counts only if at least half of the high mark left.
+const memoryReleaseMinDrop = 50
+
+// podDrop decides when the pods' memory is handed back: after the running
+// pods fell by at least minDrop and by at least half from their high mark,
+// and held still for one check (a drain in progress is not interrupted by
+// a full GC at every check).
+type podDrop struct {
+	minDrop    int
+	high, prev int
+}
+
+// observe takes the running pods at one check and says whether to release.
+func (d *podDrop) observe(n int) bool {
+	prev := d.prev
+	d.prev = n
+	if n > d.high {
+		d.high = n
+		return false
+	}
+	if n != prev || d.high-n < d.minDrop || n > d.high/2 {
+		return false
+	}
+	d.high = n
+	return true
+}
+
+// runMemoryUpkeep releases memory once the agent has started (the garbage
+// of start-up and the pages only init touched) and after each big drop in
+// running pods, until ctx is done.
+func runMemoryUpkeep(ctx context.Context, pods func() int, log *slog.Logger) {
+	releaseMemory(log, "started")
+	d := podDrop{minDrop: memoryReleaseMinDrop}
+	t := time.NewTicker(memoryCheckPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n := pods(); d.observe(n) {
+				releaseMemory(log, "pods dropped", "running_pods", n)
+			}
+		}
+	}
+}
+
+// releaseMemory runs a GC, returns the free heap to the OS, and unmaps the
+// executable's read-only pages (they come back from the page cache on the
+// next touch, so only the pages still in use return to the RSS).
+func releaseMemory(log *slog.Logger, why string, args ...any) {
+	debug.FreeOSMemory()
+	n, err := dropExecutablePages("/proc/self/smaps")
+	if err != nil {
+		log.Debug("memory: read-only pages of the executable kept", "err", err)
+	}
+	log.Debug("memory released", append([]any{"why", why, "executable_bytes_unmapped", n}, args...)...)
+}
+
+// dropExecutablePages calls madvise(MADV_DONTNEED) on the mappings of the
+// executable that are private, not writable and hold no page of their own
+// (its code, read-only data and pclntab), and returns their size. Such a
+// mapping holds exactly the file's bytes, so the kernel maps them again
+// from the page cache at the next touch. A mapping with anonymous pages
+// differs from the file: the data segment, and the RELRO page the dynamic
+// loader relocated and then made read-only (its GOT: dropping it would
+// bring back unrelocated pointers); those are left alone. smaps is
+// /proc/self/smaps.
+func dropExecutablePages(smaps string) (int, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	f, err := os.Open(smaps)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = f.Close() }()
+	total := 0
+	var start, end uintptr
+	candidate := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "Anonymous:"); ok {
+			if candidate && strings.TrimSpace(v) == "0 kB" {
+				if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, start, end-start, syscall.MADV_DONTNEED); e != 0 {
+					return total, e
+				}
+				total += int(end - start)
+			}
+			candidate = false
+			continue
+		}
+		if s, e, ok := readOnlyMappingOf(line, exe); ok {
+			start, end, candidate = s, e, true
+		} else if isMappingHeader(line) {
+			candidate = false
+		}
+	}
+	return total, sc.Err()
+}
+
+// isMappingHeader says whether a line of smaps starts a mapping (its first
+// field is an address range, where the other lines start with a key).
+func isMappingHeader(line string) bool {
+	first, _, _ := strings.Cut(line, " ")
+	return strings.Contains(first, "-") && !strings.HasSuffix(first, ":")
+}
+
+// readOnlyMappingOf parses one line of /proc/PID/maps ("start-end perms
+// offset dev inode path") and says whether it privately maps path without
+// write permission. A binary replaced on disk ("path (deleted)") is left
+// alone.
+func readOnlyMappingOf(line, path string) (start, end uintptr, ok bool) {
+	f := strings.Fields(line)
+	if len(f) != 6 || f[5] != path || len(f[1]) < 4 || f[1][1] == 'w' || f[1][3] != 'p' {
+		return 0, 0, false
+	}
+	lo, hi, found := strings.Cut(f[0], "-")
+	if !found {
+		return 0, 0, false
+	}
+	s, err1 := strconv.ParseUint(lo, 16, 64)
+	e, err2 := strconv.ParseUint(hi, 16, 64)
+	if err1 != nil || err2 != nil || e <= s {
+		return 0, 0, false
+	}
+	return uintptr(s), uintptr(e), true
+}
