@@ -213,13 +213,13 @@ func TestNewPodAdoptsWhatTheCacheShows(t *testing.T) {
 
 	pleg := &fakePLEG{}
 	clk0 := first.clk.Now()
+	n := len(rt.Calls())
 	h := startHarness(t, pod.DeepCopy(), "", clk0.Add(-time.Second), func(sys *actor.ActorSystem, d *Deps) {
 		cacheConfig(d)
 		d.Runtime = rt
 		withPLEG(pleg)(sys, d)
 	})
 	h.rt = rt
-	n := len(rt.Calls())
 	h.waitStatus("Running", running)
 	h.settle()
 	// The statuses of what the slice shows are read; nothing is listed,
