@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -64,10 +65,10 @@ func (f *Files) Hosts(uid types.UID, content []byte) (string, error) {
 		return "", nil
 	}
 	path := filepath.Join(f.podsDir, string(uid), "etc-hosts")
-	if err := writeAtomic(path, content); err != nil {
+	if err := writeAtomic(path, content, 0o644); err != nil {
 		return "", fmt.Errorf("hosts file: %w", err)
 	}
-	return path, os.Chmod(path, 0o644)
+	return path, nil
 }
 
 // TerminationLog creates the empty host file mounted at a container's
@@ -78,7 +79,10 @@ func (f *Files) TerminationLog(uid types.UID, container string, attempt uint32) 
 		return "", nil
 	}
 	path := podspec.TerminationLogPath(f.podsDir, string(uid), container, attempt)
-	if err := createEmptyFile(path); err != nil {
+	// The first attempt of a container (most often in a pod started
+	// now) finds no directory: made first, rather than after a failed
+	// create.
+	if err := createEmptyFile(path, attempt == 0); err != nil {
 		return "", fmt.Errorf("termination message file: %w", err)
 	}
 	return path, nil
@@ -216,7 +220,7 @@ func (w *writer) drain(path string, log *slog.Logger) {
 				err = nil
 			}
 		} else {
-			err = writeAtomic(path, b)
+			err = writeAtomic(path, b, 0o600)
 		}
 		if err != nil {
 			log.Warn("probe checkpoint", "path", path, "err", err)
@@ -224,25 +228,38 @@ func (w *writer) drain(path string, log *slog.Logger) {
 	}
 }
 
-// writeAtomic writes b to path through a temporary file in the same
-// directory and a rename.
-func writeAtomic(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return err
+// writeAtomic writes b to path, with mode perm, through a temporary file
+// in the same directory and a rename: a reader sees the old file or the
+// whole new one, already with its mode. The directory (0750) is made only
+// when missing, after a create that failed for it.
+func writeAtomic(path string, b []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	pattern := "." + filepath.Base(path) + ".tmp*"
+	f, err := os.CreateTemp(dir, pattern)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return err
+		}
+		f, err = os.CreateTemp(dir, pattern)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
 	}
 	_, werr := f.Write(b)
+	var merr error
+	if perm != 0o600 { // CreateTemp's mode, whatever the umask
+		merr = f.Chmod(perm)
+	}
 	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
+	if err := errors.Join(werr, merr, cerr); err != nil {
 		_ = os.Remove(f.Name())
 		return err
 	}
-	if err := os.Rename(f.Name(), path); err != nil {
+	// syscall.Rename, not os.Rename: the latter first stats path to
+	// refuse replacing a directory, which rename(2) refuses as well.
+	if err := syscall.Rename(f.Name(), path); err != nil {
 		_ = os.Remove(f.Name())
-		return err
+		return &os.LinkError{Op: "rename", Old: f.Name(), New: path, Err: err}
 	}
 	return nil
 }
@@ -307,16 +324,49 @@ func logTail(path string, lines, maxBytes int) string {
 
 // createEmptyFile creates path (and its directory) as an empty file anyone in
 // the container can write, as upstream does for the termination log.
-func createEmptyFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+// dirFirst: the directory is likely missing, make it before the create
+// (one mkdir less than after a create that fails); else it is made only
+// when the create fails for it.
+func createEmptyFile(path string, dirFirst bool) error {
+	dir := filepath.Dir(path)
+	if dirFirst {
+		if err := mkdirAll(dir, 0o755); err != nil {
+			return err
+		}
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o666)
+	if errors.Is(err, fs.ErrNotExist) && !dirFirst {
+		if err := mkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		f, err = os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o666)
+	}
 	if err != nil {
 		return err
 	}
-	if err := f.Close(); err != nil {
+	// On the open file: the umask may have cleared bits of 0666.
+	merr := f.Chmod(0o666)
+	return errors.Join(merr, f.Close())
+}
+
+// mkdirAll creates dir and its missing parents with perm (under the
+// umask) as os.MkdirAll, trying dir first and climbing only when its
+// parent is missing: a directory whose parent exists costs one mkdir and
+// no stat.
+func mkdirAll(dir string, perm os.FileMode) error {
+	err := os.Mkdir(dir, perm)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if !errors.Is(err, fs.ErrNotExist) || parent == dir {
 		return err
 	}
-	return os.Chmod(path, 0o666)
+	if err := mkdirAll(parent, perm); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return nil
 }

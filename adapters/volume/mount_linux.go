@@ -113,6 +113,9 @@ func unmountUnder(dir string) error {
 			points = append(points, m.point)
 		}
 	}
+	if len(points) == 0 {
+		return nil // nothing mounted there: nothing to list again
+	}
 	// Deepest first; a point mounted twice is unmounted twice.
 	sort.SliceStable(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
 	for _, p := range points {
