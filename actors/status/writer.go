@@ -104,6 +104,12 @@ type apiPod struct {
 	desired   *v1.PodStatus // newest status to write
 	written   *v1.PodStatus // what the API server holds, as far as we know
 	writtenRV string        // the resourceVersion written was read at
+	// acked is the desired status of the last patch that succeeded, and
+	// ackedAnswer the written status its answer set: while both are what
+	// the pod holds, the API server holds the desired status and no
+	// comparison is needed to know it (a pod's status is replaced, never
+	// changed in place).
+	acked, ackedAnswer *v1.PodStatus
 	inflight  bool
 	queued    bool
 	retryAt   time.Time
@@ -116,10 +122,11 @@ type apiPod struct {
 // writeDone is the result of one write.
 type writeDone struct {
 	actorkit.Tag
-	uid types.UID
-	pod *v1.Pod // the API's answer
-	op  string
-	err error
+	uid  types.UID
+	pod  *v1.Pod       // the API's answer
+	sent *v1.PodStatus // a patch's desired status
+	op   string
+	err  error
 }
 
 func (w *writer) start(ctx actor.Context) {
@@ -322,7 +329,8 @@ func (w *writer) next(st *apiPod) string {
 			return "" // the mirror pod is owned by the Node: wait for its UID
 		}
 		return "create-mirror"
-	case st.desired != nil && (st.written == nil || !sameStatus(merged(st.desired, st.written), st.written)):
+	case st.desired != nil && (st.desired != st.acked || st.written != st.ackedAnswer) &&
+		(st.written == nil || !sameStatus(merged(st.desired, st.written), st.written)):
 		return "patch"
 	case st.finalize:
 		return "delete"
@@ -335,6 +343,7 @@ func (w *writer) do(st *apiPod, op string) {
 	w.inflight++
 	api, uid := w.api, st.uid
 	ns, name, apiUID := st.ns, st.name, st.apiUID
+	var sent *v1.PodStatus
 	var f func(ctx context.Context) (*v1.Pod, error)
 	switch op {
 	case "patch":
@@ -345,6 +354,7 @@ func (w *writer) do(st *apiPod, op string) {
 			old = st.written
 		}
 		desired := merged(st.desired, st.written)
+		sent = st.desired
 		f = func(ctx context.Context) (*v1.Pod, error) {
 			return api.PatchPodStatus(ctx, ns, name, apiUID, old, desired)
 		}
@@ -358,7 +368,7 @@ func (w *writer) do(st *apiPod, op string) {
 	}
 	actorkit.Go(w.self, w.cfg.Timeout, func(ctx context.Context) *writeDone {
 		p, err := f(ctx)
-		return &writeDone{uid: uid, pod: p, op: op, err: err}
+		return &writeDone{uid: uid, pod: p, sent: sent, op: op, err: err}
 	})
 }
 
@@ -402,6 +412,9 @@ func (w *writer) handleDone(m *writeDone) {
 		switch m.op {
 		case "patch", "refresh":
 			st.written, st.writtenRV = &m.pod.Status, m.pod.ResourceVersion // the API's answer is ours alone
+			if m.op == "patch" {
+				st.acked, st.ackedAnswer = m.sent, st.written
+			}
 		case "create-mirror":
 			st.apiUID, st.written, st.writtenRV = m.pod.UID, &m.pod.Status, m.pod.ResourceVersion
 			w.log.Info("mirror pod created", "pod", st.ns+"/"+st.name, "uid", m.pod.UID)
