@@ -104,12 +104,6 @@ type apiPod struct {
 	desired   *v1.PodStatus // newest status to write
 	written   *v1.PodStatus // what the API server holds, as far as we know
 	writtenRV string        // the resourceVersion written was read at
-	// acked is the desired status of the last patch that succeeded, and
-	// ackedAnswer the written status its answer set: while both are what
-	// the pod holds, the API server holds the desired status and no
-	// comparison is needed to know it (a pod's status is replaced, never
-	// changed in place).
-	acked, ackedAnswer *v1.PodStatus
 	inflight  bool
 	queued    bool
 	retryAt   time.Time
@@ -117,6 +111,13 @@ type apiPod struct {
 	finalize  bool // delete from the API once written (graceful deletion done)
 	forgotten bool // the pod left the node: delete its mirror
 	stale     bool // someone asked to delete the mirror pod: delete it for good, then make it again
+
+	// acked is the desired status of the last patch that succeeded, and
+	// ackedAnswer the written status its answer set: while both are what
+	// the pod holds, the API server holds the desired status and no
+	// comparison is needed to know it (a pod's status is replaced, never
+	// changed in place).
+	acked, ackedAnswer *v1.PodStatus
 }
 
 // writeDone is the result of one write.
