@@ -26,4 +26,3 @@ func BenchmarkContainerStartFiles(b *testing.B) {
 		}
 	}
 }
-

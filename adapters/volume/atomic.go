@@ -8,8 +8,11 @@
 package volume
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -54,6 +57,11 @@ func (Files) WriteAtomic(dir string, files map[string]podspec.VolumeFile, fsGrou
 	fresh, err := mkdirMode(dir, 0o755)
 	if err != nil {
 		return fmt.Errorf("volume dir: %w", err)
+	}
+	if !fresh && upToDate(dir, files) {
+		// As upstream's AtomicWriter: nothing to write, but the
+		// user-visible links are made if missing.
+		return linkMissing(dir, files)
 	}
 	now := time.Now().UTC()
 	ts := ".." + now.Format("2006_01_02_15_04_05.") + strconv.FormatInt(int64(now.Nanosecond()), 10)
@@ -168,6 +176,89 @@ func linkFresh(dir, ts string, top map[string]bool) error {
 	}
 	for t := range top {
 		link := filepath.Join(dir, t)
+		if err := os.Symlink(dataLink+string(filepath.Separator)+t, link); err != nil {
+			return fmt.Errorf("link %s: %w", link, err)
+		}
+	}
+	return nil
+}
+
+// upToDate tells whether the data directory "..data" points to holds
+// exactly files, compared by content as upstream's AtomicWriter does (a
+// volume's modes and owners come from the pod's spec, which does not
+// change): then a write would change nothing a reader sees, and is not
+// made, so that applications watching the volume see no update.
+func upToDate(dir string, files map[string]podspec.VolumeFile) bool {
+	old, err := os.Readlink(filepath.Join(dir, dataLink))
+	if err != nil || !strings.HasPrefix(old, "..") || strings.ContainsRune(old, filepath.Separator) {
+		return false
+	}
+	want := cleanNames(files)
+	oldDir := filepath.Join(dir, old)
+	seen := 0
+	err = filepath.WalkDir(oldDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		f, ok := want[p[len(oldDir)+1:]]
+		if !ok || !d.Type().IsRegular() || !sameContent(p, f.Data) {
+			return errStale
+		}
+		seen++
+		return nil
+	})
+	return err == nil && seen == len(want)
+}
+
+var errStale = errors.New("stale")
+
+// cleanNames returns files by cleaned path; of two names that clean to
+// the same path, the one written last (in sorted order) wins, as on disk.
+func cleanNames(files map[string]podspec.VolumeFile) map[string]podspec.VolumeFile {
+	out := make(map[string]podspec.VolumeFile, len(files))
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		out[filepath.Clean(name)] = files[name]
+	}
+	return out
+}
+
+// sameContent tells whether the regular file p holds exactly data. One
+// read of one byte more than data says it: a regular file's read is short
+// only at its end.
+func sameContent(p string, data []byte) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = f.Close() }()
+	buf := make([]byte, len(data)+1)
+	n, err := f.Read(buf)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false
+	}
+	return n == len(data) && bytes.Equal(buf[:n], data)
+}
+
+// linkMissing makes the user-visible links of files missing in dir (a
+// user removed one), as upstream does on a write that changes nothing.
+func linkMissing(dir string, files map[string]podspec.VolumeFile) error {
+	top := map[string]bool{}
+	for name := range files {
+		top[strings.SplitN(filepath.Clean(name), string(filepath.Separator), 2)[0]] = true
+	}
+	for t := range top {
+		link := filepath.Join(dir, t)
+		if _, err := os.Lstat(link); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err := os.Symlink(dataLink+string(filepath.Separator)+t, link); err != nil {
 			return fmt.Errorf("link %s: %w", link, err)
 		}

@@ -72,3 +72,70 @@ func TestWriteAtomicRefusesEscapes(t *testing.T) {
 		t.Error("RemoveAll(/) accepted")
 	}
 }
+
+// A write of what the volume holds already changes nothing a reader or a
+// watcher sees (same data directory, same files), as upstream; it puts
+// back a user-visible link that was removed. A write that changes a
+// content or drops a key swaps "..data" to a new data directory and
+// removes the old one.
+func TestWriteAtomicOnlyWritesChanges(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "vol")
+	var f Files
+	data := func() string {
+		t.Helper()
+		target, err := os.Readlink(filepath.Join(dir, dataLink))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return target
+	}
+	write := func(m map[string][]byte) {
+		t.Helper()
+		if err := f.WriteAtomic(dir, asFiles(m), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := map[string][]byte{"token": []byte("a"), "sub/ns": []byte("default")}
+	write(first)
+	before := data()
+	token, err := os.Stat(filepath.Join(dir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	write(first)
+	if got := data(); got != before {
+		t.Fatalf("an unchanged write swapped ..data: %s, then %s", before, got)
+	}
+	if again, err := os.Stat(filepath.Join(dir, "token")); err != nil || !os.SameFile(token, again) {
+		t.Fatalf("an unchanged write replaced the token file (%v)", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "sub", "ns")); err != nil || string(b) != "default" {
+		t.Fatalf("sub/ns = %q, %v after the link was put back", b, err)
+	}
+	for _, step := range []struct {
+		name  string
+		files map[string][]byte
+	}{
+		{name: "a content changes", files: map[string][]byte{"token": []byte("b"), "sub/ns": []byte("default")}},
+		{name: "a key is dropped", files: map[string][]byte{"token": []byte("b")}},
+		{name: "a content grows", files: map[string][]byte{"token": []byte("bb")}},
+		{name: "a content shrinks to nothing", files: map[string][]byte{"token": {}}},
+	} {
+		old := data()
+		write(step.files)
+		if got := data(); got == old {
+			t.Fatalf("%s: ..data still %s", step.name, old)
+		}
+		if _, err := os.Stat(filepath.Join(dir, old)); !os.IsNotExist(err) {
+			t.Fatalf("%s: the old data directory %s is left (%v)", step.name, old, err)
+		}
+		for name, want := range step.files {
+			if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != string(want) {
+				t.Fatalf("%s: %s = %q, %v; want %q", step.name, name, b, err, want)
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"maps"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -10,7 +11,8 @@ import (
 
 // BenchmarkWriteAtomic writes a kube-api-access volume (token, ca.crt,
 // namespace) as a pod's first setup does (fresh: its directories do not
-// exist yet) and as a refresh does (update: the volume exists).
+// exist yet) and as a refresh does (the volume exists), with the same
+// contents or a new token.
 func BenchmarkWriteAtomic(b *testing.B) {
 	files := map[string]podspec.VolumeFile{
 		"token":     {Data: make([]byte, 1000), Mode: 0o644},
@@ -28,11 +30,22 @@ func BenchmarkWriteAtomic(b *testing.B) {
 			}
 		}
 	})
-	b.Run("update", func(b *testing.B) {
+	b.Run("unchanged", func(b *testing.B) {
 		dir := filepath.Join(b.TempDir(), "vol")
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := f.WriteAtomic(dir, files, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("changed", func(b *testing.B) {
+		dir := filepath.Join(b.TempDir(), "vol")
+		changed := maps.Clone(files)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			changed["token"] = podspec.VolumeFile{Data: []byte(strconv.Itoa(i)), Mode: 0o644}
+			if err := f.WriteAtomic(dir, changed, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
