@@ -110,13 +110,26 @@ func isMirror(p *v1.Pod) bool {
 // relevant is what the NodeActor acts on: not the status (which actorlet
 // itself writes) nor the resource version.
 func relevant(a, b *v1.Pod) bool {
-	return !apiequality.Semantic.DeepEqual(a.Spec, b.Spec) ||
+	return !sameSpec(a, b) ||
 		!apiequality.Semantic.DeepEqual(a.Labels, b.Labels) ||
 		!apiequality.Semantic.DeepEqual(a.Annotations, b.Annotations) ||
 		!apiequality.Semantic.DeepEqual(a.DeletionTimestamp, b.DeletionTimestamp) ||
 		!apiequality.Semantic.DeepEqual(a.DeletionGracePeriodSeconds, b.DeletionGracePeriodSeconds) ||
 		// The conditions of readiness gates (set by others) make Ready.
 		!apiequality.Semantic.DeepEqual(podspec.ReadinessGateConditions(a), podspec.ReadinessGateConditions(b))
+}
+
+// sameSpec reports whether two versions of a pod have the same spec. The
+// API server (1.33 and later) sets a pod's generation at its creation and
+// bumps it with every change of its spec; older ones leave it 0. Two
+// versions of the same generation, not 0, have the same spec: most updates
+// of a pod are of its status (the echo of every status patch) and cost no
+// comparison of the spec.
+func sameSpec(a, b *v1.Pod) bool {
+	if a.Generation > 0 && a.Generation == b.Generation && a.UID == b.UID {
+		return true
+	}
+	return apiequality.Semantic.DeepEqual(a.Spec, b.Spec)
 }
 
 func (a *apiSource) handleUpsert(ctx actor.Context, p *v1.Pod) {
