@@ -19,7 +19,10 @@ const MirrorAnnotation = "kubernetes.io/config.mirror"
 
 // PodWatcher watches the pods bound to this node until ctx is done, calling
 // upsert and remove for every change and synced once the first list is in.
-// Callbacks run on the watcher's goroutine.
+// Callbacks run on the watcher's goroutine. The pods passed are read only
+// for both sides, as the objects of a client-go informer's cache: the
+// watcher never changes one it passed, and the source shares them with
+// the other actors (see the messages package doc).
 type PodWatcher interface {
 	WatchPods(ctx context.Context, upsert, remove func(*v1.Pod), synced func())
 }
@@ -97,8 +100,8 @@ func (a *apiSource) handleStarted(ctx actor.Context) {
 	// A restarted source starts a new watch: its initial list re-adds every
 	// pod (the NodeActor ignores what did not change).
 	go a.w.WatchPods(wctx,
-		func(p *v1.Pod) { sys.Root.Send(self, &apiUpsert{gen: gen, pod: p.DeepCopy()}) },
-		func(p *v1.Pod) { sys.Root.Send(self, &apiRemove{gen: gen, pod: p.DeepCopy()}) },
+		func(p *v1.Pod) { sys.Root.Send(self, &apiUpsert{gen: gen, pod: p}) },
+		func(p *v1.Pod) { sys.Root.Send(self, &apiRemove{gen: gen, pod: p}) },
 		func() { sys.Root.Send(self, &apiSynced{gen: gen}) })
 }
 
