@@ -13,7 +13,8 @@ import (
 // of a pod that requests extended resources (limits, as upstream). Reply (to
 // ReplyTo): DevicesAllocated. Asking again for a pod already allocated (a
 // restarted PodActor, a restarted actorlet: allocations are checkpointed)
-// answers with the same devices; it never allocates twice.
+// answers with the same devices; it never allocates twice. Pod is the
+// PodActor's desired pod, read only (see the package doc).
 type AllocateDevices struct {
 	Pod     *v1.Pod
 	ReplyTo *actor.PID

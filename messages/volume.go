@@ -11,7 +11,8 @@ import (
 // once (its projected tokens keep being refreshed in the background).
 // Refresh (a pod whose labels or annotations changed) rewrites the files of
 // a pod already set up now, as upstream's volume manager remounts them;
-// ReplyTo may then be nil.
+// ReplyTo may then be nil. Pod is the PodActor's desired pod, read only
+// (see the package doc).
 type EnsureVolumes struct {
 	Pod     *v1.Pod
 	ReplyTo *actor.PID

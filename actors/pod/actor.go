@@ -357,7 +357,7 @@ func (a *Actor) handleSyncPod(ctx actor.Context, m *messages.SyncPod) {
 		return // the same pod again (the answer to NeedPod): nothing to look at
 	}
 	if a.volumes.paths != nil && a.d.Volumes != nil && metadataChanged(a.pod, m.Pod) {
-		ctx.Send(a.d.Volumes, &messages.EnsureVolumes{Pod: m.Pod.DeepCopy(), Refresh: true})
+		ctx.Send(a.d.Volumes, &messages.EnsureVolumes{Pod: m.Pod, Refresh: true})
 	}
 	a.pod = m.Pod
 	a.kick(ctx)
@@ -624,14 +624,14 @@ func (a *Actor) take(ctx actor.Context, act action) {
 	case act.kind == actStartContainer && act.createdID == "":
 		ready, ask := a.volumes.ready(a.d.Volumes != nil, len(a.pod.Spec.Volumes))
 		if ask {
-			ctx.Send(a.d.Volumes, &messages.EnsureVolumes{Pod: a.pod.DeepCopy(), ReplyTo: a.self.PID()})
+			ctx.Send(a.d.Volumes, &messages.EnsureVolumes{Pod: a.pod, ReplyTo: a.self.PID()})
 		}
 		if !ready {
 			return // VolumesReady continues
 		}
 		ready, ask = a.devices.ready(a.d.Devices != nil, len(podspec.ExtendedResources(a.pod)) > 0)
 		if ask {
-			ctx.Send(a.d.Devices, &messages.AllocateDevices{Pod: a.pod.DeepCopy(), ReplyTo: a.self.PID()})
+			ctx.Send(a.d.Devices, &messages.AllocateDevices{Pod: a.pod, ReplyTo: a.self.PID()})
 		}
 		if !ready {
 			return // DevicesAllocated continues
