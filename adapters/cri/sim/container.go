@@ -285,7 +285,8 @@ func (r *Runtime) removeContainerLocked(c *container) {
 	r.publish(c.id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, c.sb)
 }
 
-// containerStatus builds the status; the caller holds r.mu.
+// containerStatus builds the status; the caller holds r.mu (shared is
+// enough).
 func (r *Runtime) containerStatus(c *container) *runtimeapi.ContainerStatus {
 	spec, ref := r.imageNames(c)
 	return &runtimeapi.ContainerStatus{
@@ -329,11 +330,11 @@ func (r *Runtime) imageNames(c *container) (*runtimeapi.ImageSpec, string) {
 
 // ContainerStatus returns one container's status.
 func (r *Runtime) ContainerStatus(_ context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
-	c, err := r.lockContainer(req.GetContainerId())
+	c, err := r.rlockContainer(req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}
-	defer r.mu.Unlock()
+	defer r.mu.RUnlock()
 	resp := &runtimeapi.ContainerStatusResponse{Status: r.containerStatus(c)}
 	if req.GetVerbose() {
 		resp.Info = map[string]string{"info": fmt.Sprintf(`{"runtime":%q,"sandboxID":%q,"argv":%q}`, RuntimeName, c.sb.id, c.argv)}
@@ -342,7 +343,7 @@ func (r *Runtime) ContainerStatus(_ context.Context, req *runtimeapi.ContainerSt
 }
 
 // filterContainers returns the containers matching id, sandbox and labels,
-// in creation order; the caller holds r.mu.
+// in creation order; the caller holds r.mu (shared is enough).
 func (r *Runtime) filterContainers(id, sandboxID string, labels map[string]string, state *runtimeapi.ContainerStateValue) []*container {
 	var cands []*container
 	switch {
@@ -399,8 +400,8 @@ func (r *Runtime) filterContainers(id, sandboxID string, labels map[string]strin
 // labels).
 func (r *Runtime) ListContainers(_ context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
 	f := req.GetFilter()
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	cs := r.filterContainers(f.GetId(), f.GetPodSandboxId(), f.GetLabelSelector(), f.GetState())
 	out := make([]*runtimeapi.Container, 0, len(cs))
 	for _, c := range cs {
@@ -481,6 +482,15 @@ func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 	}
 	c.execs[p] = struct{}{}
 	p.start(req.GetCmd())
+	// Most commands (a probe's echo, test, cat) end while they start, under
+	// the lock: answer at once, with no timer, wake-up or second locking.
+	select {
+	case code := <-done:
+		delete(c.execs, p)
+		r.mu.Unlock()
+		return &runtimeapi.ExecSyncResponse{Stdout: p.stdout.Bytes(), Stderr: p.stderr.Bytes(), ExitCode: int32(code)}, nil
+	default:
+	}
 	r.mu.Unlock()
 
 	var timeout <-chan time.Time

@@ -159,7 +159,7 @@ func (sb *sandbox) sortedContainers() []*container {
 	return out
 }
 
-// sandboxStatus builds the status; the caller holds r.mu.
+// sandboxStatus builds the status; the caller holds r.mu (shared is enough).
 func (r *Runtime) sandboxStatus(sb *sandbox) *runtimeapi.PodSandboxStatus {
 	net := &runtimeapi.PodSandboxNetworkStatus{}
 	if sb.ip != 0 {
@@ -189,11 +189,11 @@ func (r *Runtime) sandboxContainerStatuses(sb *sandbox) []*runtimeapi.ContainerS
 
 // PodSandboxStatus returns the sandbox's status and its containers' statuses.
 func (r *Runtime) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
-	sb, err := r.lockSandbox(req.GetPodSandboxId())
+	sb, err := r.rlockSandbox(req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
 	}
-	defer r.mu.Unlock()
+	defer r.mu.RUnlock()
 	resp := &runtimeapi.PodSandboxStatusResponse{
 		Status:             r.sandboxStatus(sb),
 		ContainersStatuses: r.sandboxContainerStatuses(sb),
@@ -208,8 +208,8 @@ func (r *Runtime) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandbox
 // ListPodSandbox lists sandboxes matching the filter (id, state, labels).
 func (r *Runtime) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
 	f := req.GetFilter()
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	var cands []*sandbox
 	if id := f.GetId(); id != "" {
 		if sb, ok := r.sandboxes[id]; ok {

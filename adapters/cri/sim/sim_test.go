@@ -1194,3 +1194,43 @@ func TestGRPCHealthServer(t *testing.T) {
 		t.Fatalf("%s still accepts after stop", addr)
 	}
 }
+
+// TestReadsRunWhileAnotherReadHolds checks that status and list calls share
+// the runtime's lock: while one read holds it (a relist of every pod on a
+// big node), the others are answered, not queued behind it.
+func TestReadsRunWhileAnotherReadHolds(t *testing.T) {
+	e := newEnv(t, Config{})
+	sb, id := e.run(t, "reader", "sleep", "3600")
+	e.r.mu.RLock()
+	defer e.r.mu.RUnlock()
+	reads := []struct {
+		name string
+		call func(ctx context.Context) error
+	}{
+		{"ContainerStatus", func(ctx context.Context) error {
+			_, err := e.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+			return err
+		}},
+		{"PodSandboxStatus", func(ctx context.Context) error {
+			_, err := e.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb})
+			return err
+		}},
+		{"ListContainers", func(ctx context.Context) error {
+			_, err := e.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+			return err
+		}},
+		{"ListPodSandbox", func(ctx context.Context) error {
+			_, err := e.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+			return err
+		}},
+	}
+	for _, tc := range reads {
+		t.Run(tc.name, func(t *testing.T) {
+			c, cancel := context.WithTimeout(ctx(t), 10*time.Second)
+			defer cancel()
+			if err := tc.call(c); err != nil {
+				t.Fatalf("%s while another read holds the lock: %v", tc.name, err)
+			}
+		})
+	}
+}
