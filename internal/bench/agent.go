@@ -92,6 +92,10 @@ type agentSpec struct {
 	rootDir  string
 	manifest string // --pod-manifest-path, "" for none
 	extra    []string
+	// gomaxprocs, when > 0, is the agent's GOMAXPROCS (its environment):
+	// the scaling curve runs the agent and the bench on the same number
+	// of cores.
+	gomaxprocs int
 }
 
 func freePort() (int, error) {
@@ -152,6 +156,11 @@ func startAgent(ctx context.Context, s agentSpec) (*agent, error) {
 	a.cmd = exec.Command(s.binary, a.args...)
 	a.cmd.Stdout, a.cmd.Stderr = f, f
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if s.gomaxprocs > 0 {
+		// The last of duplicate variables wins in exec, so this overrides
+		// a GOMAXPROCS the bench itself was started with.
+		a.cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(s.gomaxprocs))
+	}
 	if err := a.cmd.Start(); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("start %s: %w", s.binary, err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -125,6 +126,17 @@ type Options struct {
 	Only string
 	// NoRecovery skips the kill -9 recovery of --against upstream.
 	NoRecovery bool
+	// GOMAXPROCS, when > 0, is the bench's own GOMAXPROCS for the run and
+	// the agent's (in its environment), so a scaling curve gives the
+	// driver and the agent the same number of cores.
+	GOMAXPROCS int
+	// MutexOut and BlockOut, when set, receive the agent's mutex and
+	// block profiles (/debug/pprof/mutex, /debug/pprof/block) at the end
+	// of the run: where its goroutines waited on locks and channels. They
+	// hold samples only where the agent sampled them
+	// (runtime.SetMutexProfileFraction, runtime.SetBlockProfileRate).
+	MutexOut string
+	BlockOut string
 }
 
 func (o *Options) defaults() error {
@@ -162,6 +174,9 @@ func (o *Options) defaults() error {
 		default:
 			o.Pods = 1000
 		}
+	}
+	if o.GOMAXPROCS < 0 {
+		return fmt.Errorf("--gomaxprocs must not be negative, got %d", o.GOMAXPROCS)
 	}
 	if o.Rounds < 0 {
 		return fmt.Errorf("--rounds must not be negative, got %d", o.Rounds)
@@ -231,6 +246,9 @@ func (o *Options) defaults() error {
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
+	}
+	if o.GOMAXPROCS > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.GOMAXPROCS))
 	}
 	r := &Result{Scenario: o.Scenario, Pods: o.Pods, Goal: GoalRunning, Concurrency: o.Concurrency,
 		Source: o.Source, Machine: machine(), StartedAt: time.Now().UTC().Truncate(time.Second)}
@@ -358,7 +376,7 @@ func openWith(ctx context.Context, o Options, cfg sessionConfig) (*session, erro
 			args = append([]string{"--file-check-frequency", "1s"}, args...)
 		}
 		a, err := startAgent(ctx, agentSpec{binary: o.Binary, runtime: runtimeEndpoint, maxPods: cfg.maxPods,
-			node: cfg.node, rootDir: root, manifest: manifests, extra: args})
+			node: cfg.node, rootDir: root, manifest: manifests, extra: args, gomaxprocs: o.GOMAXPROCS})
 		if err != nil {
 			s.cleanup()
 			return nil, err
@@ -431,9 +449,12 @@ func (s *session) close(ctx context.Context, r *Result) {
 			}
 		}
 	}
-	if s.o.HeapOut != "" {
-		if err := fetch(ctx, s.a.client(0, 0), s.a.mainURL+"/debug/pprof/heap", s.o.HeapOut); err != nil {
-			s.o.Log.Warn("heap profile failed", "err", err)
+	for _, p := range []struct{ name, out string }{{"heap", s.o.HeapOut}, {"mutex", s.o.MutexOut}, {"block", s.o.BlockOut}} {
+		if p.out == "" {
+			continue
+		}
+		if err := fetch(ctx, s.a.client(0, 0), s.a.mainURL+"/debug/pprof/"+p.name, p.out); err != nil {
+			s.o.Log.Warn(p.name+" profile failed", "err", err)
 		}
 	}
 	s.cancel()
