@@ -240,7 +240,11 @@ func (c *Client) RenewLease(ctx context.Context, node *v1.Node, durationSeconds 
 
 // PatchPodStatus writes a pod's status: a strategic merge patch from old to
 // new status with the pod's UID as precondition (as upstream's status
-// manager does), to the status subresource.
+// manager does), to the status subresource. It returns the pod the API
+// server answered with its metadata (without managedFields) and status but
+// no spec: the status writer keeps the answer of every pod's last write,
+// and the spec and managedFields in it (two thirds of a decoded pod) would
+// stay alive with it.
 func (c *Client) PatchPodStatus(ctx context.Context, namespace, name string, uid types.UID, oldStatus, newStatus *v1.PodStatus) (*v1.Pod, error) {
 	oldPod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: *oldStatus}
 	newPod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: *newStatus}
@@ -261,7 +265,9 @@ func (c *Client) PatchPodStatus(ctx context.Context, namespace, name string, uid
 	if err != nil {
 		return nil, fmt.Errorf("patch status of pod %s/%s: %w", namespace, name, classify(err))
 	}
-	return p, nil
+	out := &v1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: p.ObjectMeta, Status: p.Status}
+	out.ManagedFields = nil
+	return out, nil
 }
 
 // DeletePod deletes a pod for good (grace 0) if it still has uid: the

@@ -94,3 +94,25 @@ func TestStripTransforms(t *testing.T) {
 		})
 	}
 }
+
+// TestPatchPodStatusAnswersWithoutSpec: the answer of a status write
+// carries what the status writer keeps (UID, resource version, status) and
+// neither the spec nor managedFields.
+func TestPatchPodStatusAnswersWithoutSpec(t *testing.T) {
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1", ManagedFields: managed()},
+		Spec:       v1.PodSpec{NodeName: "node-a", Containers: []v1.Container{{Name: "c", Image: "busybox"}}},
+		Status:     v1.PodStatus{Phase: v1.PodPending},
+	}
+	c := NewForClientset(fake.NewClientset(pod), "node-a")
+	got, err := c.PatchPodStatus(context.Background(), "ns", "p", "u1", &pod.Status, &v1.PodStatus{Phase: v1.PodRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.UID != "u1" || got.Name != "p" || got.Status.Phase != v1.PodRunning {
+		t.Errorf("answer %+v, want pod u1 Running", got)
+	}
+	if len(got.Spec.Containers) != 0 || got.ManagedFields != nil {
+		t.Errorf("answer kept the spec or managedFields: %+v", got)
+	}
+}

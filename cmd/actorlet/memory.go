@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -81,7 +82,10 @@ func releaseMemory(log *slog.Logger, why string, args ...any) {
 	if err != nil {
 		log.Debug("memory: read-only pages of the executable kept", "err", err)
 	}
-	log.Debug("memory released", append([]any{"why", why, "executable_bytes_unmapped", n}, args...)...)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	log.Info("memory returned to the OS", append([]any{"why", why, "heap_alloc_bytes", ms.HeapAlloc,
+		"heap_retained_bytes", ms.HeapSys - ms.HeapReleased, "executable_bytes_unmapped", n}, args...)...)
 }
 
 // dropExecutablePages calls madvise(MADV_DONTNEED) on the mappings of the
