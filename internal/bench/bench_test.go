@@ -289,3 +289,32 @@ func TestBenchUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchGOMAXPROCSAndLockProfiles runs the scaling curve's one point on
+// one core and fetches the agent's mutex and block profiles.
+func TestBenchGOMAXPROCSAndLockProfiles(t *testing.T) {
+	dir := t.TempDir()
+	mutex, block := filepath.Join(dir, "mutex.pprof"), filepath.Join(dir, "block.pprof")
+	r, code, stderr := runBench(t, "--scenario", "standalone-sim", "--pods", "10", "--gomaxprocs", "1",
+		"--mutex-profile", mutex, "--block-profile", block)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	checkSane(t, r, bench.ScenarioStandaloneSim, 10)
+	for _, p := range []string{mutex, block} {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Errorf("profile %s: %v (size %d)", p, err, sizeOf(st))
+		}
+	}
+	_, code, stderr = runBench(t, "--scenario", "standalone-sim", "--pods", "1", "--gomaxprocs", "-1")
+	if code != 2 || !strings.Contains(stderr, "--gomaxprocs must not be negative") {
+		t.Errorf("--gomaxprocs -1: exit %d, want 2 and the reason\n%s", code, stderr)
+	}
+}
+
+func sizeOf(st os.FileInfo) int64 {
+	if st == nil {
+		return 0
+	}
+	return st.Size()
+}
