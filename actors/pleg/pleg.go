@@ -71,6 +71,7 @@ func New(node *actor.PID, rt Lister, clk clock.WithDelayedExecution, cfg Config,
 type record struct {
 	uid   types.UID
 	state int32
+	seen  uint64 // the relist that listed it last
 }
 
 // Actor is the PLEGActor.
@@ -90,9 +91,13 @@ type Actor struct {
 	containers map[string]record
 	sandboxes  map[string]record
 	uids       map[types.UID]struct{}
-	lastOK     time.Time
-	lastStart  time.Time
-	lastErr    string
+	// relists counts the diffs; moved: the last one added or removed a
+	// record (the set of pod UIDs may have changed).
+	relists   uint64
+	moved     bool
+	lastOK    time.Time
+	lastStart time.Time
+	lastErr   string
 
 	// The runtime cache: the newest relist by pod, and the requests
 	// waiting for a newer one.
@@ -241,6 +246,11 @@ func (a *Actor) handleRelisted(ctx actor.Context, m *relisted) {
 	if len(events) > 0 {
 		ctx.Send(a.node, &messages.PodEvents{Events: events})
 	}
+	if a.haveFirst && !a.moved {
+		// The same objects as the last relist: the same pods.
+		a.answerWaiting(ctx)
+		return
+	}
 	uids := make(map[types.UID]struct{}, len(a.uids))
 	for _, r := range a.sandboxes {
 		uids[r.uid] = struct{}{}
@@ -295,21 +305,34 @@ func sandboxUID(s *runtimeapi.PodSandbox) types.UID {
 }
 
 // diff compares a relist with the previous one; objects without a pod UID
-// label are not actorlet's and are ignored.
+// label are not actorlet's and are ignored. The records are updated in
+// place (a steady node's relist changes none of them and allocates no new
+// index): each listed one is marked with this relist's number, the ones
+// left unmarked are gone.
 func (a *Actor) diff(m *relisted) []messages.PodLifecycleEvent {
 	var events []messages.PodLifecycleEvent
-	newC := make(map[string]record, len(m.containers))
-	runningPods := map[types.UID]struct{}{}
-	counts := map[string]int{}
+	if a.containers == nil {
+		a.containers = map[string]record{}
+	}
+	if a.sandboxes == nil {
+		a.sandboxes = map[string]record{}
+	}
+	a.relists++
+	seq := a.relists
+	a.moved = false
+	var counts [4]int // by stateIndex
 	for _, c := range m.containers {
 		uid := podspec.PodUIDOf(c.Labels)
 		if uid == "" {
 			continue
 		}
-		r := record{uid: uid, state: int32(c.State)}
-		newC[c.Id] = r
-		counts[stateName(c.State)]++
+		r := record{uid: uid, state: int32(c.State), seen: seq}
+		counts[stateIndex(c.State)]++
 		old, ok := a.containers[c.Id]
+		a.containers[c.Id] = r
+		if !ok {
+			a.moved = true
+		}
 		switch {
 		case !ok && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
 			events = append(events, messages.PodLifecycleEvent{UID: uid, Type: messages.ContainerStarted, ID: c.Id})
@@ -323,50 +346,64 @@ func (a *Actor) diff(m *relisted) []messages.PodLifecycleEvent {
 		}
 	}
 	for id, old := range a.containers {
-		if _, ok := newC[id]; !ok {
+		if old.seen != seq {
 			events = append(events, messages.PodLifecycleEvent{UID: old.uid, Type: messages.ContainerRemoved, ID: id})
+			delete(a.containers, id)
+			a.moved = true
 		}
 	}
-	newS := make(map[string]record, len(m.sandboxes))
+	var runningPods map[types.UID]struct{}
+	if a.m != nil {
+		runningPods = map[types.UID]struct{}{}
+	}
 	for _, s := range m.sandboxes {
 		uid := sandboxUID(s)
 		if uid == "" {
 			continue
 		}
-		r := record{uid: uid, state: int32(s.State)}
-		newS[s.Id] = r
-		if s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+		r := record{uid: uid, state: int32(s.State), seen: seq}
+		if runningPods != nil && s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
 			runningPods[uid] = struct{}{} // as upstream: a pod with a ready sandbox is running
 		}
-		if old, ok := a.sandboxes[s.Id]; !ok || old.state != r.state {
+		old, ok := a.sandboxes[s.Id]
+		a.sandboxes[s.Id] = r
+		if !ok {
+			a.moved = true
+		}
+		if !ok || old.state != r.state {
 			events = append(events, messages.PodLifecycleEvent{UID: uid, Type: messages.SandboxChanged, ID: s.Id})
 		}
 	}
 	for id, old := range a.sandboxes {
-		if _, ok := newS[id]; !ok {
+		if old.seen != seq {
 			events = append(events, messages.PodLifecycleEvent{UID: old.uid, Type: messages.SandboxChanged, ID: id})
+			delete(a.sandboxes, id)
+			a.moved = true
 		}
 	}
-	a.containers, a.sandboxes = newC, newS
 	if a.m != nil {
 		a.m.SetRunningPods(len(runningPods))
-		for _, s := range []string{"running", "exited", "created", "unknown"} {
-			a.m.SetRunningContainers(s, counts[s])
+		for i, s := range stateNames {
+			a.m.SetRunningContainers(s, counts[i])
 		}
 	}
 	return events
 }
 
-func stateName(s runtimeapi.ContainerState) string {
+// stateNames are the container states of the running-containers metric,
+// in stateIndex order.
+var stateNames = [4]string{"running", "exited", "created", "unknown"}
+
+func stateIndex(s runtimeapi.ContainerState) int {
 	switch s {
 	case runtimeapi.ContainerState_CONTAINER_RUNNING:
-		return "running"
+		return 0
 	case runtimeapi.ContainerState_CONTAINER_EXITED:
-		return "exited"
+		return 1
 	case runtimeapi.ContainerState_CONTAINER_CREATED:
-		return "created"
+		return 2
 	}
-	return "unknown"
+	return 3
 }
 
 func sameSet(a, b map[types.UID]struct{}) bool {
