@@ -87,6 +87,9 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 		env[kv.GetKey()] = string(kv.GetValue())
 	}
 	argv := append(append([]string(nil), cfg.GetCommand()...), cfg.GetArgs()...)
+	// The ID comes from the kernel's random source: drawn before the lock,
+	// which every other call that changes state waits for.
+	cid := newID()
 	sb, err := r.lockSandbox(req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
@@ -115,7 +118,7 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 		res = &runtimeapi.ContainerResources{Linux: l}
 	}
 	c := &container{
-		id:          newID(),
+		id:          cid,
 		name:        name,
 		sb:          sb,
 		meta:        cfg.GetMetadata(),
