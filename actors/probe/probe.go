@@ -225,11 +225,13 @@ func (a *Actor) handleTick() {
 		return // the previous attempt is still running: skip this tick
 	}
 	a.inFlight = true
-	run, clk := a.runner(), a.d.Clock
-	actorkit.Go(a.self, a.timeout()+time.Second, func(ctx context.Context) *done {
+	run, clk, self, limit := a.runner(), a.d.Clock, a.self, a.timeout()+time.Second
+	attempts.run(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), limit)
+		defer cancel()
 		start := clk.Now()
 		o := run(ctx)
-		return &done{outcome: o, took: clk.Since(start)}
+		self.Send(&done{Tag: actorkit.Tag{Gen: self.Gen()}, outcome: o, took: clk.Since(start)})
 	})
 }
 

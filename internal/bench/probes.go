@@ -21,10 +21,15 @@ const probePeriod = 1
 // until all are Ready, then counts each pod's probe executions through the
 // runtime (ExecSync `cat`) at the start and the end of an o.Duration
 // window: the mean period per pod, and its drift from the configured
-// period, as the runtime saw them.
+// period, as the runtime saw them. The agent's CPU over the window (between
+// the two counts, so neither count's ExecSyncs are in it) is logged as
+// cores, and a CPU profile (--cpu-profile-seconds) is taken at the window's
+// start, when every pod is Ready and only the probes run.
 func runProbes(ctx context.Context, o Options, r *Result) error {
 	r.Goal = GoalReady
-	s, err := open(ctx, o, "sim://"+simQuery(o.Sim), GoalReady)
+	so := o
+	so.ProfileCPU = 0 // taken in the window below, not while pods start
+	s, err := open(ctx, so, "sim://"+simQuery(o.Sim), GoalReady)
 	if err != nil {
 		return err
 	}
@@ -61,10 +66,27 @@ func runProbes(ctx context.Context, o Options, r *Result) error {
 	if total == 0 {
 		return fmt.Errorf("%w: no exec probe ran in any of %d Ready pods (the runtime saw no execution of the probe command): exec probes are not in this actorlet yet", ErrNotYet, len(ctrs))
 	}
+	// Every pod is Ready: stop polling /pods (and sampling /metrics), so
+	// the window measures the probes, not the bench. A 1,000-pod list
+	// polled back to back cost the agent more than the probes did; close
+	// takes the last CPU sample itself.
+	s.cancel()
+	if o.ProfileCPU > 0 && o.ProfileOut != "" {
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go profileTo(pctx, s.a, o.ProfileCPU, o.ProfileOut, &o)
+	}
+	cpu0, cerr0 := readProc(s.a.pid)
+	t0 := time.Now()
 	select {
 	case <-time.After(o.Duration):
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if cpu1, err := readProc(s.a.pid); err == nil && cerr0 == nil {
+		secs := time.Since(t0).Seconds()
+		o.Log.Info("probes window", "agent_cpu_seconds", round3(cpu1.cpu-cpu0.cpu), "seconds", round3(secs),
+			"agent_cores", round3((cpu1.cpu-cpu0.cpu)/secs))
 	}
 	second := countProbes(ctx, rt, ctrs)
 	pr := &Probes{PeriodSeconds: probePeriod, WindowSeconds: o.Duration.Seconds()}
