@@ -172,8 +172,12 @@ type AgentFigures struct {
 	ControlPlaneCPUPerPodMS float64 `json:"control_plane_cpu_per_pod_ms,omitempty"`
 	RSSIdleBytes            uint64  `json:"rss_idle_bytes"`
 	RSSPeakBytes            uint64  `json:"rss_peak_bytes"`
-	CPUSeconds              float64 `json:"cpu_seconds"`
-	CPUPerPodMS             float64 `json:"cpu_per_pod_ms"`
+	// Memory splits RSS (anonymous, file) and adds the Go heap, idle, at
+	// every pod Ready and after the deletion (actorlet only: it reads
+	// /metrics).
+	Memory      *MemoryFigures `json:"memory,omitempty"`
+	CPUSeconds  float64        `json:"cpu_seconds"`
+	CPUPerPodMS float64        `json:"cpu_per_pod_ms"`
 	// API requests of the node's user counted by the API server (as
 	// cluster-sim), from the first create to the last Ready plus trailing
 	// writes, over pods.
@@ -553,6 +557,11 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	if ps, err := readProc(ar.a.pid); err == nil {
 		f.RSSIdleBytes = ps.rss
 	}
+	var mem *MemoryFigures
+	if ar.kind == AgentActorlet {
+		mem = &MemoryFigures{Idle: readMemory(ctx, ar.a)}
+		f.Memory = mem
+	}
 	s, stop := ar.observe(ctx, true)
 	defer stop()
 	s.samp.mu.Lock()
@@ -569,6 +578,9 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	}
 	created, names, cerr := s.createAll(ctx, specs)
 	lat, last := s.waitAll(ctx, created, o.Timeout)
+	if mem != nil {
+		mem.Ready = readMemory(ctx, ar.a)
+	}
 	if o.HeapOut != "" {
 		// At its peak: every pod Ready.
 		if err := fetch(ctx, ar.a.client(0, 0), ar.a.mainURL+"/debug/pprof/heap", perAgent(o.HeapOut, ar.kind)); err != nil {
@@ -619,6 +631,14 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	s.samp.mu.Lock()
 	f.RSSPeakBytes = s.samp.peakRSS
 	s.samp.mu.Unlock()
+	if mem != nil && f.Deleted == len(names) {
+		mem.AfterDelete, mem.AfterDeleteSettleSeconds = memoryAfterDelete(ctx, ar.a, time.Minute)
+		if o.HeapOut != "" {
+			if err := fetch(ctx, ar.a.client(0, 0), ar.a.mainURL+"/debug/pprof/heap", perAgent(o.HeapOut, ar.kind+"-after-delete")); err != nil {
+				o.Log.Warn("heap profile failed", "agent", ar.kind, "err", err)
+			}
+		}
+	}
 	if cerr != nil {
 		return fmt.Errorf("creating pods: %w", cerr)
 	}

@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// MemoryFigures split the agent's memory at three moments of a load: idle
+// before the first pod, every pod Ready, and after every pod was deleted
+// (see AfterDelete). RSS is VmRSS; its anonymous part (RssAnon: heap,
+// stacks, runtime metadata) is the agent's own memory, its file part
+// (RssFile) the pages of the executable and libraries it has mapped: those
+// are clean page cache, shared and reclaimable, and how many of them one
+// touch maps depends on the kernel's page-cache folio sizes for the binary
+// (a binary written by the Go linker can map ten times more per touch than
+// the same bytes copied with cp). Heap is go_memstats_heap_alloc_bytes from
+// /metrics: live objects and garbage not yet collected.
+type MemoryFigures struct {
+	Idle        MemorySample `json:"idle"`
+	Ready       MemorySample `json:"ready"`
+	AfterDelete MemorySample `json:"after_delete"`
+	// AfterDeleteSettleSeconds is how long after the agent's
+	// kubelet_running_pods reached 0 AfterDelete was read.
+	AfterDeleteSettleSeconds float64 `json:"after_delete_settle_seconds"`
+}
+
+// MemorySample is one reading of the agent's memory.
+type MemorySample struct {
+	RSSBytes     uint64 `json:"rss_bytes"`
+	RSSAnonBytes uint64 `json:"rss_anon_bytes"`
+	RSSFileBytes uint64 `json:"rss_file_bytes"`
+	HeapBytes    uint64 `json:"heap_bytes"`
+}
+
+// afterDeleteSettle is how long the after-delete reading waits once the
+// agent runs no pod: the same for every agent and build, long enough for
+// a runtime that returns memory in the background to be seen doing it.
+const afterDeleteSettle = 15 * time.Second
+
+// readMemory reads pid's RSS split and, where /metrics answers, its heap.
+func readMemory(ctx context.Context, a *agent) MemorySample {
+	var s MemorySample
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.pid)); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(l, ":")
+			if !ok {
+				continue
+			}
+			switch k {
+			case "VmRSS":
+				s.RSSBytes = parseKB(v)
+			case "RssAnon":
+				s.RSSAnonBytes = parseKB(v)
+			case "RssFile":
+				s.RSSFileBytes = parseKB(v)
+			}
+		}
+	}
+	if a.roURL != "" {
+		if ms, err := a.scrapeMetrics(ctx); err == nil {
+			s.HeapBytes = uint64(ms.heapAlloc)
+		}
+	}
+	return s
+}
+
+// memoryAfterDelete waits until the agent reports no running pod (at most
+// timeout), then afterDeleteSettle, and reads its memory.
+func memoryAfterDelete(ctx context.Context, a *agent, timeout time.Duration) (MemorySample, float64) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if ms, err := a.scrapeMetrics(ctx); err == nil && ms.runningPods == 0 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(afterDeleteSettle):
+	}
+	return readMemory(ctx, a), afterDeleteSettle.Seconds()
+}
