@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -255,7 +256,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	var err error
 	switch o.Scenario {
 	case ScenarioStandaloneSim:
-		err = runStart(ctx, o, r, "sim://"+simQuery(o.Sim))
+		err = runStart(ctx, o, r, "sim://"+simQuery(sizedSim(o.Sim, o.Pods)))
 	case ScenarioContainerd:
 		var ep string
 		ep, err = containerdEndpoint(ctx, &o)
@@ -286,6 +287,23 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		r.Error = err.Error()
 	}
 	return r, err
+}
+
+// sizedSim gives the simulated node room for pods (unless q sets
+// node-memory): the sim accounts ~4.5 MiB per running pod, so its default
+// 16 GiB node is full at ~3,600 pods, and the eviction manager would evict
+// pods of a start benchmark, one of which the bench may never see Running.
+func sizedSim(q string, pods int) string {
+	v, err := url.ParseQuery(strings.TrimPrefix(q, "?"))
+	if err != nil || v.Has("node-memory") {
+		return q
+	}
+	const perPod, base = 8 << 20, 16 << 30
+	mem := fmt.Sprintf("node-memory=%d", base+int64(pods)*perPod)
+	if strings.TrimPrefix(q, "?") == "" {
+		return mem
+	}
+	return strings.TrimPrefix(q, "?") + "&" + mem
 }
 
 func simQuery(q string) string {
