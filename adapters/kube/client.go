@@ -265,9 +265,10 @@ func (c *Client) PatchPodStatus(ctx context.Context, namespace, name string, uid
 	if err != nil {
 		return nil, fmt.Errorf("patch status of pod %s/%s: %w", namespace, name, classify(err))
 	}
-	out := &v1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: p.ObjectMeta, Status: p.Status}
-	out.ManagedFields = nil
-	return out, nil
+	// Cleared in place: a new Pod to copy into would cost as much as the
+	// spec it saves (the struct alone is over a KiB).
+	p.Spec, p.ManagedFields = v1.PodSpec{}, nil
+	return p, nil
 }
 
 // DeletePod deletes a pod for good (grace 0) if it still has uid: the
