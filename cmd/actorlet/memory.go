@@ -29,24 +29,34 @@ const memoryCheckPeriod = 5 * time.Second
 // memory; a drop counts only if at least half of the high mark left.
 const memoryReleaseMinDrop = 50
 
+// memoryReleaseHoldChecks is how many checks in a row the pod count must
+// hold still after a drop before the memory is returned (10 s).
+const memoryReleaseHoldChecks = 2
+
 // podDrop decides when the pods' memory is handed back: after the running
 // pods fell by at least minDrop and by at least half from their high mark,
-// and held still for one check (a drain in progress is not interrupted by
-// a full GC at every check).
+// and held still for holdChecks checks. A drain in progress is not
+// interrupted by a full GC at every check, and the work that follows the
+// last pod's stop (its final status write, its deletion in the API server)
+// is done before the heap is measured and returned.
 type podDrop struct {
-	minDrop    int
-	high, prev int
+	minDrop, holdChecks int
+	high, prev, held    int
 }
 
 // observe takes the running pods at one check and says whether to release.
 func (d *podDrop) observe(n int) bool {
-	prev := d.prev
+	if n == d.prev {
+		d.held++
+	} else {
+		d.held = 0
+	}
 	d.prev = n
 	if n > d.high {
 		d.high = n
 		return false
 	}
-	if n != prev || d.high-n < d.minDrop || n > d.high/2 {
+	if d.held < d.holdChecks || d.high-n < d.minDrop || n > d.high/2 {
 		return false
 	}
 	d.high = n
@@ -58,7 +68,7 @@ func (d *podDrop) observe(n int) bool {
 // running pods, until ctx is done.
 func runMemoryUpkeep(ctx context.Context, pods func() int, log *slog.Logger) {
 	releaseMemory(log, "started")
-	d := podDrop{minDrop: memoryReleaseMinDrop}
+	d := podDrop{minDrop: memoryReleaseMinDrop, holdChecks: memoryReleaseHoldChecks}
 	t := time.NewTicker(memoryCheckPeriod)
 	defer t.Stop()
 	for {

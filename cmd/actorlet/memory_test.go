@@ -12,9 +12,9 @@ func TestPodDropReleasesAfterABigDropHasSettled(t *testing.T) {
 		pods []int
 		want []bool
 	}{
-		{name: "a fill and a drain released once the count holds",
-			pods: []int{0, 400, 1000, 600, 100, 0, 0, 0},
-			want: []bool{false, false, false, false, false, false, true, false}},
+		{name: "a fill and a drain released once the count held for two checks",
+			pods: []int{0, 400, 1000, 600, 100, 0, 0, 0, 0},
+			want: []bool{false, false, false, false, false, false, false, true, false}},
 		{name: "a small drop keeps the memory",
 			pods: []int{100, 80, 80, 80},
 			want: []bool{false, false, false, false}},
@@ -22,12 +22,12 @@ func TestPodDropReleasesAfterABigDropHasSettled(t *testing.T) {
 			pods: []int{1000, 600, 600},
 			want: []bool{false, false, false}},
 		{name: "a second drain releases again",
-			pods: []int{1000, 0, 0, 800, 800, 100, 100},
-			want: []bool{false, false, true, false, false, false, true}},
+			pods: []int{1000, 0, 0, 0, 800, 800, 100, 100, 100},
+			want: []bool{false, false, false, true, false, false, false, false, true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := podDrop{minDrop: memoryReleaseMinDrop}
+			d := podDrop{minDrop: memoryReleaseMinDrop, holdChecks: memoryReleaseHoldChecks}
 			for i, n := range tc.pods {
 				if got := d.observe(n); got != tc.want[i] {
 					t.Errorf("check %d (%d pods): release %v, want %v", i, n, got, tc.want[i])

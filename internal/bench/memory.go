@@ -38,7 +38,7 @@ type MemorySample struct {
 // afterDeleteSettle is how long the after-delete reading waits once the
 // agent runs no pod: the same for every agent and build, long enough for
 // a runtime that returns memory in the background to be seen doing it.
-const afterDeleteSettle = 15 * time.Second
+const afterDeleteSettle = 30 * time.Second
 
 // readMemory reads pid's RSS split and, where /metrics answers, its heap.
 func readMemory(ctx context.Context, a *agent) MemorySample {

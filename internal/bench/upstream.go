@@ -634,7 +634,7 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	if mem != nil && f.Deleted == len(names) {
 		mem.AfterDelete, mem.AfterDeleteSettleSeconds = memoryAfterDelete(ctx, ar.a, time.Minute)
 		if o.HeapOut != "" {
-			if err := fetch(ctx, ar.a.client(0, 0), ar.a.mainURL+"/debug/pprof/heap", perAgent(o.HeapOut, ar.kind+"-after-delete")); err != nil {
+			if err := fetch(ctx, ar.a.client(0, 0), ar.a.mainURL+"/debug/pprof/heap?gc=1", perAgent(o.HeapOut, ar.kind+"-after-delete")); err != nil {
 				o.Log.Warn("heap profile failed", "agent", ar.kind, "err", err)
 			}
 		}
