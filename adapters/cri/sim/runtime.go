@@ -200,11 +200,13 @@ func New(cfg Config) *Runtime {
 	return r
 }
 
-// streamWorkers is how many gRPC stream workers serve calls: a few per
-// core, for the unary calls that end at once; long calls (a sleeping exec,
-// an event stream) take a fresh goroutine when the workers are busy.
+// streamWorkers is how many gRPC stream workers serve calls; a call that
+// finds them all busy (a sleeping exec, an event stream, or calls queued
+// for a CPU on a loaded node) takes a fresh goroutine. With 2 per core,
+// half of the 1,000 probe calls a second on a loaded 2-core node still
+// found them busy; an idle worker costs only its stack.
 func streamWorkers() uint32 {
-	return uint32(max(4, 2*runtime.GOMAXPROCS(0)))
+	return uint32(max(32, 8*runtime.GOMAXPROCS(0)))
 }
 
 // Serve serves both CRI services on l until the runtime is closed or l fails.
