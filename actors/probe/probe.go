@@ -225,13 +225,11 @@ func (a *Actor) handleTick() {
 		return // the previous attempt is still running: skip this tick
 	}
 	a.inFlight = true
-	run, clk, self, limit := a.runner(), a.d.Clock, a.self, a.timeout()+time.Second
-	attempts.run(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), limit)
-		defer cancel()
+	run, clk := a.runner(), a.d.Clock
+	actorkit.Go(a.self, a.timeout()+time.Second, func(ctx context.Context) *done {
 		start := clk.Now()
 		o := run(ctx)
-		self.Send(&done{Tag: actorkit.Tag{Gen: self.Gen()}, outcome: o, took: clk.Since(start)})
+		return &done{outcome: o, took: clk.Since(start)}
 	})
 }
 
