@@ -31,7 +31,7 @@ func (a *Actor) sandboxConfig(attempt uint32, record bool) *runtimeapi.PodSandbo
 		dns, events := podspec.PodDNS(a.pod, d.DNS)
 		for _, e := range events {
 			if record {
-				a.log.Warn("pod DNS", "reason", e.Reason, "message", e.Message)
+				a.log.Debug("pod DNS", "reason", e.Reason, "message", e.Message)
 				a.event(v1.EventTypeWarning, e.Reason, e.Message, "%s", e.Message)
 			}
 		}

@@ -66,7 +66,10 @@ func (a *Actor) run(act action, killing bool) {
 		if a.pod.Spec.RuntimeClassName != nil && *a.pod.Spec.RuntimeClassName != "" {
 			handler = *a.pod.Spec.RuntimeClassName
 		}
-		a.log.Info("run sandbox", "attempt", act.attempt)
+		// The steps of a pod's start log at Debug, as upstream's at V(4):
+		// the events say them, and at thousands of pods an Info line per
+		// step was the agent's most contended lock (the log handler's).
+		a.log.Debug("run sandbox", "attempt", act.attempt)
 		if act.attempt > 0 {
 			// A sandbox of the pod existed: it is replaced, as upstream says.
 			a.event(v1.EventTypeNormal, ReasonSandboxChanged, strconv.FormatUint(uint64(act.attempt), 10), "Pod sandbox changed, it will be killed and re-created.")
@@ -168,7 +171,7 @@ func (a *Actor) startFunc(act action) opFunc {
 	sandboxID := act.sandbox.Id
 	if act.createdID != "" {
 		id := act.createdID
-		a.log.Info("start created container", "container", act.container.Name, "id", id)
+		a.log.Debug("start created container", "container", act.container.Name, "id", id)
 		return func(ctx context.Context) (*delta, error) {
 			if err := rt.StartContainer(ctx, id); err != nil {
 				return nil, &startError{started: true, err: fmt.Errorf("start container %s: %w", id, err)}
@@ -199,7 +202,7 @@ func (a *Actor) startFunc(act action) opFunc {
 	if a.pod.Spec.HostNetwork || hooks.podIP == "" {
 		hooks.podIP = a.d.Config.HostIP
 	}
-	a.log.Info("create container", "container", act.container.Name, "attempt", act.attempt)
+	a.log.Debug("create container", "container", act.container.Name, "attempt", act.attempt)
 	// The pod is read only (messages package doc): the operation reads it
 	// off the mailbox without a copy.
 	pod, src, hostIP, hostFiles := a.pod, a.d.ConfigSource, a.d.Config.HostIP, HostFiles(a.d.Files)

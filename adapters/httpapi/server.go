@@ -392,7 +392,7 @@ func (s *Server) handlePushPod(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = pod.Name
 	}
-	s.log.Info("pod pushed", "pod", pod.Namespace+"/"+name, "uid", pr.UID)
+	s.log.Debug("pod pushed", "pod", pod.Namespace+"/"+name, "uid", pr.UID)
 	writeJSON(w, http.StatusCreated, podRef{UID: pr.UID, Name: name, Namespace: pod.Namespace})
 }
 
@@ -422,7 +422,7 @@ func (s *Server) handleRemovePod(w http.ResponseWriter, r *http.Request) {
 	case pr.Err != "":
 		httpError(w, http.StatusInternalServerError, "remove pod %s/%s: %s", ns, name, pr.Err)
 	default:
-		s.log.Info("pushed pod removed", "pod", ns+"/"+name, "uid", pr.UID)
+		s.log.Debug("pushed pod removed", "pod", ns+"/"+name, "uid", pr.UID)
 		writeJSON(w, http.StatusOK, podRef{UID: pr.UID, Name: name, Namespace: ns})
 	}
 }
