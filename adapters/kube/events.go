@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 
@@ -26,9 +27,15 @@ func (c *Client) Recorder() (record.EventRecorder, func()) {
 // LogRecorder is the standalone mode's recorder: events go to the log.
 type LogRecorder struct{ Log *slog.Logger }
 
-// Event implements record.EventRecorder.
+// Event implements record.EventRecorder. A Warning is logged at Warn (the
+// log is where a standalone node's user sees it), a Normal event at Debug
+// (every pod start has three).
 func (l LogRecorder) Event(object runtime.Object, eventtype, reason, message string) {
-	l.log().Debug("event", "object", describe(object), "type", eventtype, "reason", reason, "message", message)
+	level := slog.LevelDebug
+	if eventtype == v1.EventTypeWarning {
+		level = slog.LevelWarn
+	}
+	l.log().Log(context.Background(), level, "event", "object", describe(object), "type", eventtype, "reason", reason, "message", message)
 }
 
 // Eventf implements record.EventRecorder.
