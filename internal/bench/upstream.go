@@ -265,7 +265,7 @@ func runAgainstUpstream(ctx context.Context, o Options, r *Result) error {
 	if prefix == "" {
 		prefix = "bench"
 	}
-	a := &Against{KubeletBinary: kubelet, NodeIP: nodeIP, RecoveryPods: o.RecoveryPods, APIQPS: o.APIQPS, APIBurst: o.APIBurst, NoToken: o.NoToken}
+	a := &Against{KubeletBinary: homeRelative(kubelet), NodeIP: nodeIP, RecoveryPods: o.RecoveryPods, APIQPS: o.APIQPS, APIBurst: o.APIBurst, NoToken: o.NoToken}
 	if o.NoRecovery {
 		a.RecoveryPods = 0
 	}
@@ -1089,6 +1089,19 @@ func controlPlaneCPU(admin string) float64 {
 		total += ps.cpu
 	}
 	return total
+}
+
+// homeRelative writes a path under the user's home as ~/...: the JSON
+// goes into the repository's docs and names no one's machine.
+func homeRelative(path string) string {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" || home == "/" {
+		return path
+	}
+	if rest, ok := strings.CutPrefix(path, home+"/"); ok {
+		return "~/" + rest
+	}
+	return path
 }
 
 // perAgent is path with "-<agent>" before its extension.

@@ -116,3 +116,16 @@ func TestMedianFigures(t *testing.T) {
 		t.Error("no rounds gave figures")
 	}
 }
+
+func TestHomeRelative(t *testing.T) {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" || home == "/" {
+		t.Skip("no home directory")
+	}
+	if got := homeRelative(home + "/.cache/actorlet/bin/kubelet"); got != "~/.cache/actorlet/bin/kubelet" {
+		t.Errorf("homeRelative under home = %q", got)
+	}
+	if got := homeRelative("/usr/bin/kubelet"); got != "/usr/bin/kubelet" {
+		t.Errorf("homeRelative elsewhere = %q", got)
+	}
+}
