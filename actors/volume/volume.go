@@ -209,7 +209,10 @@ func (a *Actor) start(pv *podVolumes) {
 		return
 	}
 	pv.busy = true
-	pod := pv.pod.DeepCopy()
+	// The pod is shared read only (messages/doc.go): the setup reads it off
+	// the mailbox while a newer EnsureVolumes may replace pv.pod, never
+	// change it.
+	pod := pv.pod
 	files, api, cfg, now := a.files, a.api, a.cfg, a.clk.Now()
 	tokens := maps.Clone(pv.tokens)
 	if tokens == nil {
