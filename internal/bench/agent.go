@@ -306,13 +306,8 @@ func readProc(pid int) (procStat, error) {
 	if err != nil {
 		return ps, err
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			ps.rss = parseKB(v)
-		} else if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			ps.hwm = parseKB(v)
-		}
-	}
+	m := parseStatus(b)
+	ps.rss, ps.hwm = m.rss, m.hwm
 	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return ps, err
@@ -330,6 +325,35 @@ func readProc(pid int) (procStat, error) {
 		ps.cpu = (ut + st) / clkTck
 	}
 	return ps, nil
+}
+
+// statusMemory is the memory lines of /proc/PID/status, in bytes: VmRSS,
+// VmHWM, RssAnon, RssFile.
+type statusMemory struct {
+	rss, hwm, anon, file uint64
+	hasRSS               bool
+}
+
+// parseStatus reads the memory lines of a /proc/PID/status.
+func parseStatus(b []byte) statusMemory {
+	var m statusMemory
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "VmRSS":
+			m.rss, m.hasRSS = parseKB(v), true
+		case "VmHWM":
+			m.hwm = parseKB(v)
+		case "RssAnon":
+			m.anon = parseKB(v)
+		case "RssFile":
+			m.file = parseKB(v)
+		}
+	}
+	return m
 }
 
 func parseKB(v string) uint64 {

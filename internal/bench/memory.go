@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 )
 
@@ -44,20 +43,8 @@ const afterDeleteSettle = 30 * time.Second
 func readMemory(ctx context.Context, a *agent) MemorySample {
 	var s MemorySample
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.pid)); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			k, v, ok := strings.Cut(l, ":")
-			if !ok {
-				continue
-			}
-			switch k {
-			case "VmRSS":
-				s.RSSBytes = parseKB(v)
-			case "RssAnon":
-				s.RSSAnonBytes = parseKB(v)
-			case "RssFile":
-				s.RSSFileBytes = parseKB(v)
-			}
-		}
+		m := parseStatus(b)
+		s.RSSBytes, s.RSSAnonBytes, s.RSSFileBytes = m.rss, m.anon, m.file
 	}
 	if a.roURL != "" {
 		if ms, err := a.scrapeMetrics(ctx); err == nil {

@@ -360,18 +360,11 @@ func readRSS(procRoot string, pid int) (rss, anon uint64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	found := false
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			rss, found = parseKB(v), true
-		} else if v, ok := strings.CutPrefix(l, "RssAnon:"); ok {
-			anon = parseKB(v)
-		}
-	}
-	if !found {
+	m := parseStatus(b)
+	if !m.hasRSS {
 		return 0, 0, fmt.Errorf("%s/%d/status: no VmRSS", procRoot, pid)
 	}
-	return rss, anon, nil
+	return m.rss, m.anon, nil
 }
 
 // countFDs counts the open file descriptors of pid (entries of its fd
