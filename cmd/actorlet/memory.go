@@ -25,50 +25,56 @@ import (
 // memoryCheckPeriod is how often the upkeep looks at the pod count.
 const memoryCheckPeriod = 5 * time.Second
 
-// memoryReleaseMinDrop is the smallest drop in running pods that returns
-// memory; a drop counts only if at least half of the high mark left.
-const memoryReleaseMinDrop = 50
+// memoryReleaseMinChange is the smallest change in running pods, up or
+// down from the count at the last release, that returns memory; it must
+// also be a quarter of the larger of the two counts.
+const memoryReleaseMinChange = 50
 
 // memoryReleaseHoldChecks is how many checks in a row the pod count must
-// hold still after a drop before the memory is returned (10 s).
+// hold still after a change before the memory is returned (10 s).
 const memoryReleaseHoldChecks = 2
 
-// podDrop decides when the pods' memory is handed back: after the running
-// pods fell by at least minDrop and by at least half from their high mark,
-// and held still for holdChecks checks. A drain in progress is not
-// interrupted by a full GC at every check, and the work that follows the
-// last pod's stop (its final status write, its deletion in the API server)
-// is done before the heap is measured and returned.
-type podDrop struct {
-	minDrop, holdChecks int
-	high, prev, held    int
+// podSettle decides when memory is handed back: once the running pods
+// moved by at least minChange and by a quarter from the count at the last
+// release (a node filled with pods, or drained), and then held still for
+// holdChecks checks. Starting or stopping pods leaves garbage behind (the
+// runtime's and the API server's answers, encoding buffers, the stacks of
+// the calls): the heap grew to twice what those calls kept alive, and the
+// Go runtime hands the free part back only slowly. A fill or a drain in
+// progress is not interrupted by a full GC at every check, and the work
+// that follows the last pod's change (its status write, its deletion in
+// the API server) is done before the heap is measured and returned. A
+// node whose pods come and go a few at a time never pays for a full GC.
+type podSettle struct {
+	minChange, holdChecks int
+	settled, prev, held   int
 }
 
 // observe takes the running pods at one check and says whether to release.
-func (d *podDrop) observe(n int) bool {
+func (d *podSettle) observe(n int) bool {
 	if n == d.prev {
 		d.held++
 	} else {
 		d.held = 0
 	}
 	d.prev = n
-	if n > d.high {
-		d.high = n
+	change := n - d.settled
+	if change < 0 {
+		change = -change
+	}
+	if d.held < d.holdChecks || change < d.minChange || 4*change < max(n, d.settled) {
 		return false
 	}
-	if d.held < d.holdChecks || d.high-n < d.minDrop || n > d.high/2 {
-		return false
-	}
-	d.high = n
+	d.settled = n
 	return true
 }
 
 // runMemoryUpkeep releases memory once the agent has started (the garbage
-// of start-up and the pages only init touched) and after each big drop in
-// running pods, until ctx is done.
+// of start-up and the pages only init touched) and after each big fill or
+// drain of pods has settled, until ctx is done.
 func runMemoryUpkeep(ctx context.Context, pods func() int, log *slog.Logger) {
 	releaseMemory(log, "started")
-	d := podDrop{minDrop: memoryReleaseMinDrop, holdChecks: memoryReleaseHoldChecks}
+	d := podSettle{minChange: memoryReleaseMinChange, holdChecks: memoryReleaseHoldChecks}
 	t := time.NewTicker(memoryCheckPeriod)
 	defer t.Stop()
 	for {
@@ -77,7 +83,7 @@ func runMemoryUpkeep(ctx context.Context, pods func() int, log *slog.Logger) {
 			return
 		case <-t.C:
 			if n := pods(); d.observe(n) {
-				releaseMemory(log, "pods dropped", "running_pods", n)
+				releaseMemory(log, "pods changed", "running_pods", n)
 			}
 		}
 	}

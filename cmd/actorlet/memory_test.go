@@ -5,28 +5,34 @@ import (
 	"testing"
 )
 
-func TestPodDropReleasesAfterABigDropHasSettled(t *testing.T) {
+func TestPodSettleReleasesAfterABigChangeHasSettled(t *testing.T) {
 	tests := []struct {
 		name string
 		pods []int
 		want []bool
 	}{
-		{name: "a fill and a drain released once the count held for two checks",
-			pods: []int{0, 400, 1000, 600, 100, 0, 0, 0, 0},
-			want: []bool{false, false, false, false, false, false, false, true, false}},
-		{name: "a small drop keeps the memory",
-			pods: []int{100, 80, 80, 80},
-			want: []bool{false, false, false, false}},
-		{name: "a drop of less than half keeps the memory",
-			pods: []int{1000, 600, 600},
-			want: []bool{false, false, false}},
+		{name: "a fill released once the count held for two checks, then the drain",
+			pods: []int{0, 400, 1000, 1000, 1000, 600, 100, 0, 0, 0, 0},
+			want: []bool{false, false, false, false, true, false, false, false, false, true, false}},
+		{name: "a small change keeps the memory",
+			pods: []int{0, 30, 30, 30, 10, 10, 10},
+			want: []bool{false, false, false, false, false, false, false}},
+		{name: "100 pods started are worth a release",
+			pods: []int{0, 100, 100, 100, 100},
+			want: []bool{false, false, false, true, false}},
+		{name: "a change of less than a quarter keeps the memory",
+			pods: []int{0, 1000, 1000, 1000, 800, 800, 800, 1200, 1200, 1200},
+			want: []bool{false, false, false, true, false, false, false, false, false, false}},
+		{name: "a count that keeps moving is not interrupted",
+			pods: []int{0, 100, 200, 300, 400, 500, 500, 500},
+			want: []bool{false, false, false, false, false, false, false, true}},
 		{name: "a second drain releases again",
-			pods: []int{1000, 0, 0, 0, 800, 800, 100, 100, 100},
-			want: []bool{false, false, false, true, false, false, false, false, true}},
+			pods: []int{1000, 0, 0, 0, 800, 800, 800, 100, 100, 100},
+			want: []bool{false, false, false, false, false, false, true, false, false, true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := podDrop{minDrop: memoryReleaseMinDrop, holdChecks: memoryReleaseHoldChecks}
+			d := podSettle{minChange: memoryReleaseMinChange, holdChecks: memoryReleaseHoldChecks}
 			for i, n := range tc.pods {
 				if got := d.observe(n); got != tc.want[i] {
 					t.Errorf("check %d (%d pods): release %v, want %v", i, n, got, tc.want[i])

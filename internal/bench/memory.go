@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// MemoryFigures split the agent's memory at three moments of a load: idle
-// before the first pod, every pod Ready, and after every pod was deleted
-// (see AfterDelete). RSS is VmRSS; its anonymous part (RssAnon: heap,
+// MemoryFigures split the agent's memory at four moments of a load: idle
+// before the first pod, every pod Ready (the moment the last one was: the
+// garbage of the starts is still there), steady with every pod running
+// (see Steady), and after every pod was deleted (see AfterDelete). RSS is VmRSS; its anonymous part (RssAnon: heap,
 // stacks, runtime metadata) is the agent's own memory, its file part
 // (RssFile) the pages of the executable and libraries it has mapped: those
 // are clean page cache, shared and reclaimable, and how many of them one
@@ -18,9 +19,14 @@ import (
 // the same bytes copied with cp). Heap is go_memstats_heap_alloc_bytes from
 // /metrics: live objects and garbage not yet collected.
 type MemoryFigures struct {
-	Idle        MemorySample `json:"idle"`
-	Ready       MemorySample `json:"ready"`
-	AfterDelete MemorySample `json:"after_delete"`
+	Idle  MemorySample `json:"idle"`
+	Ready MemorySample `json:"ready"`
+	// Steady is read steadySettle after the last pod was Ready, every pod
+	// still running: what a node holding these pods costs, past the
+	// burst of their starts.
+	Steady              MemorySample `json:"steady"`
+	SteadySettleSeconds float64      `json:"steady_settle_seconds"`
+	AfterDelete         MemorySample `json:"after_delete"`
 	// AfterDeleteSettleSeconds is how long after the agent's
 	// kubelet_running_pods reached 0 AfterDelete was read.
 	AfterDeleteSettleSeconds float64 `json:"after_delete_settle_seconds"`
@@ -38,6 +44,21 @@ type MemorySample struct {
 // agent runs no pod: the same for every agent and build, long enough for
 // a runtime that returns memory in the background to be seen doing it.
 const afterDeleteSettle = 30 * time.Second
+
+// steadySettle is how long after the last pod was Ready the steady
+// reading waits, the pods kept running: the same as afterDeleteSettle, for
+// the same reasons.
+const steadySettle = afterDeleteSettle
+
+// memorySteady waits until steadySettle after lastReady and reads the
+// agent's memory.
+func memorySteady(ctx context.Context, a *agent, lastReady time.Time) (MemorySample, float64) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Until(lastReady.Add(steadySettle))):
+	}
+	return readMemory(ctx, a), steadySettle.Seconds()
+}
 
 // readMemory reads pid's RSS split and, where /metrics answers, its heap.
 func readMemory(ctx context.Context, a *agent) MemorySample {

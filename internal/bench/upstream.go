@@ -172,8 +172,9 @@ type AgentFigures struct {
 	ControlPlaneCPUPerPodMS float64 `json:"control_plane_cpu_per_pod_ms,omitempty"`
 	RSSIdleBytes            uint64  `json:"rss_idle_bytes"`
 	RSSPeakBytes            uint64  `json:"rss_peak_bytes"`
-	// Memory splits RSS (anonymous, file) and adds the Go heap, idle, at
-	// every pod Ready and after the deletion (actorlet only: it reads
+	// Memory splits RSS (anonymous, file) idle, at every pod Ready and
+	// steady with every pod running, for both agents; actorlet's adds the
+	// Go heap and the reading after the deletion (they read its
 	// /metrics).
 	Memory      *MemoryFigures `json:"memory,omitempty"`
 	CPUSeconds  float64        `json:"cpu_seconds"`
@@ -340,6 +341,9 @@ func ratios(a, u *AgentFigures) map[string]float64 {
 	put("start_p90", a.StartLatencyMS.P90, u.StartLatencyMS.P90)
 	put("start_p99", a.StartLatencyMS.P99, u.StartLatencyMS.P99)
 	put("rss_peak", float64(a.RSSPeakBytes), float64(u.RSSPeakBytes))
+	if a.Memory != nil && u.Memory != nil {
+		put("rss_steady", float64(a.Memory.Steady.RSSBytes), float64(u.Memory.Steady.RSSBytes))
+	}
 	put("cpu_per_pod", a.CPUPerPodMS, u.CPUPerPodMS)
 	put("control_plane_cpu_per_pod", a.ControlPlaneCPUPerPodMS, u.ControlPlaneCPUPerPodMS)
 	put("api_writes_per_pod", a.APIWritesPerPod, u.APIWritesPerPod)
@@ -557,11 +561,8 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	if ps, err := readProc(ar.a.pid); err == nil {
 		f.RSSIdleBytes = ps.rss
 	}
-	var mem *MemoryFigures
-	if ar.kind == AgentActorlet {
-		mem = &MemoryFigures{Idle: readMemory(ctx, ar.a)}
-		f.Memory = mem
-	}
+	mem := &MemoryFigures{Idle: readMemory(ctx, ar.a)}
+	f.Memory = mem
 	s, stop := ar.observe(ctx, true)
 	defer stop()
 	s.samp.mu.Lock()
@@ -578,9 +579,7 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	}
 	created, names, cerr := s.createAll(ctx, specs)
 	lat, last := s.waitAll(ctx, created, o.Timeout)
-	if mem != nil {
-		mem.Ready = readMemory(ctx, ar.a)
-	}
+	mem.Ready = readMemory(ctx, ar.a)
 	if o.HeapOut != "" {
 		// At its peak: every pod Ready.
 		if err := fetch(ctx, ar.a.client(0, 0), ar.a.mainURL+"/debug/pprof/heap", perAgent(o.HeapOut, ar.kind)); err != nil {
@@ -617,6 +616,9 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 		}
 	}
 	o.Log.Info("pods Ready", "agent", ar.kind, "ready", f.Ready, "seconds", f.CreateSeconds)
+	if !last.IsZero() {
+		mem.Steady, mem.SteadySettleSeconds = memorySteady(ctx, ar.a, last)
+	}
 	// Delete with the pods' grace period (1 s): the agent stops each pod
 	// and confirms its deletion.
 	t0 := time.Now()
@@ -631,7 +633,7 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	s.samp.mu.Lock()
 	f.RSSPeakBytes = s.samp.peakRSS
 	s.samp.mu.Unlock()
-	if mem != nil && f.Deleted == len(names) {
+	if ar.kind == AgentActorlet && f.Deleted == len(names) {
 		mem.AfterDelete, mem.AfterDeleteSettleSeconds = memoryAfterDelete(ctx, ar.a, time.Minute)
 		if o.HeapOut != "" {
 			if err := fetch(ctx, ar.a.client(0, 0), ar.a.mainURL+"/debug/pprof/heap?gc=1", perAgent(o.HeapOut, ar.kind+"-after-delete")); err != nil {
@@ -1046,6 +1048,13 @@ func (a *Against) Markdown(r *Result, jsonLink string) string {
 	row("start latency p90", sec(u.StartLatencyMS.P90), sec(x.StartLatencyMS.P90), ratio("start_p90"))
 	row("start latency p99", sec(u.StartLatencyMS.P99), sec(x.StartLatencyMS.P99), ratio("start_p99"))
 	row("RSS peak", mib(u.RSSPeakBytes), mib(x.RSSPeakBytes), ratio("rss_peak"))
+	if u.Memory != nil && x.Memory != nil && u.Memory.Steady.RSSBytes > 0 && x.Memory.Steady.RSSBytes > 0 {
+		row(fmt.Sprintf("RSS idle / all running (+%.0f s)", x.Memory.SteadySettleSeconds),
+			mib(u.Memory.Idle.RSSBytes)+" / "+mib(u.Memory.Steady.RSSBytes), mib(x.Memory.Idle.RSSBytes)+" / "+mib(x.Memory.Steady.RSSBytes), ratio("rss_steady"))
+	}
+	if x.Memory != nil && x.Memory.AfterDelete.RSSBytes > 0 {
+		row(fmt.Sprintf("RSS after every pod deleted (+%.0f s)", x.Memory.AfterDeleteSettleSeconds), "", mib(x.Memory.AfterDelete.RSSBytes), "")
+	}
 	row("CPU per pod", num(u.CPUPerPodMS)+" ms", num(x.CPUPerPodMS)+" ms", ratio("cpu_per_pod"))
 	if u.ControlPlaneCPUPerPodMS > 0 && x.ControlPlaneCPUPerPodMS > 0 {
 		row("kube-apiserver + etcd CPU per pod", num(u.ControlPlaneCPUPerPodMS)+" ms", num(x.ControlPlaneCPUPerPodMS)+" ms", ratio("control_plane_cpu_per_pod"))

@@ -9,13 +9,15 @@ import (
 
 func TestAgainstRatios(t *testing.T) {
 	x := &AgentFigures{CreatePodsPerSecond: 30, DeletePodsPerSecond: 40, StartLatencyMS: Latency{P50: 1000, P90: 2000, P99: 3000},
-		RSSPeakBytes: 100 << 20, CPUPerPodMS: 10, APIWritesPerPod: 3, APIWritesPerPodNoEvents: 1, Recovery: &Recovery{Seconds: 1}}
+		RSSPeakBytes: 100 << 20, CPUPerPodMS: 10, APIWritesPerPod: 3, APIWritesPerPodNoEvents: 1, Recovery: &Recovery{Seconds: 1},
+		Memory: &MemoryFigures{Steady: MemorySample{RSSBytes: 40 << 20}}}
 	u := &AgentFigures{CreatePodsPerSecond: 15, DeletePodsPerSecond: 0, StartLatencyMS: Latency{P50: 4000, P90: 4000, P99: 6000},
-		RSSPeakBytes: 200 << 20, CPUPerPodMS: 30, APIWritesPerPod: 6, APIWritesPerPodNoEvents: 3, Recovery: &Recovery{Seconds: 0.5}}
+		RSSPeakBytes: 200 << 20, CPUPerPodMS: 30, APIWritesPerPod: 6, APIWritesPerPodNoEvents: 3, Recovery: &Recovery{Seconds: 0.5},
+		Memory: &MemoryFigures{Steady: MemorySample{RSSBytes: 160 << 20}}}
 	got := ratios(x, u)
 	want := map[string]float64{"create_pods_per_second": 2, "start_p50": 0.25, "start_p90": 0.5, "start_p99": 0.5,
 		"rss_peak": 0.5, "cpu_per_pod": 0.333, "api_writes_per_pod": 0.5, "api_writes_per_pod_excluding_events": 0.333,
-		"recovery_seconds": 2}
+		"recovery_seconds": 2, "rss_steady": 0.25}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %v, want %v", k, got[k], v)
@@ -63,6 +65,9 @@ func TestAgainstMarkdown(t *testing.T) {
 			Recovery: &Recovery{Pods: 200, Recovered: true, Seconds: 1.25, HealthySeconds: 1, ReadyFlaps: 2}}
 	}
 	a := &Against{KubeletVersion: "v1.36.4", Actorlet: f(25), Upstream: f(15)}
+	a.Actorlet.Memory = &MemoryFigures{Idle: MemorySample{RSSBytes: 30 << 20}, Steady: MemorySample{RSSBytes: 45 << 20}, SteadySettleSeconds: 30,
+		AfterDelete: MemorySample{RSSBytes: 32 << 20}, AfterDeleteSettleSeconds: 30}
+	a.Upstream.Memory = &MemoryFigures{Idle: MemorySample{RSSBytes: 90 << 20}, Steady: MemorySample{RSSBytes: 180 << 20}, SteadySettleSeconds: 30}
 	a.Ratios = ratios(a.Actorlet, a.Upstream)
 	md := a.Markdown(&Result{Pods: 100}, "bench/upstream/against-upstream-100.json")
 	for _, want := range []string{
@@ -70,6 +75,8 @@ func TestAgainstMarkdown(t *testing.T) {
 		"| create throughput (pods/s) | 15.0 | 25.0 | 1.67 |",
 		"| start latency p99 | 3.50 s | 3.50 s | 1.00 |",
 		"| RSS peak | 90 MiB | 90 MiB | 1.00 |",
+		"| RSS idle / all running (+30 s) | 90 MiB / 180 MiB | 30 MiB / 45 MiB | 0.25 |",
+		"| RSS after every pod deleted (+30 s) |  | 32 MiB |  |",
 		"| kill -9 with 200 pods: back, all Ready | 1.25 s (healthy 1.00 s) | 1.25 s (healthy 1.00 s) | 1.00 |",
 		"| kill -9: restarts / duplicate sandboxes / Ready flaps | 0 / 0 / 2 | 0 / 0 / 2 |  |",
 		"JSON: [against-upstream-100.json](bench/upstream/against-upstream-100.json).",
