@@ -42,6 +42,50 @@ func TestPodSettleReleasesAfterABigChangeHasSettled(t *testing.T) {
 	}
 }
 
+func TestGCPaceTightensWhileThePodsHoldStill(t *testing.T) {
+	tests := []struct {
+		name string
+		pods []int
+		want []int // the GC percent in force after each check
+	}{
+		{name: "at rest from the start",
+			pods: []int{0, 0, 0},
+			want: []int{100, restingGCPercent, restingGCPercent}},
+		{name: "a fill runs at the default pace, then rests",
+			pods: []int{0, 0, 0, 300, 700, 1000, 1000, 1000, 1000},
+			want: []int{100, restingGCPercent, restingGCPercent, 100, 100, 100, 100, restingGCPercent, restingGCPercent}},
+		{name: "one pod more wakes it up",
+			pods: []int{5, 5, 5, 6, 6, 6},
+			want: []int{100, 100, restingGCPercent, 100, 100, restingGCPercent}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			percent, calls := 100, 0
+			g := gcPace{holdChecks: memoryReleaseHoldChecks, set: func(p int) int {
+				old := percent
+				percent = p
+				calls++
+				return old
+			}}
+			for i, n := range tc.pods {
+				g.observe(n)
+				if percent != tc.want[i] {
+					t.Errorf("check %d (%d pods): GC percent %d, want %d", i, n, percent, tc.want[i])
+				}
+			}
+			changes := 0
+			for i := range tc.want {
+				if i == 0 && tc.want[i] != 100 || i > 0 && tc.want[i] != tc.want[i-1] {
+					changes++
+				}
+			}
+			if calls != changes {
+				t.Errorf("%d calls to set the pace for %d changes: it is set only when it changes", calls, changes)
+			}
+		})
+	}
+}
+
 func TestReadOnlyMappingOf(t *testing.T) {
 	const exe = "/usr/bin/actorlet"
 	tests := []struct {
