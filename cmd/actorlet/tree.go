@@ -188,6 +188,7 @@ func spawnTree(ctx context.Context, w *wiring) (*tree, error) {
 	w.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return actorSystemLogger(w.log)
 	}))
+	shrinkProcessRegistry(w.sys)
 	w.allocatable = allocatable(ctx, w.o, w.log)
 	actors, sources, sourceActors := plan(treeActors(w))
 	w.sources = sources
