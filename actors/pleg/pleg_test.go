@@ -225,7 +225,7 @@ func TestDiff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := &Actor{containers: map[string]record{}, sandboxes: map[string]record{}}
+			a := &Actor{containers: map[string]*record{}, sandboxes: map[string]*record{}}
 			if tt.prev != nil {
 				a.diff(&relisted{sandboxes: tt.prev.sandboxes, containers: tt.prev.containers})
 			}
@@ -239,7 +239,7 @@ func TestDiff(t *testing.T) {
 
 func TestDiffReportsRunningCounts(t *testing.T) {
 	m := newFakeMetrics()
-	a := &Actor{m: m, containers: map[string]record{}, sandboxes: map[string]record{}}
+	a := &Actor{m: m, containers: map[string]*record{}, sandboxes: map[string]*record{}}
 	a.diff(&relisted{
 		sandboxes: []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandbox("s2", "u2", ready), sandbox("s3", "u3", notDone)},
 		containers: []*runtimeapi.Container{
@@ -745,10 +745,10 @@ func objects(sandboxes []string, containers ...string) string {
 func content(p *messages.RuntimePod) string {
 	var s, c []string
 	for _, sb := range p.Sandboxes {
-		s = append(s, sb.Id)
+		s = append(s, sb.ID)
 	}
 	for _, ct := range p.Containers {
-		c = append(c, ct.Id)
+		c = append(c, ct.ID)
 	}
 	return objects(s, c...)
 }
@@ -813,9 +813,12 @@ func TestGroup(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pods := group(&relisted{started: started, sandboxes: tt.next.sandboxes, containers: tt.next.containers})
+			a := &Actor{}
+			m := &relisted{started: started, sandboxes: tt.next.sandboxes, containers: tt.next.containers}
+			a.cache(m, a.diff(m))
 			got := map[types.UID]string{}
-			for uid, p := range pods {
+			for uid := range a.pods {
+				p := a.slice(uid, started)
 				got[uid] = content(p)
 				if p.UID != uid {
 					t.Errorf("slice under %s has UID %s", uid, p.UID)
