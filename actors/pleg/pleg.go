@@ -120,10 +120,13 @@ type Actor struct {
 	waiting map[waitKey]*messages.GetRuntimePod
 }
 
-// waitKey names one asker's request for one pod.
+// waitKey names one asker's request for one pod: the asker by its PID's
+// address and ID (PID.String formats the proto as text: an allocation and
+// a marshal per request).
 type waitKey struct {
 	uid     types.UID
-	replyTo string
+	address string
+	id      string
 }
 
 type relisted struct {
@@ -204,7 +207,7 @@ func (a *Actor) handleGetRuntimePod(ctx actor.Context, m *messages.GetRuntimePod
 	if a.waiting == nil {
 		a.waiting = map[waitKey]*messages.GetRuntimePod{}
 	}
-	a.waiting[waitKey{m.UID, m.ReplyTo.String()}] = m
+	a.waiting[waitKey{m.UID, m.ReplyTo.Address, m.ReplyTo.Id}] = m
 }
 
 // slice is a pod's part of the newest relist, started at relisted (empty
