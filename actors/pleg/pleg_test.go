@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -755,7 +756,7 @@ func content(p *messages.RuntimePod) string {
 
 var none = objects(nil)
 
-func TestGroup(t *testing.T) {
+func TestCacheGroupsByPod(t *testing.T) {
 	started := t0.Add(time.Minute)
 	withMetadata := sandbox("s1", "u1", ready)
 	withMetadata.Metadata = &runtimeapi.PodSandboxMetadata{Uid: "u2"}
@@ -831,6 +832,52 @@ func TestGroup(t *testing.T) {
 				t.Errorf("slices = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// A relist builds again the slices of the pods it has events for, with
+// the listed states; the other pods keep theirs, and a pod with nothing
+// left has none.
+func TestCacheRebuildsOnlyChangedPods(t *testing.T) {
+	a := &Actor{}
+	relist := func(v view) {
+		m := &relisted{started: t0, sandboxes: v.sandboxes, containers: v.containers}
+		a.cache(m, a.diff(m))
+	}
+	states := func(uid types.UID) string {
+		p := a.slice(uid, t0)
+		var out []string
+		for _, sb := range p.Sandboxes {
+			out = append(out, sb.ID+"="+sb.State.String())
+		}
+		for _, c := range p.Containers {
+			out = append(out, c.ID+"@"+c.SandboxID+"="+c.State.String())
+		}
+		return strings.Join(out, " ")
+	}
+	c1, c2 := container("c1", "u1", running), container("c2", "u2", running)
+	c1.PodSandboxId, c2.PodSandboxId = "s1", "s2"
+	relist(view{sandboxes: []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandbox("s2", "u2", ready)},
+		containers: []*runtimeapi.Container{c1, c2}})
+	u2 := a.pods["u2"]
+
+	c1 = container("c1", "u1", exited)
+	c1.PodSandboxId = "s1"
+	relist(view{sandboxes: []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandbox("s2", "u2", ready)},
+		containers: []*runtimeapi.Container{c1, c2}})
+	if got, want := states("u1"), "s1=SANDBOX_READY c1@s1=CONTAINER_EXITED"; got != want {
+		t.Errorf("u1 after its container exited: %s, want %s", got, want)
+	}
+	if a.pods["u2"] != u2 {
+		t.Error("u2 did not change, its slice was built again")
+	}
+	if got, want := states("u2"), "s2=SANDBOX_READY c2@s2=CONTAINER_RUNNING"; got != want {
+		t.Errorf("u2: %s, want %s", got, want)
+	}
+
+	relist(view{sandboxes: []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready)}, containers: []*runtimeapi.Container{c1}})
+	if _, ok := a.pods["u2"]; ok || states("u2") != "" {
+		t.Errorf("u2 left the runtime, its slice is still there: %s", states("u2"))
 	}
 }
 
