@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/actorlet/actorlet/errdefs"
@@ -86,12 +89,12 @@ func TestCompactedSnapshotReadsAlike(t *testing.T) {
 		{
 			name: "a container whose spec changed",
 			pod:  specPod(v1.RestartPolicyAlways, nil, app, changed), made: specPod(v1.RestartPolicyAlways, nil, app, side),
-			rt:   newRT().sandbox("sb0", 0, true).running("sb0", "app", 0).running("sb0", "side", 3),
+			rt: newRT().sandbox("sb0", 0, true).running("sb0", "app", 0).running("sb0", "side", 3),
 		},
 		{
 			name: "exited, not to restart",
 			pod:  specPod(v1.RestartPolicyNever, nil, app), made: specPod(v1.RestartPolicyNever, nil, app),
-			rt:   newRT().sandbox("sb0", 0, false).sandbox("sb1", 1, true).exited("sb1", "app", 0, 3, time.Minute),
+			rt: newRT().sandbox("sb0", 0, false).sandbox("sb1", 1, true).exited("sb1", "app", 0, 3, time.Minute),
 		},
 	}
 	for _, tt := range tests {
@@ -270,4 +273,49 @@ func TestContainerStatusReadsTheTerminationMessageFirst(t *testing.T) {
 	if _, err := containerStatus(context.Background(), rt, nil, "gone"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("a missing container: %v, want not found", err)
 	}
+}
+
+// BenchmarkKeptStatusBytes is what a PodActor keeps of a running pod's
+// status answers (one sandbox, one container, as the runtime answers
+// them for a pod actorlet made): whole (whole-B/pod), as before, and
+// compacted (kept-B/pod). Each iteration reads 1,000 pods.
+func BenchmarkKeptStatusBytes(b *testing.B) {
+	const n = 1000
+	answers := func(i int) (*runtimeapi.PodSandboxStatus, *runtimeapi.ContainerStatus) {
+		pod := specPod(v1.RestartPolicyAlways, nil, specCtr("app"))
+		pod.Name, pod.UID = fmt.Sprintf("web-%d", i), types.UID(fmt.Sprintf("0f0e0d0c-0b0a-0908-0706-%012d", i))
+		pod.Labels = map[string]string{"app": "web"}
+		f := whole(newRT().sandbox(fmt.Sprintf("%064x", 2*i), 0, true).running(fmt.Sprintf("%064x", 2*i), "app", 0), pod)
+		// Strings of their own, as a decoded answer has.
+		sb, c := proto.Clone(f.snap.sandboxes[0]).(*runtimeapi.PodSandboxStatus), proto.Clone(f.snap.containers["app"][0]).(*runtimeapi.ContainerStatus)
+		c.Id = fmt.Sprintf("%064x", 2*i+1)
+		return sb, c
+	}
+	var whole, kept float64
+	for range b.N {
+		before := liveHeap()
+		sbs := make([]*runtimeapi.PodSandboxStatus, n)
+		cs := make([]*runtimeapi.ContainerStatus, n)
+		for i := range n {
+			sbs[i], cs[i] = answers(i)
+		}
+		withWhole := liveHeap()
+		for i := range n {
+			sbs[i], cs[i] = compactSandbox(sbs[i]), compactContainer(cs[i], cs[i].Message)
+		}
+		after := liveHeap()
+		runtime.KeepAlive(sbs)
+		runtime.KeepAlive(cs)
+		whole += float64(withWhole-before) / n
+		kept += float64(after-before) / n
+	}
+	b.ReportMetric(whole/float64(b.N), "whole-B/pod")
+	b.ReportMetric(kept/float64(b.N), "kept-B/pod")
+}
+
+func liveHeap() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }
