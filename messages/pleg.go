@@ -47,16 +47,30 @@ type Health struct {
 }
 
 // RuntimePod is one pod's slice of a relist: its sandboxes and containers
-// as the runtime listed them. The PLEG keeps the newest relist as the
-// runtime cache; PodActors read their slice from it instead of listing the
-// runtime themselves. Read only: the lists are shared.
+// as the runtime listed them, each by ID and state only (what a PodActor
+// compares with its view and asks statuses for). The PLEG keeps the newest
+// relist as the runtime cache; PodActors read their slice from it instead
+// of listing the runtime themselves. Read only: the lists are shared.
 type RuntimePod struct {
 	UID        types.UID
-	Sandboxes  []*runtimeapi.PodSandbox
-	Containers []*runtimeapi.Container
+	Sandboxes  []RuntimeSandbox
+	Containers []RuntimeContainer
 	// Relisted is when the relist that saw them started (the injected
 	// clock): it shows everything that changed before then.
 	Relisted time.Time
+}
+
+// RuntimeSandbox is a sandbox as a relist listed it.
+type RuntimeSandbox struct {
+	ID    string
+	State runtimeapi.PodSandboxState
+}
+
+// RuntimeContainer is a container as a relist listed it.
+type RuntimeContainer struct {
+	ID        string
+	SandboxID string
+	State     runtimeapi.ContainerState
 }
 
 // GetRuntimePod asks the PLEG for a pod's slice of the runtime cache, from

@@ -7,6 +7,11 @@
 // PodActor asks for its slice (GetRuntimePod) instead of listing the
 // runtime; a request for a relist newer than the asker's last operation
 // waits for the next relist.
+//
+// The cache keeps what its readers use and no more: each object's ID, pod,
+// sandbox and state, not the listed protos with their labels and
+// annotations (those were ~8 KiB per pod). A pod's slice is rebuilt only
+// when a relist reports an event for it; a steady relist writes nothing.
 package pleg
 
 import (
@@ -68,10 +73,20 @@ func New(node *actor.PID, rt Lister, clk clock.WithDelayedExecution, cfg Config,
 	}
 }
 
+// record is one listed object of a pod, kept between relists. Its id is
+// the string the map is keyed by: the cache's slices share it.
 type record struct {
+	id    string
 	uid   types.UID
 	state int32
 	seen  uint64 // the relist that listed it last
+}
+
+// podObjects is a pod's part of the newest relist: immutable once built (a
+// change builds a new one), so slices of it are handed out as they are.
+type podObjects struct {
+	sandboxes  []messages.RuntimeSandbox
+	containers []messages.RuntimeContainer
 }
 
 // Actor is the PLEGActor.
@@ -88,8 +103,8 @@ type Actor struct {
 
 	relisting  bool
 	haveFirst  bool
-	containers map[string]record
-	sandboxes  map[string]record
+	containers map[string]*record
+	sandboxes  map[string]*record
 	uids       map[types.UID]struct{}
 	// relists counts the diffs; moved: the last one added or removed a
 	// record (the set of pod UIDs may have changed).
@@ -101,14 +116,17 @@ type Actor struct {
 
 	// The runtime cache: the newest relist by pod, and the requests
 	// waiting for a newer one.
-	pods    map[types.UID]*messages.RuntimePod
+	pods    map[types.UID]*podObjects
 	waiting map[waitKey]*messages.GetRuntimePod
 }
 
-// waitKey names one asker's request for one pod.
+// waitKey names one asker's request for one pod: the asker by its PID's
+// address and ID (PID.String formats the proto as text: an allocation and
+// a marshal per request).
 type waitKey struct {
 	uid     types.UID
-	replyTo string
+	address string
+	id      string
 }
 
 type relisted struct {
@@ -147,7 +165,8 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	// A restarted PLEG starts from an empty view: its first relist reports
 	// every pod as changed, which makes every PodActor look again — safe,
 	// since PodActors act on what they inspect, not on the events.
-	a.containers, a.sandboxes = map[string]record{}, map[string]record{}
+	a.containers, a.sandboxes = map[string]*record{}, map[string]*record{}
+	a.pods = nil
 	a.Relist()
 }
 
@@ -180,7 +199,7 @@ func (a *Actor) handleGetRuntimePod(ctx actor.Context, m *messages.GetRuntimePod
 		return
 	}
 	if a.haveFirst && a.lastStart.After(m.NotBefore) {
-		ctx.Send(m.ReplyTo, a.slice(m.UID))
+		ctx.Send(m.ReplyTo, a.slice(m.UID, a.lastStart))
 		return
 	}
 	// One request per asker and pod: a newer one replaces it, so asks
@@ -188,23 +207,24 @@ func (a *Actor) handleGetRuntimePod(ctx actor.Context, m *messages.GetRuntimePod
 	if a.waiting == nil {
 		a.waiting = map[waitKey]*messages.GetRuntimePod{}
 	}
-	a.waiting[waitKey{m.UID, m.ReplyTo.String()}] = m
+	a.waiting[waitKey{m.UID, m.ReplyTo.Address, m.ReplyTo.Id}] = m
 }
 
-// slice is a pod's part of the newest relist (empty lists when the pod has
-// nothing in the runtime).
-func (a *Actor) slice(uid types.UID) *messages.RuntimePod {
-	if p, ok := a.pods[uid]; ok {
-		return p
+// slice is a pod's part of the newest relist, started at relisted (empty
+// lists when the pod has nothing in the runtime).
+func (a *Actor) slice(uid types.UID, relisted time.Time) *messages.RuntimePod {
+	p := &messages.RuntimePod{UID: uid, Relisted: relisted}
+	if o := a.pods[uid]; o != nil {
+		p.Sandboxes, p.Containers = o.sandboxes, o.containers
 	}
-	return &messages.RuntimePod{UID: uid, Relisted: a.lastStart}
+	return p
 }
 
 // answerWaiting answers the requests the newest relist satisfies.
 func (a *Actor) answerWaiting(ctx actor.Context) {
 	for k, w := range a.waiting {
 		if a.lastStart.After(w.NotBefore) {
-			ctx.Send(w.ReplyTo, a.slice(w.UID))
+			ctx.Send(w.ReplyTo, a.slice(w.UID, a.lastStart))
 			delete(a.waiting, k)
 		}
 	}
@@ -235,14 +255,8 @@ func (a *Actor) handleRelisted(ctx actor.Context, m *relisted) {
 	}
 	a.lastStart, a.lastOK = m.started, now
 
-	a.pods = group(m)
 	events := a.diff(m)
-	for i := range events {
-		events[i].Pod = a.pods[events[i].UID]
-		if events[i].Pod == nil {
-			events[i].Pod = &messages.RuntimePod{UID: events[i].UID, Relisted: m.started}
-		}
-	}
+	a.cache(m, events)
 	if len(events) > 0 {
 		ctx.Send(a.node, &messages.PodEvents{Events: events})
 	}
@@ -270,31 +284,72 @@ func (a *Actor) handleRelisted(ctx actor.Context, m *relisted) {
 	a.answerWaiting(ctx)
 }
 
-// group splits a relist by pod UID; objects without the label are not
-// actorlet's and are left out.
-func group(m *relisted) map[types.UID]*messages.RuntimePod {
-	pods := map[types.UID]*messages.RuntimePod{}
-	get := func(uid types.UID) *messages.RuntimePod {
-		p := pods[uid]
-		if p == nil {
-			p = &messages.RuntimePod{UID: uid, Relisted: m.started}
-			pods[uid] = p
+// cache updates the runtime cache with the relist m and its events, and
+// gives each event its pod's slice. Every pod whose objects changed has an
+// event: its slice is built again, the others' stay. The events of a pod
+// share one slice.
+func (a *Actor) cache(m *relisted, events []messages.PodLifecycleEvent) {
+	changed := map[types.UID]*messages.RuntimePod{}
+	for i := range events {
+		changed[events[i].UID] = nil
+	}
+	a.regroup(m, changed)
+	for i := range events {
+		uid := events[i].UID
+		if changed[uid] == nil {
+			changed[uid] = a.slice(uid, m.started)
 		}
-		return p
+		events[i].Pod = changed[uid]
+	}
+}
+
+// regroup builds again the slices of the changed pods from the relist m
+// (which diff has recorded): objects without the pod UID label are not
+// actorlet's and are left out; a pod with nothing left has no slice. The
+// slices keep the records' ID strings, and a container's sandbox ID is
+// its sandbox's, so no ID is held twice.
+func (a *Actor) regroup(m *relisted, changed map[types.UID]*messages.RuntimePod) {
+	if len(changed) == 0 {
+		return
+	}
+	if a.pods == nil {
+		a.pods = map[types.UID]*podObjects{}
+	}
+	for uid := range changed {
+		delete(a.pods, uid)
+	}
+	get := func(uid types.UID) *podObjects {
+		o := a.pods[uid]
+		if o == nil {
+			o = &podObjects{}
+			a.pods[uid] = o
+		}
+		return o
 	}
 	for _, s := range m.sandboxes {
-		if uid := sandboxUID(s); uid != "" {
-			p := get(uid)
-			p.Sandboxes = append(p.Sandboxes, s)
+		r := a.sandboxes[s.Id]
+		if r == nil {
+			continue
+		}
+		if _, ok := changed[r.uid]; ok {
+			o := get(r.uid)
+			o.sandboxes = append(o.sandboxes, messages.RuntimeSandbox{ID: r.id, State: runtimeapi.PodSandboxState(r.state)})
 		}
 	}
 	for _, c := range m.containers {
-		if uid := podspec.PodUIDOf(c.Labels); uid != "" {
-			p := get(uid)
-			p.Containers = append(p.Containers, c)
+		r := a.containers[c.Id]
+		if r == nil {
+			continue
+		}
+		if _, ok := changed[r.uid]; ok {
+			sb := c.PodSandboxId
+			if s := a.sandboxes[sb]; s != nil {
+				sb = s.id
+			}
+			o := get(r.uid)
+			o.containers = append(o.containers, messages.RuntimeContainer{ID: r.id, SandboxID: sb, State: runtimeapi.ContainerState(r.state)})
 		}
 	}
-	return pods
 }
 
 func sandboxUID(s *runtimeapi.PodSandbox) types.UID {
@@ -306,16 +361,16 @@ func sandboxUID(s *runtimeapi.PodSandbox) types.UID {
 
 // diff compares a relist with the previous one; objects without a pod UID
 // label are not actorlet's and are ignored. The records are updated in
-// place (a steady node's relist changes none of them and allocates no new
-// index): each listed one is marked with this relist's number, the ones
-// left unmarked are gone.
+// place (a steady node's relist writes no map and allocates nothing): each
+// listed one is marked with this relist's number, the ones left unmarked
+// are gone.
 func (a *Actor) diff(m *relisted) []messages.PodLifecycleEvent {
 	var events []messages.PodLifecycleEvent
 	if a.containers == nil {
-		a.containers = map[string]record{}
+		a.containers = map[string]*record{}
 	}
 	if a.sandboxes == nil {
-		a.sandboxes = map[string]record{}
+		a.sandboxes = map[string]*record{}
 	}
 	a.relists++
 	seq := a.relists
@@ -326,17 +381,12 @@ func (a *Actor) diff(m *relisted) []messages.PodLifecycleEvent {
 		if uid == "" {
 			continue
 		}
-		r := record{uid: uid, state: int32(c.State), seen: seq}
 		counts[stateIndex(c.State)]++
-		old, ok := a.containers[c.Id]
-		a.containers[c.Id] = r
-		if !ok {
-			a.moved = true
-		}
+		prev, ok := a.note(a.containers, c.Id, uid, int32(c.State), seq)
 		switch {
 		case !ok && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
 			events = append(events, messages.PodLifecycleEvent{UID: uid, Type: messages.ContainerStarted, ID: c.Id})
-		case ok && old.state == r.state:
+		case ok && prev == int32(c.State):
 		case c.State == runtimeapi.ContainerState_CONTAINER_EXITED:
 			events = append(events, messages.PodLifecycleEvent{UID: uid, Type: messages.ContainerDied, ID: c.Id})
 		case c.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
@@ -361,16 +411,11 @@ func (a *Actor) diff(m *relisted) []messages.PodLifecycleEvent {
 		if uid == "" {
 			continue
 		}
-		r := record{uid: uid, state: int32(s.State), seen: seq}
 		if runningPods != nil && s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
 			runningPods[uid] = struct{}{} // as upstream: a pod with a ready sandbox is running
 		}
-		old, ok := a.sandboxes[s.Id]
-		a.sandboxes[s.Id] = r
-		if !ok {
-			a.moved = true
-		}
-		if !ok || old.state != r.state {
+		prev, ok := a.note(a.sandboxes, s.Id, uid, int32(s.State), seq)
+		if !ok || prev != int32(s.State) {
 			events = append(events, messages.PodLifecycleEvent{UID: uid, Type: messages.SandboxChanged, ID: s.Id})
 		}
 	}
@@ -388,6 +433,24 @@ func (a *Actor) diff(m *relisted) []messages.PodLifecycleEvent {
 		}
 	}
 	return events
+}
+
+// note records that relist seq listed the object id of pod uid in state,
+// and returns the state the previous relist saw (ok false: it is new).
+// A known object's record is updated in place: no map write.
+func (a *Actor) note(records map[string]*record, id string, uid types.UID, state int32, seq uint64) (int32, bool) {
+	r := records[id]
+	if r == nil {
+		records[id] = &record{id: id, uid: uid, state: state, seen: seq}
+		a.moved = true
+		return 0, false
+	}
+	prev := r.state
+	r.state, r.seen = state, seq
+	if r.uid != uid {
+		r.uid = uid
+	}
+	return prev, true
 }
 
 // stateNames are the container states of the running-containers metric,

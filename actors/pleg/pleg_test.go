@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -225,7 +226,7 @@ func TestDiff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := &Actor{containers: map[string]record{}, sandboxes: map[string]record{}}
+			a := &Actor{containers: map[string]*record{}, sandboxes: map[string]*record{}}
 			if tt.prev != nil {
 				a.diff(&relisted{sandboxes: tt.prev.sandboxes, containers: tt.prev.containers})
 			}
@@ -239,7 +240,7 @@ func TestDiff(t *testing.T) {
 
 func TestDiffReportsRunningCounts(t *testing.T) {
 	m := newFakeMetrics()
-	a := &Actor{m: m, containers: map[string]record{}, sandboxes: map[string]record{}}
+	a := &Actor{m: m, containers: map[string]*record{}, sandboxes: map[string]*record{}}
 	a.diff(&relisted{
 		sandboxes: []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandbox("s2", "u2", ready), sandbox("s3", "u3", notDone)},
 		containers: []*runtimeapi.Container{
@@ -745,17 +746,17 @@ func objects(sandboxes []string, containers ...string) string {
 func content(p *messages.RuntimePod) string {
 	var s, c []string
 	for _, sb := range p.Sandboxes {
-		s = append(s, sb.Id)
+		s = append(s, sb.ID)
 	}
 	for _, ct := range p.Containers {
-		c = append(c, ct.Id)
+		c = append(c, ct.ID)
 	}
 	return objects(s, c...)
 }
 
 var none = objects(nil)
 
-func TestGroup(t *testing.T) {
+func TestCacheGroupsByPod(t *testing.T) {
 	started := t0.Add(time.Minute)
 	withMetadata := sandbox("s1", "u1", ready)
 	withMetadata.Metadata = &runtimeapi.PodSandboxMetadata{Uid: "u2"}
@@ -813,9 +814,12 @@ func TestGroup(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pods := group(&relisted{started: started, sandboxes: tt.next.sandboxes, containers: tt.next.containers})
+			a := &Actor{}
+			m := &relisted{started: started, sandboxes: tt.next.sandboxes, containers: tt.next.containers}
+			a.cache(m, a.diff(m))
 			got := map[types.UID]string{}
-			for uid, p := range pods {
+			for uid := range a.pods {
+				p := a.slice(uid, started)
 				got[uid] = content(p)
 				if p.UID != uid {
 					t.Errorf("slice under %s has UID %s", uid, p.UID)
@@ -828,6 +832,52 @@ func TestGroup(t *testing.T) {
 				t.Errorf("slices = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// A relist builds again the slices of the pods it has events for, with
+// the listed states; the other pods keep theirs, and a pod with nothing
+// left has none.
+func TestCacheRebuildsOnlyChangedPods(t *testing.T) {
+	a := &Actor{}
+	relist := func(v view) {
+		m := &relisted{started: t0, sandboxes: v.sandboxes, containers: v.containers}
+		a.cache(m, a.diff(m))
+	}
+	states := func(uid types.UID) string {
+		p := a.slice(uid, t0)
+		var out []string
+		for _, sb := range p.Sandboxes {
+			out = append(out, sb.ID+"="+sb.State.String())
+		}
+		for _, c := range p.Containers {
+			out = append(out, c.ID+"@"+c.SandboxID+"="+c.State.String())
+		}
+		return strings.Join(out, " ")
+	}
+	c1, c2 := container("c1", "u1", running), container("c2", "u2", running)
+	c1.PodSandboxId, c2.PodSandboxId = "s1", "s2"
+	relist(view{sandboxes: []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandbox("s2", "u2", ready)},
+		containers: []*runtimeapi.Container{c1, c2}})
+	u2 := a.pods["u2"]
+
+	c1 = container("c1", "u1", exited)
+	c1.PodSandboxId = "s1"
+	relist(view{sandboxes: []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandbox("s2", "u2", ready)},
+		containers: []*runtimeapi.Container{c1, c2}})
+	if got, want := states("u1"), "s1=SANDBOX_READY c1@s1=CONTAINER_EXITED"; got != want {
+		t.Errorf("u1 after its container exited: %s, want %s", got, want)
+	}
+	if a.pods["u2"] != u2 {
+		t.Error("u2 did not change, its slice was built again")
+	}
+	if got, want := states("u2"), "s2=SANDBOX_READY c2@s2=CONTAINER_RUNNING"; got != want {
+		t.Errorf("u2: %s, want %s", got, want)
+	}
+
+	relist(view{sandboxes: []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready)}, containers: []*runtimeapi.Container{c1}})
+	if _, ok := a.pods["u2"]; ok || states("u2") != "" {
+		t.Errorf("u2 left the runtime, its slice is still there: %s", states("u2"))
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/internal/fakecri"
@@ -108,14 +107,12 @@ func sliceFrom(rt *fakecri.Runtime, uid types.UID, relisted time.Time) *messages
 	p := &messages.RuntimePod{UID: uid, Relisted: relisted}
 	for _, sb := range rt.Sandboxes() {
 		if sb.Labels[podspec.LabelPodUID] == string(uid) {
-			p.Sandboxes = append(p.Sandboxes, &runtimeapi.PodSandbox{Id: sb.Id, Metadata: sb.Metadata, State: sb.State,
-				CreatedAt: sb.CreatedAt, Labels: sb.Labels, Annotations: sb.Annotations})
+			p.Sandboxes = append(p.Sandboxes, messages.RuntimeSandbox{ID: sb.Id, State: sb.State})
 		}
 	}
 	for _, c := range rt.Containers() {
 		if c.Labels[podspec.LabelPodUID] == string(uid) {
-			p.Containers = append(p.Containers, &runtimeapi.Container{Id: c.Id, PodSandboxId: rt.SandboxOf(c.Id), Metadata: c.Metadata,
-				Image: c.Image, ImageRef: c.ImageRef, State: c.State, CreatedAt: c.CreatedAt, Labels: c.Labels, Annotations: c.Annotations})
+			p.Containers = append(p.Containers, messages.RuntimeContainer{ID: c.Id, SandboxID: rt.SandboxOf(c.Id), State: c.State})
 		}
 	}
 	return p

@@ -128,46 +128,40 @@ type inspected struct {
 // container's status stays the same until it exits, an exited one never
 // changes).
 func inspect(ctx context.Context, rt Inspector, files TerminationReader, uid types.UID, prev *snapshot, cached *messages.RuntimePod) (*snapshot, map[string]string, error) {
-	var sbs []*runtimeapi.PodSandbox
-	var ctrs []*runtimeapi.Container
+	var sbs []messages.RuntimeSandbox
+	var ctrs []messages.RuntimeContainer
 	if cached != nil {
 		sbs, ctrs = cached.Sandboxes, cached.Containers
 	} else {
-		sel := podspec.PodSelector(uid)
 		var err error
-		sbs, err = rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
-		if err != nil {
-			return nil, nil, fmt.Errorf("list sandboxes of pod %s: %w", uid, err)
-		}
-		ctrs, err = rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
-		if err != nil {
-			return nil, nil, fmt.Errorf("list containers of pod %s: %w", uid, err)
+		if sbs, ctrs, err = list(ctx, rt, uid); err != nil {
+			return nil, nil, err
 		}
 	}
 	known := prev.byID()
 	snap := &snapshot{containers: map[string][]*runtimeapi.ContainerStatus{}}
 	for _, sb := range sbs {
-		if old, ok := known.sandboxes[sb.Id]; ok && old.State == sb.State {
+		if old, ok := known.sandboxes[sb.ID]; ok && old.State == sb.State {
 			snap.sandboxes = append(snap.sandboxes, old)
 			continue
 		}
-		st, err := rt.PodSandboxStatus(ctx, sb.Id)
+		st, err := sandboxStatus(ctx, rt, sb.ID)
 		if errdefs.IsNotFound(err) {
 			continue // removed since the list
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("sandbox status %s: %w", sb.Id, err)
+			return nil, nil, err
 		}
 		snap.sandboxes = append(snap.sandboxes, st)
 	}
 	sandboxOf := make(map[string]string, len(ctrs))
 	for _, c := range ctrs {
-		if old, ok := known.containers[c.Id]; ok && old.State == c.State && c.State != runtimeapi.ContainerState_CONTAINER_UNKNOWN {
+		if old, ok := known.containers[c.ID]; ok && old.State == c.State && c.State != runtimeapi.ContainerState_CONTAINER_UNKNOWN {
 			snap.containers[old.GetMetadata().GetName()] = append(snap.containers[old.GetMetadata().GetName()], old)
-			sandboxOf[c.Id] = c.PodSandboxId
+			sandboxOf[c.ID] = c.SandboxID
 			continue
 		}
-		st, err := containerStatus(ctx, rt, files, c.Id)
+		st, err := containerStatus(ctx, rt, files, c.ID)
 		if errdefs.IsNotFound(err) {
 			continue
 		}
@@ -176,28 +170,67 @@ func inspect(ctx context.Context, rt Inspector, files TerminationReader, uid typ
 		}
 		name := nameOf(st)
 		snap.containers[name] = append(snap.containers[name], st)
-		sandboxOf[c.Id] = c.PodSandboxId
+		sandboxOf[c.ID] = c.SandboxID
 	}
 	snap.sort()
 	return snap, sandboxOf, nil
 }
 
+// list lists the pod's sandboxes and containers by its UID label, in the
+// runtime cache's form.
+func list(ctx context.Context, rt Inspector, uid types.UID) ([]messages.RuntimeSandbox, []messages.RuntimeContainer, error) {
+	sel := podspec.PodSelector(uid)
+	sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list sandboxes of pod %s: %w", uid, err)
+	}
+	ctrs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list containers of pod %s: %w", uid, err)
+	}
+	outS := make([]messages.RuntimeSandbox, 0, len(sbs))
+	for _, sb := range sbs {
+		outS = append(outS, messages.RuntimeSandbox{ID: sb.Id, State: sb.State})
+	}
+	outC := make([]messages.RuntimeContainer, 0, len(ctrs))
+	for _, c := range ctrs {
+		outC = append(outC, messages.RuntimeContainer{ID: c.Id, SandboxID: c.PodSandboxId, State: c.State})
+	}
+	return outS, outC, nil
+}
+
+// sandboxStatus reads one sandbox's status, compacted (compact.go).
+func sandboxStatus(ctx context.Context, rt Inspector, id string) (*runtimeapi.PodSandboxStatus, error) {
+	st, err := rt.PodSandboxStatus(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox status %s: %w", id, err)
+	}
+	if st == nil {
+		return nil, fmt.Errorf("sandbox status %s: the runtime answered no status", id)
+	}
+	return compactSandbox(st), nil
+}
+
 // containerStatus reads one container's status, with its termination
-// message once it exited.
+// message once it exited, compacted (compact.go).
 func containerStatus(ctx context.Context, rt Inspector, files TerminationReader, id string) (*runtimeapi.ContainerStatus, error) {
 	st, err := rt.ContainerStatus(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("container status %s: %w", id, err)
 	}
+	if st == nil {
+		return nil, fmt.Errorf("container status %s: the runtime answered no status", id)
+	}
+	msg := st.Message
 	if st.State == runtimeapi.ContainerState_CONTAINER_EXITED && files != nil {
-		if msg := files.TerminationMessage(st); msg != "" {
-			if st.Message != "" {
-				st.Message += ": "
+		if tm := files.TerminationMessage(st); tm != "" {
+			if msg != "" {
+				msg += ": "
 			}
-			st.Message += msg
+			msg += tm
 		}
 	}
-	return st, nil
+	return compactContainer(st, msg), nil
 }
 
 func nameOf(st *runtimeapi.ContainerStatus) string {
@@ -280,7 +313,9 @@ func (s *snapshot) apply(sandboxOf map[string]string, d *delta) (*snapshot, map[
 	for _, id := range d.removed {
 		delete(idx, id)
 	}
-	out.sandboxes = append(out.sandboxes, d.sandboxes...)
+	for _, sb := range d.sandboxes {
+		out.sandboxes = append(out.sandboxes, compactSandbox(sb)) // an operation's read, whole
+	}
 	for _, c := range d.containers {
 		out.containers[nameOf(c)] = append(out.containers[nameOf(c)], c)
 	}
@@ -300,7 +335,7 @@ func (s *snapshot) matches(p *messages.RuntimePod) bool {
 		return false
 	}
 	for _, sb := range p.Sandboxes {
-		if have, ok := idx.sandboxes[sb.Id]; !ok || have.State != sb.State {
+		if have, ok := idx.sandboxes[sb.ID]; !ok || have.State != sb.State {
 			return false
 		}
 	}
@@ -308,7 +343,7 @@ func (s *snapshot) matches(p *messages.RuntimePod) bool {
 		if c.State == runtimeapi.ContainerState_CONTAINER_UNKNOWN {
 			return false
 		}
-		if have, ok := idx.containers[c.Id]; !ok || have.State != c.State {
+		if have, ok := idx.containers[c.ID]; !ok || have.State != c.State {
 			return false
 		}
 	}

@@ -36,7 +36,7 @@ func describeSnap(s *snapshot, sandboxOf map[string]string) string {
 	return b.String()
 }
 
-func sandboxStatus(id string, attempt uint32, state runtimeapi.PodSandboxState) *runtimeapi.PodSandboxStatus {
+func sandboxStatusOf(id string, attempt uint32, state runtimeapi.PodSandboxState) *runtimeapi.PodSandboxStatus {
 	return &runtimeapi.PodSandboxStatus{Id: id, State: state,
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "default", Uid: "uid-1", Attempt: attempt}}
 }
@@ -68,7 +68,7 @@ func TestSnapshotApply(t *testing.T) {
 	}{
 		{
 			name: "no snapshot yet: a new sandbox",
-			d:    &delta{sandboxes: []*runtimeapi.PodSandboxStatus{sandboxStatus("sb0", 0, sbReady)}},
+			d:    &delta{sandboxes: []*runtimeapi.PodSandboxStatus{sandboxStatusOf("sb0", 0, sbReady)}},
 			want: "sb0=READY |",
 		},
 		{
@@ -78,12 +78,12 @@ func TestSnapshotApply(t *testing.T) {
 		},
 		{
 			name: "a sandbox is replaced by its new status",
-			rt:   base(), d: &delta{sandboxes: []*runtimeapi.PodSandboxStatus{sandboxStatus("sb0", 0, sbNotReady)}},
+			rt:   base(), d: &delta{sandboxes: []*runtimeapi.PodSandboxStatus{sandboxStatusOf("sb0", 0, sbNotReady)}},
 			want: "sb0=NOTREADY | app: sb0-app-1=RUNNING sb0-app-0=EXITED | side: sb0-side-0=RUNNING | sb0-app-0>sb0 sb0-app-1>sb0 sb0-side-0>sb0",
 		},
 		{
 			name: "a new sandbox attempt comes first",
-			rt:   base(), d: &delta{sandboxes: []*runtimeapi.PodSandboxStatus{sandboxStatus("sb1", 1, sbReady)}},
+			rt:   base(), d: &delta{sandboxes: []*runtimeapi.PodSandboxStatus{sandboxStatusOf("sb1", 1, sbReady)}},
 			want: "sb1=READY sb0=READY | app: sb0-app-1=RUNNING sb0-app-0=EXITED | side: sb0-side-0=RUNNING | sb0-app-0>sb0 sb0-app-1>sb0 sb0-side-0>sb0",
 		},
 		{
@@ -157,7 +157,7 @@ func TestSnapshotApplySharesNoContainers(t *testing.T) {
 	out, idx := rt.snap.apply(rt.sandboxOf, &delta{containers: []*runtimeapi.ContainerStatus{containerStatusOf("c9", "app", 1, cRunning)},
 		sandboxOf: map[string]string{"c9": "sb0"}})
 	out.containers["app"][0] = containerStatusOf("x", "app", 9, cExited)
-	out.sandboxes[0] = sandboxStatus("y", 9, sbNotReady)
+	out.sandboxes[0] = sandboxStatusOf("y", 9, sbNotReady)
 	idx["z"] = "sb0"
 	if got, want := describeSnap(rt.snap, rt.sandboxOf), "sb0=READY | app: sb0-app-0=RUNNING | sb0-app-0>sb0"; got != want {
 		t.Fatalf("the input changed with the output: %s, want %s", got, want)
@@ -166,13 +166,13 @@ func TestSnapshotApplySharesNoContainers(t *testing.T) {
 
 // sliceOf is the runtime cache's slice that shows the fixture as it is.
 func sliceOf(f *rtFixture) *messages.RuntimePod {
-	p := &messages.RuntimePod{UID: "uid-1", Sandboxes: []*runtimeapi.PodSandbox{}, Containers: []*runtimeapi.Container{}}
+	p := &messages.RuntimePod{UID: "uid-1", Sandboxes: []messages.RuntimeSandbox{}, Containers: []messages.RuntimeContainer{}}
 	for _, sb := range f.snap.sandboxes {
-		p.Sandboxes = append(p.Sandboxes, &runtimeapi.PodSandbox{Id: sb.Id, Metadata: sb.Metadata, State: sb.State})
+		p.Sandboxes = append(p.Sandboxes, messages.RuntimeSandbox{ID: sb.Id, State: sb.State})
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.snap.containers)) {
 		for _, c := range f.snap.containers[name] {
-			p.Containers = append(p.Containers, &runtimeapi.Container{Id: c.Id, PodSandboxId: f.sandboxOf[c.Id], Metadata: c.Metadata, State: c.State})
+			p.Containers = append(p.Containers, messages.RuntimeContainer{ID: c.Id, SandboxID: f.sandboxOf[c.Id], State: c.State})
 		}
 	}
 	return p
@@ -202,7 +202,7 @@ func TestSnapshotMatches(t *testing.T) {
 		{
 			name: "a new container", rt: base(),
 			slice: func(p *messages.RuntimePod) *messages.RuntimePod {
-				p.Containers = append(p.Containers, &runtimeapi.Container{Id: "c9", PodSandboxId: "sb0", State: cCreated})
+				p.Containers = append(p.Containers, messages.RuntimeContainer{ID: "c9", SandboxID: "sb0", State: cCreated})
 				return p
 			},
 		},
@@ -216,16 +216,16 @@ func TestSnapshotMatches(t *testing.T) {
 		{
 			name: "a container replaced by another of the same state", rt: base(),
 			slice: func(p *messages.RuntimePod) *messages.RuntimePod {
-				p.Containers[0] = &runtimeapi.Container{Id: "other", PodSandboxId: "sb0", State: p.Containers[0].State}
+				p.Containers[0] = messages.RuntimeContainer{ID: "other", SandboxID: "sb0", State: p.Containers[0].State}
 				return p
 			},
 		},
 		{
 			name: "a container's state changed", rt: base(),
 			slice: func(p *messages.RuntimePod) *messages.RuntimePod {
-				for _, c := range p.Containers {
-					if c.State == cRunning {
-						c.State = cExited
+				for i := range p.Containers {
+					if p.Containers[i].State == cRunning {
+						p.Containers[i].State = cExited
 					}
 				}
 				return p
@@ -238,7 +238,7 @@ func TestSnapshotMatches(t *testing.T) {
 		{
 			name: "a new sandbox", rt: base(),
 			slice: func(p *messages.RuntimePod) *messages.RuntimePod {
-				p.Sandboxes = append(p.Sandboxes, &runtimeapi.PodSandbox{Id: "sb1", State: sbReady})
+				p.Sandboxes = append(p.Sandboxes, messages.RuntimeSandbox{ID: "sb1", State: sbReady})
 				return p
 			},
 		},
