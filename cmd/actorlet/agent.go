@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -53,6 +54,7 @@ func runAgent(ctx context.Context, args []string) int {
 	}
 	log := newLogger(opts)
 	slog.SetDefault(log)
+	contentionProfiling(opts)
 	if len(ignored) > 0 {
 		log.Warn("--config: these fields are not implemented by actorlet and are ignored", "config", opts.Config, "fields", strings.Join(ignored, ","))
 	}
@@ -77,6 +79,24 @@ func newLogger(o *options) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(os.Stderr, ho))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, ho))
+}
+
+// Contention sampling for --contention-profiling. Upstream's flag samples
+// every blocking event (SetBlockProfileRate(1)); actorlet also samples one
+// in contentionMutexFraction contended mutex unlocks for /debug/pprof/mutex
+// (as the profiles in docs/BENCHMARKS.md "What serializes").
+const (
+	contentionBlockRate     = 1
+	contentionMutexFraction = 5
+)
+
+// contentionProfiling turns the sampling on where the profiles are served.
+func contentionProfiling(o *options) {
+	if !o.ContentionProfiling || !o.EnableDebuggingHandlers {
+		return
+	}
+	runtime.SetBlockProfileRate(contentionBlockRate)
+	runtime.SetMutexProfileFraction(contentionMutexFraction)
 }
 
 func nodeName(o *options) (string, error) {
