@@ -52,7 +52,9 @@ func runAgent(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "actorlet: invalid flags:\n%v\n", indent(err.Error()))
 		return exitUsage
 	}
-	log := newLogger(opts)
+	lw := newLogWriter(os.Stderr, logFlushInterval)
+	defer lw.Close() // runs on a panic of this goroutine too
+	log := newLogger(opts, lw)
 	slog.SetDefault(log)
 	contentionProfiling(opts)
 	if len(ignored) > 0 {
@@ -69,16 +71,19 @@ func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
 }
 
-func newLogger(o *options) *slog.Logger {
+// newLogger logs into w (logwriter.go: buffered, records at Error and up
+// written at once).
+func newLogger(o *options, w *logWriter) *slog.Logger {
 	level := slog.LevelInfo
 	if o.Verbosity >= 4 {
 		level = slog.LevelDebug
 	}
 	ho := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, ho)
 	if o.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, ho))
+		h = slog.NewJSONHandler(w, ho)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, ho))
+	return slog.New(flushOnError{h, w})
 }
 
 // Contention sampling for --contention-profiling. Upstream's flag samples
