@@ -82,6 +82,9 @@ func getPods(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) []v1.Pod {
 	return list.Items
 }
 
+// read is a step that reads the pods (GetPods) between two messages.
+type read struct{}
+
 // summary renders pods as "ns/name=phase" for comparison.
 func summary(items []v1.Pod) []string {
 	out := make([]string, 0, len(items))
@@ -190,6 +193,25 @@ func TestStatusActorStoresAndServesPods(t *testing.T) {
 			want: []string{"default/web=Pending"},
 		},
 		{
+			// The list is built once per change and kept for the
+			// next reads: every change between two reads shows.
+			name: "each change shows in the next read",
+			steps: []any{
+				update("default", "web", "u1", v1.PodPending),
+				read{}, read{},
+				update("default", "web", "u1", v1.PodRunning),
+				read{},
+				update("default", "api", "u2", v1.PodRunning),
+				read{},
+				&messages.PodForget{UID: "u2"},
+				read{},
+				update("default", "db", "u3", v1.PodRunning),
+				read{},
+				&messages.PodsKnown{UIDs: map[types.UID]bool{"u1": true}},
+			},
+			want: []string{"default/web=Running"},
+		},
+		{
 			name: "update without a pod is ignored",
 			steps: []any{
 				update("default", "web", "u1", v1.PodRunning),
@@ -204,6 +226,10 @@ func TestStatusActorStoresAndServesPods(t *testing.T) {
 			pid := sys.Root.Spawn(actor.PropsFromProducer(New(nil)))
 			t.Cleanup(func() { sys.Root.Stop(pid) })
 			for _, m := range tt.steps {
+				if _, ok := m.(read); ok {
+					getPods(t, sys, pid)
+					continue
+				}
 				sys.Root.Send(pid, m)
 			}
 			if got := summary(getPods(t, sys, pid)); !slices.Equal(got, tt.want) {
