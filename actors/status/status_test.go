@@ -83,7 +83,7 @@ func getPods(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) []v1.Pod {
 }
 
 // read is a step that reads the pods (GetPods) between two messages.
-type read struct{}
+type read struct{ want []string }
 
 // summary renders pods as "ns/name=phase" for comparison.
 func summary(items []v1.Pod) []string {
@@ -198,15 +198,16 @@ func TestStatusActorStoresAndServesPods(t *testing.T) {
 			name: "each change shows in the next read",
 			steps: []any{
 				update("default", "web", "u1", v1.PodPending),
-				read{}, read{},
+				read{[]string{"default/web=Pending"}},
+				read{[]string{"default/web=Pending"}},
 				update("default", "web", "u1", v1.PodRunning),
-				read{},
+				read{[]string{"default/web=Running"}},
 				update("default", "api", "u2", v1.PodRunning),
-				read{},
+				read{[]string{"default/api=Running", "default/web=Running"}},
 				&messages.PodForget{UID: "u2"},
-				read{},
+				read{[]string{"default/web=Running"}},
 				update("default", "db", "u3", v1.PodRunning),
-				read{},
+				read{[]string{"default/db=Running", "default/web=Running"}},
 				&messages.PodsKnown{UIDs: map[types.UID]bool{"u1": true}},
 			},
 			want: []string{"default/web=Running"},
@@ -226,8 +227,10 @@ func TestStatusActorStoresAndServesPods(t *testing.T) {
 			pid := sys.Root.Spawn(actor.PropsFromProducer(New(nil)))
 			t.Cleanup(func() { sys.Root.Stop(pid) })
 			for _, m := range tt.steps {
-				if _, ok := m.(read); ok {
-					getPods(t, sys, pid)
+				if r, ok := m.(read); ok {
+					if got := summary(getPods(t, sys, pid)); !slices.Equal(got, r.want) {
+						t.Errorf("pods before the last step = %v, want %v", got, r.want)
+					}
 					continue
 				}
 				sys.Root.Send(pid, m)
