@@ -121,8 +121,9 @@ type Runtime struct {
 	// mu guards everything below. Status and list calls, most of the
 	// calls a node agent makes (several per pod started, and the relists
 	// of every pod), only read and take it shared, so they run in
-	// parallel on a many-core node; so do StartContainer's checks (the
-	// container's starting flag is atomic). Calls that change state and
+	// parallel on a many-core node; so do the stats calls (a list of every
+	// pod's stats is long) and StartContainer's checks (the container's
+	// starting flag is atomic). Calls that change state and
 	// the containers' programs (shell.go) take it exclusively.
 	mu         sync.RWMutex
 	closed     bool
