@@ -600,8 +600,20 @@ type labelIndex map[string]map[string]struct{}
 func labelKey(k, v string) string { return k + "\x00" + v }
 
 func (ix labelIndex) add(id string, labels map[string]string) {
+	ix.addKeys(id, labelKeys(labels))
+}
+
+// labelKeys are the index keys of labels (made before taking the lock).
+func labelKeys(labels map[string]string) []string {
+	keys := make([]string, 0, len(labels))
 	for k, v := range labels {
-		key := labelKey(k, v)
+		keys = append(keys, labelKey(k, v))
+	}
+	return keys
+}
+
+func (ix labelIndex) addKeys(id string, keys []string) {
+	for _, key := range keys {
 		set, ok := ix[key]
 		if !ok {
 			set = map[string]struct{}{}
