@@ -232,8 +232,8 @@ func (a *Actor) find(namespace, name string) *messages.PodFound {
 // list is every pod sorted by namespace and name, built once per change of
 // a.pods: the bench and the node's clients poll GET /pods of every pod back
 // to back, and each poll is a message during which the pods' updates wait.
-// The pointers are sorted, then the pods copied once in order (sorting the
-// 10,000 pod values themselves moved each one ~14 times).
+// It holds the stored pods themselves (never mutated, see Actor): copying
+// 10,000 pods into the answer was 12 MB and ~40 ms per poll.
 func (a *Actor) list() *messages.PodList {
 	if a.listed != nil {
 		return a.listed
@@ -248,12 +248,8 @@ func (a *Actor) list() *messages.PodList {
 		}
 		return strings.Compare(x.Name, y.Name)
 	})
-	out := &messages.PodList{Items: make([]v1.Pod, len(ps))}
-	for i, p := range ps {
-		out.Items[i] = *p
-	}
-	a.listed = out
-	return out
+	a.listed = &messages.PodList{Items: ps}
+	return a.listed
 }
 
 // rebuild is what a (re)started StatusActor waits for before it serves

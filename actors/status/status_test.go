@@ -69,7 +69,7 @@ func update(ns, name, uid string, phase v1.PodPhase) *messages.PodStatusUpdate {
 
 // getPods asks the StatusActor for its pods; messages sent before from
 // Root are in the mailbox ahead of the request, so no wait is needed.
-func getPods(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) []v1.Pod {
+func getPods(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) []*v1.Pod {
 	t.Helper()
 	res, err := sys.Root.RequestFuture(pid, &messages.GetPods{}, 5*time.Second).Result()
 	if err != nil {
@@ -86,7 +86,7 @@ func getPods(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) []v1.Pod {
 type read struct{ want []string }
 
 // summary renders pods as "ns/name=phase" for comparison.
-func summary(items []v1.Pod) []string {
+func summary(items []*v1.Pod) []string {
 	out := make([]string, 0, len(items))
 	for _, p := range items {
 		out = append(out, p.Namespace+"/"+p.Name+"="+string(p.Status.Phase))
