@@ -61,7 +61,8 @@ type PodFound struct {
 	Pod *v1.Pod
 }
 
-// PodList answers GetPods.
+// PodList answers GetPods, sorted by namespace and name. The pods are the
+// StatusActor's (shared by every reader of the list): read only.
 type PodList struct {
-	Items []v1.Pod
+	Items []*v1.Pod
 }

@@ -173,7 +173,7 @@ type pass struct {
 	seq     uint64
 	phase   phase
 	summary *statsapi.Summary
-	pods    []v1.Pod
+	pods    []*v1.Pod
 	podsIn  bool // the StatusActor answered (pods may be empty)
 	podsErr string
 	// threshold acted on, and the decision that chose it.
@@ -491,7 +491,7 @@ func (a *Actor) afterReclaim(ctx actor.Context, s *statsapi.Summary) {
 	a.evict(ctx)
 }
 
-func (a *Actor) handlePods(ctx actor.Context, pods []v1.Pod, errMsg string) {
+func (a *Actor) handlePods(ctx actor.Context, pods []*v1.Pod, errMsg string) {
 	p := a.cur
 	if p == nil || p.podsIn {
 		return
@@ -516,7 +516,7 @@ func (a *Actor) enforceLimits(ctx actor.Context) {
 	now := a.cfg.Clock.Now()
 	var active []*v1.Pod
 	for i := range p.pods {
-		pod := &p.pods[i]
+		pod := p.pods[i]
 		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 			continue
 		}
@@ -568,7 +568,7 @@ func (a *Actor) evict(ctx actor.Context) {
 	var active []*v1.Pod
 	waiting := 0
 	for i := range p.pods {
-		pod := &p.pods[i]
+		pod := p.pods[i]
 		terminal := pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
 		if until, ok := a.evicting[pod.UID]; ok {
 			if !terminal && now.Before(until) {
@@ -623,7 +623,7 @@ func (a *Actor) evict(ctx actor.Context) {
 	a.finish(ctx)
 }
 
-func listed(pods []v1.Pod, uid types.UID) bool {
+func listed(pods []*v1.Pod, uid types.UID) bool {
 	for i := range pods {
 		if pods[i].UID == uid {
 			return true

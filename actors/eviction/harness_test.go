@@ -237,7 +237,7 @@ func newHarness(t *testing.T, thresholds []Threshold, s *statsapi.Summary, pods 
 	status := &sink{answer: func(ctx actor.Context, m any) {
 		if _, ok := m.(*messages.GetPods); ok {
 			h.mu.Lock()
-			list := &messages.PodList{Items: append([]v1.Pod(nil), h.pods...)}
+			list := &messages.PodList{Items: podPointers(h.pods)}
 			h.mu.Unlock()
 			ctx.Respond(list)
 		}
@@ -414,4 +414,13 @@ func (h *harness) waitEvictions(want ...v1.Pod) []*messages.EvictPod {
 		return fmt.Sprintf("evicted %v", uids)
 	})
 	return got
+}
+
+// podPointers is the StatusActor's list of pods (read only).
+func podPointers(pods []v1.Pod) []*v1.Pod {
+	out := make([]*v1.Pod, len(pods))
+	for i := range pods {
+		out[i] = pods[i].DeepCopy()
+	}
+	return out
 }

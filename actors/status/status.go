@@ -7,7 +7,8 @@ package status
 import (
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -94,7 +95,10 @@ func (a *Actor) defaults() {
 type Actor struct {
 	node *actor.PID
 	pods map[types.UID]*v1.Pod
-	w    *writer // cluster mode: writes to the API server
+	// listed is the answer to GetPods until a.pods changes: shared by
+	// every reader, read only.
+	listed *messages.PodList
+	w      *writer // cluster mode: writes to the API server
 
 	clk         clock.WithDelayedExecution
 	log         *slog.Logger
@@ -110,6 +114,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.defaults()
 		a.pods = map[types.UID]*v1.Pod{}
+		a.listed = nil
 		a.self = actorkit.Start(ctx, a.clk)
 		if a.w != nil {
 			a.w.start(ctx)
@@ -131,6 +136,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 	case *messages.PodForget:
 		delete(a.pods, m.UID)
+		a.listed = nil
 		if a.w != nil {
 			a.w.forget(m)
 		}
@@ -161,6 +167,7 @@ func (a *Actor) handleUpdate(m *messages.PodStatusUpdate) {
 		return
 	}
 	a.pods[m.Pod.UID] = m.Pod
+	a.listed = nil
 	if a.w != nil {
 		a.w.update(m.Pod)
 	}
@@ -175,6 +182,7 @@ func (a *Actor) handleKnown(ctx actor.Context, m *messages.PodsKnown) {
 		}
 		a.log.Info("dropped the status of a pod the node no longer knows", "pod", p.Namespace+"/"+p.Name, "uid", uid)
 		delete(a.pods, uid)
+		a.listed = nil
 		if a.w != nil {
 			a.w.forget(&messages.PodForget{UID: uid, Namespace: p.Namespace, Name: p.Name})
 		}
@@ -221,18 +229,27 @@ func (a *Actor) find(namespace, name string) *messages.PodFound {
 	return &messages.PodFound{}
 }
 
+// list is every pod sorted by namespace and name, built once per change of
+// a.pods: the bench and the node's clients poll GET /pods of every pod back
+// to back, and each poll is a message during which the pods' updates wait.
+// It holds the stored pods themselves (never mutated, see Actor): copying
+// 10,000 pods into the answer was 12 MB and ~40 ms per poll.
 func (a *Actor) list() *messages.PodList {
-	out := &messages.PodList{Items: make([]v1.Pod, 0, len(a.pods))}
-	for _, p := range a.pods {
-		out.Items = append(out.Items, *p)
+	if a.listed != nil {
+		return a.listed
 	}
-	sort.Slice(out.Items, func(i, j int) bool {
-		if out.Items[i].Namespace != out.Items[j].Namespace {
-			return out.Items[i].Namespace < out.Items[j].Namespace
+	ps := make([]*v1.Pod, 0, len(a.pods))
+	for _, p := range a.pods {
+		ps = append(ps, p)
+	}
+	slices.SortFunc(ps, func(x, y *v1.Pod) int {
+		if c := strings.Compare(x.Namespace, y.Namespace); c != 0 {
+			return c
 		}
-		return out.Items[i].Name < out.Items[j].Name
+		return strings.Compare(x.Name, y.Name)
 	})
-	return out
+	a.listed = &messages.PodList{Items: ps}
+	return a.listed
 }
 
 // rebuild is what a (re)started StatusActor waits for before it serves

@@ -69,7 +69,7 @@ func update(ns, name, uid string, phase v1.PodPhase) *messages.PodStatusUpdate {
 
 // getPods asks the StatusActor for its pods; messages sent before from
 // Root are in the mailbox ahead of the request, so no wait is needed.
-func getPods(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) []v1.Pod {
+func getPods(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) []*v1.Pod {
 	t.Helper()
 	res, err := sys.Root.RequestFuture(pid, &messages.GetPods{}, 5*time.Second).Result()
 	if err != nil {
@@ -82,8 +82,11 @@ func getPods(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) []v1.Pod {
 	return list.Items
 }
 
+// read is a step that reads the pods (GetPods) between two messages.
+type read struct{ want []string }
+
 // summary renders pods as "ns/name=phase" for comparison.
-func summary(items []v1.Pod) []string {
+func summary(items []*v1.Pod) []string {
 	out := make([]string, 0, len(items))
 	for _, p := range items {
 		out = append(out, p.Namespace+"/"+p.Name+"="+string(p.Status.Phase))
@@ -190,6 +193,26 @@ func TestStatusActorStoresAndServesPods(t *testing.T) {
 			want: []string{"default/web=Pending"},
 		},
 		{
+			// The list is built once per change and kept for the
+			// next reads: every change between two reads shows.
+			name: "each change shows in the next read",
+			steps: []any{
+				update("default", "web", "u1", v1.PodPending),
+				read{[]string{"default/web=Pending"}},
+				read{[]string{"default/web=Pending"}},
+				update("default", "web", "u1", v1.PodRunning),
+				read{[]string{"default/web=Running"}},
+				update("default", "api", "u2", v1.PodRunning),
+				read{[]string{"default/api=Running", "default/web=Running"}},
+				&messages.PodForget{UID: "u2"},
+				read{[]string{"default/web=Running"}},
+				update("default", "db", "u3", v1.PodRunning),
+				read{[]string{"default/db=Running", "default/web=Running"}},
+				&messages.PodsKnown{UIDs: map[types.UID]bool{"u1": true}},
+			},
+			want: []string{"default/web=Running"},
+		},
+		{
 			name: "update without a pod is ignored",
 			steps: []any{
 				update("default", "web", "u1", v1.PodRunning),
@@ -204,6 +227,12 @@ func TestStatusActorStoresAndServesPods(t *testing.T) {
 			pid := sys.Root.Spawn(actor.PropsFromProducer(New(nil)))
 			t.Cleanup(func() { sys.Root.Stop(pid) })
 			for _, m := range tt.steps {
+				if r, ok := m.(read); ok {
+					if got := summary(getPods(t, sys, pid)); !slices.Equal(got, r.want) {
+						t.Errorf("pods before the last step = %v, want %v", got, r.want)
+					}
+					continue
+				}
 				sys.Root.Send(pid, m)
 			}
 			if got := summary(getPods(t, sys, pid)); !slices.Equal(got, tt.want) {

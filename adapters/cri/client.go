@@ -15,7 +15,9 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -89,12 +91,35 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // Client is a CRI v1 runtime and image service client. It is safe for
 // concurrent use.
 type Client struct {
-	conn     *grpc.ClientConn
-	runtime  runtimeapi.RuntimeServiceClient
-	images   runtimeapi.ImageServiceClient
-	timeout  time.Duration
-	observer Observer
+	conns          []*grpc.ClientConn
+	runtimeClients []runtimeapi.RuntimeServiceClient
+	imageClients   []runtimeapi.ImageServiceClient
+	next           atomic.Uint32
+	timeout        time.Duration
+	observer       Observer
 }
+
+// maxConns bounds the connections to the runtime. One HTTP/2 connection
+// carries every call through one writer goroutine and one lock
+// (controlBuffer), both ends; at 10,000 pods starting it was 6 % of the
+// agent's lock waiting on 2 cores (docs/BENCHMARKS.md "What serializes").
+// Calls go to the connections in turn, one per core up to maxConns, so a
+// one-core agent keeps one.
+const maxConns = 4
+
+func connsFor(procs int) int { return min(max(procs, 1), maxConns) }
+
+// pick returns the index of the connection for the next call.
+func (c *Client) pick() int {
+	if len(c.conns) == 1 {
+		return 0
+	}
+	return int(c.next.Add(1) % uint32(len(c.conns)))
+}
+
+func (c *Client) runtime() runtimeapi.RuntimeServiceClient { return c.runtimeClients[c.pick()] }
+
+func (c *Client) images() runtimeapi.ImageServiceClient { return c.imageClients[c.pick()] }
 
 // Dial connects to a CRI v1 runtime at endpoint ("unix:///run/containerd/
 // containerd.sock" or a bare absolute socket path) and checks, within ctx and
@@ -116,19 +141,19 @@ func Dial(ctx context.Context, endpoint string, timeout time.Duration, opts ...O
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMsgSize), grpc.MaxCallSendMsgSize(MaxMsgSize)),
 	}, o.dialOptions...)
-	conn, err := grpc.NewClient("unix://"+path, dopts...)
-	if err != nil {
-		return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, fmt.Errorf("dial %s: %w", endpoint, err))
-	}
-	c := &Client{
-		conn:     conn,
-		runtime:  runtimeapi.NewRuntimeServiceClient(conn),
-		images:   runtimeapi.NewImageServiceClient(conn),
-		timeout:  timeout,
-		observer: o.observer,
+	c := &Client{timeout: timeout, observer: o.observer}
+	for range connsFor(runtime.GOMAXPROCS(0)) {
+		conn, err := grpc.NewClient("unix://"+path, dopts...)
+		if err != nil {
+			_ = c.Close()
+			return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, fmt.Errorf("dial %s: %w", endpoint, err))
+		}
+		c.conns = append(c.conns, conn)
+		c.runtimeClients = append(c.runtimeClients, runtimeapi.NewRuntimeServiceClient(conn))
+		c.imageClients = append(c.imageClients, runtimeapi.NewImageServiceClient(conn))
 	}
 	if _, err := c.Version(ctx); err != nil {
-		_ = conn.Close()
+		_ = c.Close()
 		return nil, fmt.Errorf("dial %s: %w", endpoint, err)
 	}
 	return c, nil
@@ -153,8 +178,14 @@ func socketPath(endpoint string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close closes the connections.
+func (c *Client) Close() error {
+	var errs []error
+	for _, conn := range c.conns {
+		errs = append(errs, conn.Close())
+	}
+	return errors.Join(errs...)
+}
 
 // call bounds ctx by d (none if d <= 0) and returns a done func that records
 // the operation and returns the classified error.
@@ -185,7 +216,7 @@ func unknown(format string, a ...any) error {
 // Version returns the runtime's name and versions.
 func (c *Client) Version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
 	ctx, done := c.call(ctx, opVersion, c.timeout)
-	resp, err := c.runtime.Version(ctx, &runtimeapi.VersionRequest{Version: "0.1.0"})
+	resp, err := c.runtime().Version(ctx, &runtimeapi.VersionRequest{Version: "0.1.0"})
 	if err == nil && resp.GetRuntimeApiVersion() == "" {
 		err = unknown("empty runtime API version")
 	}
@@ -198,7 +229,7 @@ func (c *Client) Version(ctx context.Context) (*runtimeapi.VersionResponse, erro
 // Status returns the runtime's conditions (RuntimeReady, NetworkReady).
 func (c *Client) Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error) {
 	ctx, done := c.call(ctx, opStatus, c.timeout)
-	resp, err := c.runtime.Status(ctx, &runtimeapi.StatusRequest{})
+	resp, err := c.runtime().Status(ctx, &runtimeapi.StatusRequest{})
 	if err == nil && resp.GetStatus() == nil {
 		err = unknown("empty status")
 	}
@@ -214,7 +245,7 @@ func (c *Client) Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error) 
 // flag, as upstream.
 func (c *Client) RuntimeConfig(ctx context.Context) (*runtimeapi.LinuxRuntimeConfiguration, error) {
 	ctx, done := c.call(ctx, opRuntimeConfig, c.timeout)
-	resp, err := c.runtime.RuntimeConfig(ctx, &runtimeapi.RuntimeConfigRequest{})
+	resp, err := c.runtime().RuntimeConfig(ctx, &runtimeapi.RuntimeConfigRequest{})
 	if err = done(err); err != nil {
 		if errors.Is(err, errdefs.ErrUnimplemented) {
 			return nil, nil
@@ -228,7 +259,7 @@ func (c *Client) RuntimeConfig(ctx context.Context) (*runtimeapi.LinuxRuntimeCon
 func (c *Client) RunPodSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error) {
 	name := sandboxName(cfg)
 	ctx, done := c.call(ctx, opRunPodSandbox, c.timeout)
-	resp, err := c.runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: runtimeHandler})
+	resp, err := c.runtime().RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: runtimeHandler})
 	if err == nil && resp.GetPodSandboxId() == "" {
 		err = unknown("empty pod sandbox id")
 	}
@@ -241,7 +272,7 @@ func (c *Client) RunPodSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxCo
 // StopPodSandbox stops all of a sandbox's processes and reclaims its network.
 func (c *Client) StopPodSandbox(ctx context.Context, id string) error {
 	ctx, done := c.call(ctx, opStopPodSandbox, c.timeout)
-	_, err := c.runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+	_, err := c.runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
 	if err = done(err); err != nil {
 		return fmt.Errorf("stop pod sandbox %s: %w", id, err)
 	}
@@ -251,7 +282,7 @@ func (c *Client) StopPodSandbox(ctx context.Context, id string) error {
 // RemovePodSandbox removes a sandbox and its containers.
 func (c *Client) RemovePodSandbox(ctx context.Context, id string) error {
 	ctx, done := c.call(ctx, opRemovePodSandbox, c.timeout)
-	_, err := c.runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+	_, err := c.runtime().RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
 	if err = done(err); err != nil {
 		return fmt.Errorf("remove pod sandbox %s: %w", id, err)
 	}
@@ -261,7 +292,7 @@ func (c *Client) RemovePodSandbox(ctx context.Context, id string) error {
 // PodSandboxStatus returns a sandbox's status.
 func (c *Client) PodSandboxStatus(ctx context.Context, id string) (*runtimeapi.PodSandboxStatus, error) {
 	ctx, done := c.call(ctx, opPodSandboxStatus, c.timeout)
-	resp, err := c.runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	resp, err := c.runtime().PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
 	if err == nil && resp.GetStatus() == nil {
 		err = unknown("empty status")
 	}
@@ -274,7 +305,7 @@ func (c *Client) PodSandboxStatus(ctx context.Context, id string) (*runtimeapi.P
 // ListPodSandbox lists sandboxes matching filter (nil: all).
 func (c *Client) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
 	ctx, done := c.call(ctx, opListPodSandbox, c.timeout)
-	resp, err := c.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: filter})
+	resp, err := c.runtime().ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: filter})
 	if err = done(err); err != nil {
 		return nil, fmt.Errorf("list pod sandboxes: %w", err)
 	}
@@ -286,7 +317,7 @@ func (c *Client) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandb
 func (c *Client) CreateContainer(ctx context.Context, podID string, cfg *runtimeapi.ContainerConfig, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
 	name := cfg.GetMetadata().GetName()
 	ctx, done := c.call(ctx, opCreateContainer, c.timeout)
-	resp, err := c.runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+	resp, err := c.runtime().CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
 		PodSandboxId: podID, Config: cfg, SandboxConfig: sandbox,
 	})
 	if err == nil && resp.GetContainerId() == "" {
@@ -301,7 +332,7 @@ func (c *Client) CreateContainer(ctx context.Context, podID string, cfg *runtime
 // StartContainer starts a created container.
 func (c *Client) StartContainer(ctx context.Context, id string) error {
 	ctx, done := c.call(ctx, opStartContainer, c.timeout)
-	_, err := c.runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id})
+	_, err := c.runtime().StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id})
 	if err = done(err); err != nil {
 		return fmt.Errorf("start container %s: %w", id, err)
 	}
@@ -316,7 +347,7 @@ func (c *Client) StopContainer(ctx context.Context, id string, timeout int64) er
 		d += time.Duration(min(timeout, math.MaxInt64/int64(time.Second)/2)) * time.Second
 	}
 	ctx, done := c.call(ctx, opStopContainer, d)
-	_, err := c.runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: timeout})
+	_, err := c.runtime().StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: timeout})
 	if err = done(err); err != nil {
 		return fmt.Errorf("stop container %s: %w", id, err)
 	}
@@ -326,7 +357,7 @@ func (c *Client) StopContainer(ctx context.Context, id string, timeout int64) er
 // RemoveContainer removes a container (stopping it first if needed).
 func (c *Client) RemoveContainer(ctx context.Context, id string) error {
 	ctx, done := c.call(ctx, opRemoveContainer, c.timeout)
-	_, err := c.runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
+	_, err := c.runtime().RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
 	if err = done(err); err != nil {
 		return fmt.Errorf("remove container %s: %w", id, err)
 	}
@@ -336,7 +367,7 @@ func (c *Client) RemoveContainer(ctx context.Context, id string) error {
 // ListContainers lists containers matching filter (nil: all).
 func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
 	ctx, done := c.call(ctx, opListContainers, c.timeout)
-	resp, err := c.runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: filter})
+	resp, err := c.runtime().ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: filter})
 	if err = done(err); err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
@@ -346,7 +377,7 @@ func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.Containe
 // ContainerStatus returns a container's status.
 func (c *Client) ContainerStatus(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error) {
 	ctx, done := c.call(ctx, opContainerStatus, c.timeout)
-	resp, err := c.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	resp, err := c.runtime().ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if err == nil && resp.GetStatus() == nil {
 		err = unknown("empty status")
 	}
@@ -371,7 +402,7 @@ func (c *Client) ExecSync(ctx context.Context, id string, cmd []string, timeout 
 		d = c.timeout + timeout
 	}
 	ctx, done := c.call(ctx, opExecSync, d)
-	resp, err := c.runtime.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: secs})
+	resp, err := c.runtime().ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: secs})
 	if err = done(err); err != nil {
 		return nil, nil, 0, fmt.Errorf("exec %q in container %s: %w", cmd[0], id, err)
 	}
@@ -382,7 +413,7 @@ func (c *Client) ExecSync(ctx context.Context, id string, cmd []string, timeout 
 // runtime does not have it.
 func (c *Client) ImageStatus(ctx context.Context, ref string) (*runtimeapi.Image, error) {
 	ctx, done := c.call(ctx, opImageStatus, c.timeout)
-	resp, err := c.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	resp, err := c.images().ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
 	if err = done(err); err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
 			return nil, nil
@@ -397,7 +428,7 @@ func (c *Client) ImageStatus(ctx context.Context, ref string) (*runtimeapi.Image
 // by ctx only, not by the per-call timeout: large images take longer.
 func (c *Client) PullImage(ctx context.Context, ref string, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
 	ctx, done := c.call(ctx, opPullImage, 0)
-	resp, err := c.images.PullImage(ctx, &runtimeapi.PullImageRequest{
+	resp, err := c.images().PullImage(ctx, &runtimeapi.PullImageRequest{
 		Image: &runtimeapi.ImageSpec{Image: ref}, SandboxConfig: sandbox,
 	})
 	if err == nil && resp.GetImageRef() == "" {
@@ -412,7 +443,7 @@ func (c *Client) PullImage(ctx context.Context, ref string, sandbox *runtimeapi.
 // ListImages lists all images.
 func (c *Client) ListImages(ctx context.Context) ([]*runtimeapi.Image, error) {
 	ctx, done := c.call(ctx, opListImages, c.timeout)
-	resp, err := c.images.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	resp, err := c.images().ListImages(ctx, &runtimeapi.ListImagesRequest{})
 	if err = done(err); err != nil {
 		return nil, fmt.Errorf("list images: %w", err)
 	}
@@ -423,7 +454,7 @@ func (c *Client) ListImages(ctx context.Context) ([]*runtimeapi.Image, error) {
 // CRI.
 func (c *Client) RemoveImage(ctx context.Context, ref string) error {
 	ctx, done := c.call(ctx, opRemoveImage, c.timeout)
-	_, err := c.images.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	_, err := c.images().RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
 	if err = done(err); err != nil {
 		return fmt.Errorf("remove image %s: %w", ref, err)
 	}
@@ -434,7 +465,7 @@ func (c *Client) RemoveImage(ctx context.Context, ref string) error {
 // layer).
 func (c *Client) ContainerStats(ctx context.Context, id string) (*runtimeapi.ContainerStats, error) {
 	ctx, done := c.call(ctx, opContainerStats, c.timeout)
-	resp, err := c.runtime.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: id})
+	resp, err := c.runtime().ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: id})
 	if err == nil && resp.GetStats() == nil {
 		err = unknown("empty stats")
 	}
@@ -448,7 +479,7 @@ func (c *Client) ContainerStats(ctx context.Context, id string) (*runtimeapi.Con
 // (nil: all).
 func (c *Client) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
 	ctx, done := c.call(ctx, opListContainerStats, c.timeout)
-	resp, err := c.runtime.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{Filter: filter})
+	resp, err := c.runtime().ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{Filter: filter})
 	if err = done(err); err != nil {
 		return nil, fmt.Errorf("list container stats: %w", err)
 	}
@@ -460,7 +491,7 @@ func (c *Client) ListContainerStats(ctx context.Context, filter *runtimeapi.Cont
 // errdefs.ErrUnimplemented.
 func (c *Client) PodSandboxStats(ctx context.Context, id string) (*runtimeapi.PodSandboxStats, error) {
 	ctx, done := c.call(ctx, opPodSandboxStats, c.timeout)
-	resp, err := c.runtime.PodSandboxStats(ctx, &runtimeapi.PodSandboxStatsRequest{PodSandboxId: id})
+	resp, err := c.runtime().PodSandboxStats(ctx, &runtimeapi.PodSandboxStatsRequest{PodSandboxId: id})
 	if err == nil && resp.GetStats() == nil {
 		err = unknown("empty stats")
 	}
@@ -475,7 +506,7 @@ func (c *Client) PodSandboxStats(ctx context.Context, id string) (*runtimeapi.Po
 // errdefs.ErrUnimplemented.
 func (c *Client) ListPodSandboxStats(ctx context.Context, filter *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
 	ctx, done := c.call(ctx, opListPodSandboxStats, c.timeout)
-	resp, err := c.runtime.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{Filter: filter})
+	resp, err := c.runtime().ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{Filter: filter})
 	if err = done(err); err != nil {
 		return nil, fmt.Errorf("list pod sandbox stats: %w", err)
 	}
@@ -486,7 +517,7 @@ func (c *Client) ListPodSandboxStats(ctx context.Context, filter *runtimeapi.Pod
 // on and, where it keeps them apart, containers' writable layers on.
 func (c *Client) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
 	ctx, done := c.call(ctx, opImageFsInfo, c.timeout)
-	resp, err := c.images.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+	resp, err := c.images().ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
 	if err = done(err); err != nil {
 		return nil, fmt.Errorf("image fs info: %w", err)
 	}

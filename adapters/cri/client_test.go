@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -408,4 +410,61 @@ func TestClientRuntimeConfig(t *testing.T) {
 		t.Fatalf("RuntimeConfig: %v", err)
 	}
 	t.Logf("the fake runtime's answer: %v", linux)
+}
+
+// countingListener counts the connections the runtime accepted.
+type countingListener struct {
+	net.Listener
+	n atomic.Int32
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
+}
+
+// The client spreads its calls over one connection per core, up to
+// maxConns: one HTTP/2 connection serializes every call through its writer
+// (docs/BENCHMARKS.md "What serializes").
+func TestClientConnectionsPerCore(t *testing.T) {
+	tests := []struct {
+		name  string
+		procs int
+		want  int32
+	}{
+		{name: "one core keeps one connection", procs: 1, want: 1},
+		{name: "two cores", procs: 2, want: 2},
+		{name: "capped", procs: 16, want: maxConns},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tt.procs))
+			sock := filepath.Join(t.TempDir(), "cri.sock")
+			l, err := net.Listen("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl := &countingListener{Listener: l}
+			srv := grpc.NewServer()
+			runtimeapi.RegisterRuntimeServiceServer(srv, &fakeServer{rt: critest.NewFakeRuntimeService()})
+			go func() { _ = srv.Serve(cl) }()
+			defer srv.Stop()
+			c, err := Dial(context.Background(), unixURL(sock), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = c.Close() }()
+			for range 2 * tt.procs {
+				if _, err := c.Version(context.Background()); err != nil {
+					t.Fatalf("Version: %v", err)
+				}
+			}
+			if got := cl.n.Load(); got != tt.want {
+				t.Fatalf("the runtime accepted %d connections, want %d", got, tt.want)
+			}
+		})
+	}
 }

@@ -25,7 +25,7 @@ func (c *Client) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*url.UR
 		return nil, fmt.Errorf("exec in container %s: %w", id, invalid("empty command"))
 	}
 	ctx, done := c.call(ctx, opExec, c.timeout)
-	resp, err := c.runtime.Exec(ctx, req)
+	resp, err := c.runtime().Exec(ctx, req)
 	u, err := streamURL(resp.GetUrl(), err)
 	if err = done(err); err != nil {
 		return nil, fmt.Errorf("exec %q in container %s: %w", cmd[0], id, err)
@@ -37,7 +37,7 @@ func (c *Client) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*url.UR
 // main process and returns the URL to proxy to.
 func (c *Client) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*url.URL, error) {
 	ctx, done := c.call(ctx, opAttach, c.timeout)
-	resp, err := c.runtime.Attach(ctx, req)
+	resp, err := c.runtime().Attach(ctx, req)
 	u, err := streamURL(resp.GetUrl(), err)
 	if err = done(err); err != nil {
 		return nil, fmt.Errorf("attach to container %s: %w", req.GetContainerId(), err)
@@ -50,7 +50,7 @@ func (c *Client) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*ur
 // then names them in its streams (the SPDY port-forward protocol).
 func (c *Client) PortForward(ctx context.Context, podID string, ports []int32) (*url.URL, error) {
 	ctx, done := c.call(ctx, opPortForward, c.timeout)
-	resp, err := c.runtime.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: podID, Port: ports})
+	resp, err := c.runtime().PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: podID, Port: ports})
 	u, err := streamURL(resp.GetUrl(), err)
 	if err = done(err); err != nil {
 		return nil, fmt.Errorf("port forward to pod sandbox %s: %w", podID, err)

@@ -136,7 +136,7 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 	status := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case *messages.GetPods:
-			c.Respond(&messages.PodList{Items: []v1.Pod{*web.DeepCopy()}})
+			c.Respond(&messages.PodList{Items: []*v1.Pod{web.DeepCopy()}})
 		case *messages.GetPod:
 			found := &messages.PodFound{}
 			if m.Namespace == web.Namespace && m.Name == web.Name {

@@ -297,7 +297,7 @@ func (s *Server) handleGetPods(w http.ResponseWriter, r *http.Request) {
 		httpError(w, aerr.code, "list pods: %s", aerr.msg)
 		return
 	}
-	var items []v1.Pod
+	var items []*v1.Pod
 	switch m := res.(type) {
 	case *messages.PodList:
 		if m != nil {
@@ -320,13 +320,13 @@ func (s *Server) handleGetPods(w http.ResponseWriter, r *http.Request) {
 // writePodList streams a v1 PodList one pod at a time: with thousands of
 // pods the answer is tens of MB, and building it whole doubled the agent's
 // memory for the length of a request.
-func writePodList(w http.ResponseWriter, items []v1.Pod) {
+func writePodList(w http.ResponseWriter, items []*v1.Pod) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, 64<<10)
 	_, _ = bw.WriteString(`{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[`)
 	for i := range items {
-		b, err := json.Marshal(&items[i])
+		b, err := json.Marshal(items[i])
 		if err != nil {
 			continue // a v1.Pod always encodes; never a half item
 		}

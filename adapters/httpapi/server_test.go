@@ -86,7 +86,10 @@ func setup(t *testing.T, mutate func(*Config)) *env {
 		switch m := c.Message().(type) {
 		case *messages.GetPods:
 			st.mu.Lock()
-			items := append([]v1.Pod(nil), st.pods...)
+			items := make([]*v1.Pod, len(st.pods))
+			for i := range st.pods {
+				items[i] = st.pods[i].DeepCopy()
+			}
 			st.mu.Unlock()
 			c.Respond(&messages.PodList{Items: items})
 		case *messages.GetPod:

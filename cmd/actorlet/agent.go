@@ -7,9 +7,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/actorlet/actorlet/adapters/metrics"
@@ -51,8 +53,14 @@ func runAgent(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "actorlet: invalid flags:\n%v\n", indent(err.Error()))
 		return exitUsage
 	}
-	log := newLogger(opts)
+	lw := newLogWriter(os.Stderr, logFlushInterval)
+	defer lw.Close() // runs on a panic of this goroutine too
+	log := newLogger(opts, lw)
 	slog.SetDefault(log)
+	// client-go's own lines (klog) through the same buffer: one stream,
+	// in the order they were logged.
+	klog.SetSlogLogger(log)
+	contentionProfiling(opts)
 	if len(ignored) > 0 {
 		log.Warn("--config: these fields are not implemented by actorlet and are ignored", "config", opts.Config, "fields", strings.Join(ignored, ","))
 	}
@@ -67,16 +75,37 @@ func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
 }
 
-func newLogger(o *options) *slog.Logger {
+// newLogger logs into w (logwriter.go: buffered, records at Error and up
+// written at once).
+func newLogger(o *options, w *logWriter) *slog.Logger {
 	level := slog.LevelInfo
 	if o.Verbosity >= 4 {
 		level = slog.LevelDebug
 	}
 	ho := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, ho)
 	if o.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, ho))
+		h = slog.NewJSONHandler(w, ho)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, ho))
+	return slog.New(flushOnError{h, w})
+}
+
+// Contention sampling for --contention-profiling. Upstream's flag samples
+// every blocking event (SetBlockProfileRate(1)); actorlet also samples one
+// in contentionMutexFraction contended mutex unlocks for /debug/pprof/mutex
+// (as the profiles in docs/BENCHMARKS.md "What serializes").
+const (
+	contentionBlockRate     = 1
+	contentionMutexFraction = 5
+)
+
+// contentionProfiling turns the sampling on where the profiles are served.
+func contentionProfiling(o *options) {
+	if !o.ContentionProfiling || !o.EnableDebuggingHandlers {
+		return
+	}
+	runtime.SetBlockProfileRate(contentionBlockRate)
+	runtime.SetMutexProfileFraction(contentionMutexFraction)
 }
 
 func nodeName(o *options) (string, error) {

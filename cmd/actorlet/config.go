@@ -446,6 +446,7 @@ var configFields = []configField{
 		toOptions:   func(c *kcfg, o *options) { o.EventQPS = float32(*c.EventRecordQPS) },
 		fromOptions: func(o *options, c *kcfg) { c.EventRecordQPS = ptr.To(int32(o.EventQPS)) }},
 	int32Field("eventBurst", "event-burst", func(c *kcfg) *int32 { return &c.EventBurst }, func(o *options) *int32 { return &o.EventBurst }),
+	boolField("enableContentionProfiling", "contention-profiling", func(c *kcfg) *bool { return &c.EnableContentionProfiling }, func(o *options) *bool { return &o.ContentionProfiling }),
 	boolPtrField("enableDebuggingHandlers", "enable-debugging-handlers", func(c *kcfg) **bool { return &c.EnableDebuggingHandlers }, func(o *options) *bool { return &o.EnableDebuggingHandlers }),
 	strField("clusterDomain", "cluster-domain", func(c *kcfg) *string { return &c.ClusterDomain }, func(o *options) *string { return &o.ClusterDomain }),
 	{field: "clusterDNS", flag: "cluster-dns",

@@ -174,6 +174,7 @@ func TestConfigDefaultsAreV1beta1s(t *testing.T) {
 		{"evictionPressureTransitionPeriod", o.EvictionPressureTransitionPeriod, 5 * time.Minute},
 		{"evictionHard (upstream's default thresholds)", o.EvictionHard.set, false},
 		{"enableDebuggingHandlers", o.EnableDebuggingHandlers, true},
+		{"enableContentionProfiling", o.ContentionProfiling, false},
 		{"containerRuntimeEndpoint", o.ContainerRuntimeEndpoint, "unix:///run/containerd/containerd.sock"},
 		{"podLogsDir", o.PodLogsDir, "/var/log/pods"},
 		{"rotateCertificates", o.RotateCertificates, false},
@@ -207,6 +208,7 @@ registerWithTaints: [{key: dedicated, value: gpu, effect: NoSchedule}]
 evictionHard: {memory.available: 1Gi}
 authentication: {anonymous: {enabled: true}}
 enableServer: false
+enableContentionProfiling: true
 `
 	tests := []struct {
 		name  string
@@ -215,7 +217,7 @@ enableServer: false
 	}{
 		{name: "file beats flag defaults", check: func(o *options) string {
 			if o.MaxPods != 20 || o.SyncFrequency != 30*time.Second || o.ClusterDomain != "cluster.local" ||
-				!slices.Equal(o.ClusterDNS, []string{"10.96.0.10"}) || o.ReadOnlyPort != 0 || !o.AnonymousAuth || o.Port != 0 {
+				!slices.Equal(o.ClusterDNS, []string{"10.96.0.10"}) || o.ReadOnlyPort != 0 || !o.AnonymousAuth || o.Port != 0 || !o.ContentionProfiling {
 				return "file values not applied"
 			}
 			if len(o.RegisterWithTaints) != 1 || o.RegisterWithTaints[0] != (v1.Taint{Key: "dedicated", Value: "gpu", Effect: v1.TaintEffectNoSchedule}) {
@@ -227,9 +229,10 @@ enableServer: false
 			return ""
 		}},
 		{name: "flags beat the file", args: []string{"--max-pods", "7", "--cluster-dns", "10.0.0.53,10.0.0.54", "--anonymous-auth=false",
-			"--register-with-taints", "a=b:NoExecute", "--eviction-hard", "memory.available<2Gi", "--port", "10260"},
+			"--register-with-taints", "a=b:NoExecute", "--eviction-hard", "memory.available<2Gi", "--port", "10260",
+			"--contention-profiling=false"},
 			check: func(o *options) string {
-				if o.MaxPods != 7 || !slices.Equal(o.ClusterDNS, []string{"10.0.0.53", "10.0.0.54"}) || o.AnonymousAuth || o.Port != 10260 {
+				if o.MaxPods != 7 || !slices.Equal(o.ClusterDNS, []string{"10.0.0.53", "10.0.0.54"}) || o.AnonymousAuth || o.Port != 10260 || o.ContentionProfiling {
 					return "flags lost to the file"
 				}
 				if len(o.RegisterWithTaints) != 1 || o.RegisterWithTaints[0].Key != "a" || o.EvictionHard.m["memory.available"] != "2Gi" {

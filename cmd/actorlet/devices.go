@@ -233,11 +233,7 @@ func (p podResourcesSource) Pods(ctx context.Context) ([]*v1.Pod, error) {
 	}
 	switch m := res.(type) {
 	case *messages.PodList:
-		out := make([]*v1.Pod, len(m.Items))
-		for i := range m.Items {
-			out[i] = &m.Items[i]
-		}
-		return out, nil
+		return m.Items, nil
 	case *messages.StatusUnavailable:
 		return nil, fmt.Errorf("pod status unavailable: %s", m.Reason)
 	}

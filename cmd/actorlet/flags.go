@@ -74,6 +74,7 @@ type options struct {
 	LogFormat                        string
 	Version                          bool // --version: print it and quit
 	EnableDebuggingHandlers          bool
+	ContentionProfiling              bool
 	MaxParallelPodStarts             int32
 
 	// supervision (supervise in tree.go)
@@ -269,6 +270,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Pods starting at once (sandbox and first container); the others queue in arrival order. 0 (default): no bound, as upstream (see docs/BENCHMARKS.md for measurements).")
 	fs.BoolVar(&o.EnableDebuggingHandlers, "enable-debugging-handlers", o.EnableDebuggingHandlers,
 		"Serve /debug/actors (the live supervision tree, HTML and ?format=json) and /debug/pprof/ on --port.")
+	fs.BoolVar(&o.ContentionProfiling, "contention-profiling", o.ContentionProfiling,
+		"Sample lock contention and blocking for /debug/pprof/mutex and /debug/pprof/block, if the debugging handlers are enabled (costs some CPU on a busy node).")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile,
 		"x509 certificate of the node API on --port (intermediates after it). Without it and --tls-private-key-file, a self-signed kubelet.crt/kubelet.key in --cert-dir is made once and reused.")
 	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "Private key of --tls-cert-file.")

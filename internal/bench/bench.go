@@ -133,9 +133,9 @@ type Options struct {
 	GOMAXPROCS int
 	// MutexOut and BlockOut, when set, receive the agent's mutex and
 	// block profiles (/debug/pprof/mutex, /debug/pprof/block) at the end
-	// of the run: where its goroutines waited on locks and channels. They
-	// hold samples only where the agent sampled them
-	// (runtime.SetMutexProfileFraction, runtime.SetBlockProfileRate).
+	// of the run: where its goroutines waited on locks and channels. An
+	// agent the bench starts gets --contention-profiling for them; one
+	// given by Endpoint needs it (or its profiles are empty).
 	MutexOut string
 	BlockOut string
 }
@@ -392,6 +392,10 @@ func openWith(ctx context.Context, o Options, cfg sessionConfig) (*session, erro
 			// Upstream's 20 s would dominate the latency; a user filling a
 			// node from a directory sets it lower too.
 			args = append([]string{"--file-check-frequency", "1s"}, args...)
+		}
+		if o.MutexOut != "" || o.BlockOut != "" {
+			// The agent samples contention only when asked (it costs).
+			args = append([]string{"--contention-profiling"}, args...)
 		}
 		a, err := startAgent(ctx, agentSpec{binary: o.Binary, runtime: runtimeEndpoint, maxPods: cfg.maxPods,
 			node: cfg.node, rootDir: root, manifest: manifests, extra: args, gomaxprocs: o.GOMAXPROCS})

@@ -153,28 +153,54 @@ func refKeys(ref imageRef) []string {
 	return keys
 }
 
+// imageQuery is a reference parsed for resolveLocked, outside the lock.
+type imageQuery struct {
+	s     string
+	hexID bool
+	ref   imageRef
+	err   error // of parseImageRef
+	keys  []string
+}
+
+func queryImage(s string) imageQuery {
+	q := imageQuery{s: s}
+	if strings.HasPrefix(s, "sha256:") {
+		return q
+	}
+	q.hexID = reHexID.MatchString(s)
+	q.ref, q.err = parseImageRef(s)
+	if q.err == nil {
+		q.keys = refKeys(q.ref)
+	}
+	return q
+}
+
 // resolveImageLocked finds a present image by ID, reference or digest,
 // materializing preloaded images; nil when absent. The caller holds r.mu.
 func (r *Runtime) resolveImageLocked(s string) *image {
-	if strings.HasPrefix(s, "sha256:") {
-		return r.images[s]
+	return r.resolveLocked(queryImage(s))
+}
+
+// resolveLocked is resolveImageLocked of a reference parsed beforehand.
+func (r *Runtime) resolveLocked(q imageQuery) *image {
+	if strings.HasPrefix(q.s, "sha256:") {
+		return r.images[q.s]
 	}
-	if reHexID.MatchString(s) {
-		if img, ok := r.images["sha256:"+s]; ok {
+	if q.hexID {
+		if img, ok := r.images["sha256:"+q.s]; ok {
 			return img
 		}
 	}
-	ref, err := parseImageRef(s)
-	if err != nil {
+	if q.err != nil {
 		return nil
 	}
-	for _, k := range refKeys(ref) {
+	for _, k := range q.keys {
 		if id, ok := r.imageRefs[k]; ok {
 			return r.images[id]
 		}
 	}
-	if ref.preloaded() {
-		return r.addImageLocked(ref)
+	if q.ref.preloaded() {
+		return r.addImageLocked(q.ref)
 	}
 	return nil
 }

@@ -121,8 +121,10 @@ type Runtime struct {
 	// mu guards everything below. Status and list calls, most of the
 	// calls a node agent makes (several per pod started, and the relists
 	// of every pod), only read and take it shared, so they run in
-	// parallel on a many-core node; calls that change state and the
-	// containers' programs (shell.go) take it exclusively.
+	// parallel on a many-core node; so do the stats calls (a list of every
+	// pod's stats is long) and StartContainer's checks (the container's
+	// starting flag is atomic). Calls that change state and
+	// the containers' programs (shell.go) take it exclusively.
 	mu         sync.RWMutex
 	closed     bool
 	done       chan struct{}
@@ -598,8 +600,20 @@ type labelIndex map[string]map[string]struct{}
 func labelKey(k, v string) string { return k + "\x00" + v }
 
 func (ix labelIndex) add(id string, labels map[string]string) {
+	ix.addKeys(id, labelKeys(labels))
+}
+
+// labelKeys are the index keys of labels (made before taking the lock).
+func labelKeys(labels map[string]string) []string {
+	keys := make([]string, 0, len(labels))
 	for k, v := range labels {
-		key := labelKey(k, v)
+		keys = append(keys, labelKey(k, v))
+	}
+	return keys
+}
+
+func (ix labelIndex) addKeys(id string, keys []string) {
+	for _, key := range keys {
 		set, ok := ix[key]
 		if !ok {
 			set = map[string]struct{}{}

@@ -65,6 +65,7 @@ func (r *Runtime) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandbox
 		state:       runtimeapi.PodSandboxState_SANDBOX_READY,
 		containers:  map[string]*container{},
 	}
+	keys := labelKeys(sb.labels) // before the lock, as the sandbox
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -85,7 +86,7 @@ func (r *Runtime) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandbox
 	sb.createdAt = now()
 	r.sandboxes[sb.id] = sb
 	r.sbNames[sb.name] = sb.id
-	r.sbLabels.add(sb.id, sb.labels)
+	r.sbLabels.addKeys(sb.id, keys)
 	r.publish(sb.id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, sb)
 	r.publish(sb.id, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, sb)
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: sb.id}, nil

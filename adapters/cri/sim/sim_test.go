@@ -1238,3 +1238,47 @@ func TestReadsRunWhileAnotherReadHolds(t *testing.T) {
 		})
 	}
 }
+
+// The checks of StartContainer take the lock shared: of concurrent starts
+// of one container, one starts it and the others are refused, whatever the
+// start latency (the checks and the start are apart by it).
+func TestConcurrentStartsStartOnce(t *testing.T) {
+	tests := []struct {
+		name    string
+		latency time.Duration
+	}{
+		{name: "no latency"},
+		{name: "with a start latency", latency: 20 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, Config{StartLatency: tt.latency})
+			sb, sbCfg := e.runPod(t, "web")
+			id := e.create(t, sb, sbCfg, ctrConfig("app", "sleep", "3600"))
+			const n = 16
+			errs := make(chan error, n)
+			for range n {
+				go func() {
+					_, err := e.rt.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: id})
+					errs <- err
+				}()
+			}
+			started := 0
+			for range n {
+				switch err := <-errs; status.Code(err) {
+				case codes.OK:
+					started++
+				case codes.FailedPrecondition:
+				default:
+					t.Fatalf("StartContainer: %v", err)
+				}
+			}
+			if started != 1 {
+				t.Fatalf("%d of %d concurrent starts started the container, want 1", started, n)
+			}
+			if st := e.status(t, id); st.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+				t.Fatalf("state %s, want RUNNING", st.State)
+			}
+		})
+	}
+}

@@ -254,7 +254,8 @@ func (c *container) cpuNanos(ts int64) uint64 {
 	return uint64(end-c.startedAt) / 100
 }
 
-// nodeUsage sums what the node uses; the caller holds r.mu.
+// nodeUsage sums what the node uses; the caller holds r.mu (shared is
+// enough).
 type nodeUsage struct {
 	cpuNanos, nanoCores  uint64
 	memory, rss          uint64
@@ -340,11 +341,11 @@ func iptr(v uint64) *int64 {
 // and the runtime's filesystems are left to the caller (see FsInfo).
 func (r *Runtime) NodeStats(context.Context) (*statsapi.NodeStats, error) {
 	ts := now()
-	r.mu.Lock()
+	r.mu.RLock()
 	u := r.nodeUsageLocked(ts)
 	started := r.started
 	n := r.node
-	r.mu.Unlock()
+	r.mu.RUnlock()
 	t := metav1.NewTime(timeOf(ts))
 	inodes := n.disk / bytesPerInode
 	return &statsapi.NodeStats{
@@ -366,10 +367,10 @@ func (r *Runtime) NodeStats(context.Context) (*statsapi.NodeStats, error) {
 // ContainerFsMountpoint (the node filesystem). Other paths are NotFound.
 func (r *Runtime) FsInfo(_ context.Context, p string) (*statsapi.FsStats, error) {
 	ts := now()
-	r.mu.Lock()
+	r.mu.RLock()
 	u := r.nodeUsageLocked(ts)
 	n := r.node
-	r.mu.Unlock()
+	r.mu.RUnlock()
 	var capacity, used, inodesUsed uint64
 	switch path.Clean(p) {
 	case ImageFsMountpoint:
