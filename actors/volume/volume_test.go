@@ -109,7 +109,19 @@ func newHarnessWith(t *testing.T, withAPI bool, cfg Config) *harness {
 		api = h.api
 	}
 	cfg.PodsDir = h.dir
-	h.pid = h.sys.Root.Spawn(actor.PropsFromProducer(New(volume.Files{}, api, cfg, h.clk, quiet)))
+	files := volume.New(quiet)
+	// Before the temporary directory is removed (cleanups run last
+	// first): what a test left mounted there (running as root, secret,
+	// projected and downwardAPI volumes are tmpfs mounts) is unmounted.
+	t.Cleanup(func() {
+		entries, _ := os.ReadDir(h.dir)
+		for _, e := range entries {
+			if err := files.RemoveAll(filepath.Join(h.dir, e.Name(), "volumes")); err != nil {
+				t.Errorf("clean up: %v", err)
+			}
+		}
+	})
+	h.pid = h.sys.Root.Spawn(actor.PropsFromProducer(New(files, api, cfg, h.clk, quiet)))
 	h.sink = h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if m, ok := c.Message().(*messages.VolumesReady); ok {
 			h.replies <- m

@@ -25,7 +25,7 @@ func BenchmarkWriteAtomic(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			dir := filepath.Join(root, strconv.Itoa(i), "volumes", "kubernetes.io~projected", "kube-api-access")
-			if err := f.WriteAtomic(dir, files, nil); err != nil {
+			if err := f.WriteAtomic(dir, files, nil, false, 0); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -34,7 +34,7 @@ func BenchmarkWriteAtomic(b *testing.B) {
 		dir := filepath.Join(b.TempDir(), "vol")
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := f.WriteAtomic(dir, files, nil); err != nil {
+			if err := f.WriteAtomic(dir, files, nil, false, 0); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -45,7 +45,7 @@ func BenchmarkWriteAtomic(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			changed["token"] = podspec.VolumeFile{Data: []byte(strconv.Itoa(i)), Mode: 0o644}
-			if err := f.WriteAtomic(dir, changed, nil); err != nil {
+			if err := f.WriteAtomic(dir, changed, nil, false, 0); err != nil {
 				b.Fatal(err)
 			}
 		}

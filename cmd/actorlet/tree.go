@@ -251,7 +251,7 @@ func pushSource(w *wiring) actor.Producer {
 }
 
 func volumeActor(w *wiring) actor.Producer {
-	return volume.New(volumefiles.Files{}, w.cluster.volumeAPI(),
+	return volume.New(volumefiles.New(w.log), w.cluster.volumeAPI(),
 		volume.Config{PodsDir: filepath.Join(w.o.RootDir, "pods"), Timeout: w.o.RuntimeRequestTimeout,
 			NodeAllocatable: w.allocatable}, w.clk, w.log)
 }
