@@ -35,6 +35,7 @@ import (
 type Files struct {
 	podsDir, probesDir string
 	logsDir            string // pod log directories, for Sweep
+	removeVolumes      func(volumesDir string) error
 	log                *slog.Logger
 	cp                 *writer
 

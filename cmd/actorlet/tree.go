@@ -268,10 +268,11 @@ func nodeActor(w *wiring) actor.Producer {
 	o := w.o
 	// Termination-log files and the managed /etc/hosts under pods/, probe
 	// checkpoints under probes/ (readiness survives restarts), for the
-	// PodActors; the sweep of pods gone (pods/ and the pod logs), for the
-	// NodeActor: one instance.
+	// PodActors; the sweep of pods gone (pods/ and the pod logs, their
+	// volumes torn down as the VolumeActor does, tmpfs unmounted first),
+	// for the NodeActor: one instance.
 	files := podfiles.New(filepath.Join(o.RootDir, "pods"), filepath.Join(o.RootDir, "probes"), w.log,
-		podfiles.WithPodLogsDir(o.PodLogsDir))
+		podfiles.WithPodLogsDir(o.PodLogsDir), podfiles.WithVolumes(volumefiles.New(w.log).RemoveAll))
 	deps := podDeps(w, files)
 	podProps := func(uid types.UID) *actor.Props { return w.props(pod.New(uid, deps)) }
 	return node.New(node.Config{
