@@ -371,15 +371,27 @@ func fillFile(fd *os.File, f podspec.VolumeFile, mode os.FileMode, fresh bool, g
 
 // RemoveAll removes a pod's volume directories (dir: its volumes/). The
 // tmpfs mounted on them (secret, projected, downwardAPI and memory
-// emptyDir volumes: volumes/<plugin>/<name>) are unmounted first; if one
-// stays mounted (busy) nothing is removed, and nothing is ever deleted
-// through a mount (a deeper one fails the removal where it is met).
+// emptyDir volumes: volumes/<plugin>/<name>) are unmounted first, and
+// any mount deeper in an emptyDir; if one stays mounted (busy) nothing is
+// removed, and the removal never crosses into another filesystem.
 func (*Files) RemoveAll(dir string) error {
 	if dir == "" || dir == "/" {
 		return errors.New("refusing to remove an empty or root path")
 	}
-	if err := unmountVolumes(dir); err != nil {
-		return fmt.Errorf("remove %s: %w", dir, err)
+	// EmptyDirs are the volumes containers write to, and may mount in
+	// (privileged, with Bidirectional propagation, the mount shows here
+	// too): a bind mount of a directory of the same filesystem has the
+	// same st_dev, so only the mount table shows it. The other volumes
+	// are mounted by this package only, at volumes/<plugin>/<name>: found
+	// without reading the table, unless one of them stays mounted.
+	unmount := unmountVolumes
+	if _, err := os.Lstat(filepath.Join(dir, "kubernetes.io~empty-dir")); err == nil {
+		unmount = unmountUnder
+	}
+	if err := unmount(dir); err != nil {
+		if err := unmountUnder(dir); err != nil {
+			return fmt.Errorf("remove %s: %w", dir, err)
+		}
 	}
 	if err := removeTree(dir); err != nil {
 		return fmt.Errorf("remove %s: %w", dir, err)

@@ -227,3 +227,38 @@ func TestUnescapeMountPath(t *testing.T) {
 		})
 	}
 }
+
+// A mount deeper in a volume than this package's own (a container's,
+// propagated back through Bidirectional: here, a directory from outside
+// bound into a disk emptyDir) is unmounted, not deleted through: the
+// outside files stay, and the volumes go.
+func TestRemoveAllUnmountsADeeperMount(t *testing.T) {
+	testenv.NeedRoot(t)
+	base, outside := t.TempDir(), t.TempDir()
+	t.Cleanup(func() { _ = unmountUnder(base) })
+	var f Files
+	vol := filepath.Join(base, "volumes", "kubernetes.io~empty-dir", "v")
+	if err := f.EmptyDir(vol, false, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	precious := filepath.Join(outside, "precious")
+	if err := os.WriteFile(precious, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deep := filepath.Join(vol, "a", "b")
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(outside, deep, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.RemoveAll(filepath.Join(base, "volumes")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(precious); err != nil || string(b) != "keep" {
+		t.Fatalf("the file outside: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "volumes")); !os.IsNotExist(err) {
+		t.Errorf("volumes still there: %v", err)
+	}
+}

@@ -25,3 +25,6 @@ func mountRefused(err error) bool { return errors.Is(err, errNoMount) }
 func unmountVolumes(string) error { return nil }
 
 func removeTree(dir string) error { return os.RemoveAll(dir) }
+
+// unmountUnder has nothing to unmount: nothing is mounted off Linux.
+func unmountUnder(string) error { return nil }
