@@ -3,6 +3,7 @@ package volume
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -248,5 +249,100 @@ func TestEmptyDirs(t *testing.T) {
 	})
 	if ms, _ := os.ReadFile("/proc/self/mountinfo"); contains(string(ms), h.dir) {
 		t.Errorf("still mounted under %s", h.dir)
+	}
+}
+
+// mountsUnder lists the mounts under dir as /proc/self/mountinfo shows
+// them: mount point -> filesystem type.
+func mountsUnder(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 1 {
+			continue
+		}
+		if f[4] == dir || strings.HasPrefix(f[4], dir+"/") {
+			out[f[4]] = g[0]
+		}
+	}
+	return out
+}
+
+// Running as root, secret, projected and downwardAPI volumes are each a
+// tmpfs of their own, as upstream's (a memory-backed emptyDir wrapped
+// around them: a service-account token never reaches the disk), sized as
+// upstream's (the pod's memory limit, else the node's allocatable); a
+// configMap volume stays on disk, as upstream's. A refresh writes into
+// the same tmpfs; the teardown unmounts them all and removes the volumes.
+func TestMemoryBackedVolumesAreTmpfsMounts(t *testing.T) {
+	testenv.NeedRoot(t)
+	h := newHarnessWith(t, true, Config{NodeAllocatable: allocatable})
+	h.api.secret = map[string]*v1.Secret{"ns1/creds": {Data: map[string][]byte{"password": []byte("s3cret")}}}
+	pod := testPod(
+		v1.Volume{Name: "creds", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "creds"}}},
+		kubeAPIAccess(),
+		v1.Volume{Name: "podinfo", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{
+			Items: []v1.DownwardAPIVolumeFile{{Path: "name", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}},
+		v1.Volume{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
+			LocalObjectReference: v1.LocalObjectReference{Name: "kube-root-ca.crt"}}}},
+	)
+	pod.Spec.Containers = []v1.Container{{Name: "c", Resources: resources(v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")}, nil)}}
+	r := h.ensure(t, pod)
+	if r.Reason != "" {
+		t.Fatalf("setup failed: %s", r.Message)
+	}
+	want := map[string]string{r.Paths["creds"]: "tmpfs", r.Paths["kube-api-access-x"]: "tmpfs", r.Paths["podinfo"]: "tmpfs"}
+	got := mountsUnder(t, h.dir)
+	if len(got) != len(want) {
+		t.Errorf("mounts under the pods directory: %v, want %v", got, want)
+	}
+	for dir, fsType := range want {
+		if got[dir] != fsType {
+			t.Errorf("%s: mounted %q, want %q", dir, got[dir], fsType)
+		}
+		if size := tmpfsSize(t, dir); size != 64<<20 {
+			t.Errorf("%s: tmpfs of %d bytes, want the pod's memory limit", dir, size)
+		}
+		if info, err := os.Stat(dir); err != nil || info.Mode().String() != "drwxr-xr-x" {
+			t.Errorf("%s: %v (%v), want drwxr-xr-x as on disk", dir, info, err)
+		}
+	}
+	for path, content := range map[string]string{
+		filepath.Join(r.Paths["creds"], "password"): "s3cret", filepath.Join(r.Paths["kube-api-access-x"], "token"): "ns1/default/1",
+		filepath.Join(r.Paths["podinfo"], "name"): "p", filepath.Join(r.Paths["cfg"], "ca.crt"): "CA",
+	} {
+		if got := look(t, path).content; got != content {
+			t.Errorf("%s = %q, want %q", path, got, content)
+		}
+	}
+	// A refresh (the secret changed) writes into the same tmpfs: nothing
+	// is mounted again.
+	h.api.mu.Lock()
+	h.api.secret["ns1/creds"] = &v1.Secret{Data: map[string][]byte{"password": []byte("n3w")}}
+	h.api.mu.Unlock()
+	actortest.Eventually(t, "the refresh armed", h.clk.HasWaiters)
+	h.clk.Step(61 * time.Second)
+	password := filepath.Join(r.Paths["creds"], "password")
+	actortest.Eventually(t, "the secret rewritten", func() bool {
+		b, _ := os.ReadFile(password)
+		return string(b) == "n3w"
+	})
+	if got := mountsUnder(t, h.dir); len(got) != len(want) {
+		t.Errorf("mounts after a refresh: %v, want %v", got, want)
+	}
+	h.sys.Root.Send(h.pid, &messages.TearDownVolumes{UID: pod.UID})
+	actortest.Eventually(t, "the volumes unmounted and removed", func() bool {
+		_, err := os.Stat(filepath.Join(h.dir, string(pod.UID), "volumes"))
+		return os.IsNotExist(err)
+	})
+	if got := mountsUnder(t, h.dir); len(got) != 0 {
+		t.Errorf("still mounted after the teardown: %v", got)
 	}
 }

@@ -33,8 +33,11 @@ type Files interface {
 	// EmptyDir sets up an emptyDir: a 0777 directory, a tmpfs of size
 	// bytes mounted on it when memory-backed, given to fsGroup if set.
 	EmptyDir(dir string, memory bool, size int64, fsGroup *int64) error
-	// WriteAtomic makes dir hold exactly files, given to fsGroup if set.
-	WriteAtomic(dir string, files map[string]podspec.VolumeFile, fsGroup *int64) error
+	// WriteAtomic makes dir hold exactly files, given to fsGroup if set;
+	// memory: on a tmpfs of its own of size bytes (secret, projected and
+	// downwardAPI volumes, as upstream), or on disk where this process
+	// may not mount.
+	WriteAtomic(dir string, files map[string]podspec.VolumeFile, fsGroup *int64, memory bool, size int64) error
 	// RemoveAll unmounts what is mounted under dir, then removes it.
 	RemoveAll(dir string) error
 }
@@ -107,6 +110,10 @@ type podVolumes struct {
 	refresh  actorkit.Timer // named by the pod UID
 	lastErr  string
 	failures int
+	// gone: the pod was torn down while a setup was in flight; the
+	// teardown runs once that setup is back, so that it does not write
+	// (or mount) into what the teardown removed.
+	gone bool
 }
 
 type (
@@ -169,6 +176,7 @@ func (a *Actor) handleEnsure(ctx actor.Context, m *messages.EnsureVolumes) {
 		a.pods[m.Pod.UID] = pv
 	}
 	pv.pod = m.Pod
+	pv.gone = false // wanted again before its teardown ran
 	if pv.ready {
 		if m.ReplyTo != nil {
 			ctx.Send(m.ReplyTo, &messages.VolumesReady{UID: m.Pod.UID, Paths: copyPaths(pv.paths)})
@@ -234,6 +242,10 @@ func (a *Actor) handleSetUp(ctx actor.Context, m *setUp) {
 		return // torn down meanwhile
 	}
 	pv.busy = false
+	if pv.gone {
+		a.tearDown(m.uid)
+		return
+	}
 	if m.tokens != nil {
 		pv.tokens = m.tokens
 	}
@@ -276,10 +288,20 @@ func (a *Actor) handleSetUp(ctx actor.Context, m *setUp) {
 func (a *Actor) handleTearDown(m *messages.TearDownVolumes) {
 	if pv, ok := a.pods[m.UID]; ok {
 		pv.refresh.Stop()
+		if pv.busy {
+			pv.gone, pv.waiters = true, nil
+			return
+		}
 	}
-	delete(a.pods, m.UID)
-	dir := filepath.Join(a.cfg.PodsDir, string(m.UID), "volumes")
-	files, uid := a.files, m.UID
+	a.tearDown(m.UID)
+}
+
+// tearDown forgets the pod and removes its volumes (unmounting their
+// tmpfs) off the mailbox.
+func (a *Actor) tearDown(uid types.UID) {
+	delete(a.pods, uid)
+	dir := filepath.Join(a.cfg.PodsDir, string(uid), "volumes")
+	files := a.files
 	actorkit.Go(a.self, 0, func(context.Context) *tornDown {
 		return &tornDown{uid: uid, err: files.RemoveAll(dir)}
 	})
@@ -310,8 +332,12 @@ func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod
 		var dir string
 		var err error
 		// Projected, configMap, secret and downwardAPI volumes are files
-		// written at once into dir; resync: when to write them again.
-		var write bool
+		// written at once into dir; resync: when to write them again;
+		// memory: on a tmpfs, as upstream wraps a memory-backed emptyDir
+		// around secret, projected and downwardAPI volumes (configMaps
+		// stay on disk there: "charging the memory for the tmpfs to the
+		// right cgroup" is left to do).
+		var write, memory bool
 		var contents map[string]podspec.VolumeFile
 		var resync time.Duration
 		switch {
@@ -326,7 +352,7 @@ func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod
 		case v.Projected != nil:
 			dir = filepath.Join(base, "kubernetes.io~projected", v.Name)
 			contents, resync, err = projected(ctx, api, cfg, pod, v.Name, v.Projected, now, st.tokens)
-			write = true
+			write, memory = true, true
 		case v.ConfigMap != nil:
 			dir = filepath.Join(base, "kubernetes.io~configmap", v.Name)
 			contents, err = configMapFiles(ctx, api, pod.Namespace, &v.ConfigMap.LocalObjectReference, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode)
@@ -334,17 +360,23 @@ func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod
 		case v.Secret != nil:
 			dir = filepath.Join(base, "kubernetes.io~secret", v.Name)
 			contents, err = secretFiles(ctx, api, pod.Namespace, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode)
-			write, resync = true, cfg.ResyncEach
+			write, memory, resync = true, true, cfg.ResyncEach
 		case v.DownwardAPI != nil:
 			dir = filepath.Join(base, "kubernetes.io~downward-api", v.Name)
 			contents, err = downward(pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode, cfg.NodeAllocatable)
-			write = true
+			write, memory = true, true
 		default:
 			err = fmt.Errorf("volume %q: this volume type is not supported by actorlet yet (supported: emptyDir, hostPath, projected, configMap, secret, downwardAPI)", v.Name)
 		}
 		if write && err == nil {
 			sooner(resync)
-			err = files.WriteAtomic(dir, contents, fsGroup)
+			var size int64
+			if memory {
+				// Upstream's wrapped emptyDir has no sizeLimit: the
+				// pod's memory limit, else the node's allocatable.
+				size = podspec.EmptyDirMemorySize(pod, nil, cfg.NodeAllocatable)
+			}
+			err = files.WriteAtomic(dir, contents, fsGroup, memory, size)
 		}
 		if err != nil {
 			return nil, 0, fmt.Errorf("volume %q: %w", v.Name, err)

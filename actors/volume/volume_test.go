@@ -3,9 +3,11 @@ package volume
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/actorlet/actorlet/errdefs"
 	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -109,7 +112,19 @@ func newHarnessWith(t *testing.T, withAPI bool, cfg Config) *harness {
 		api = h.api
 	}
 	cfg.PodsDir = h.dir
-	h.pid = h.sys.Root.Spawn(actor.PropsFromProducer(New(volume.Files{}, api, cfg, h.clk, quiet)))
+	files := volume.New(quiet)
+	// Before the temporary directory is removed (cleanups run last
+	// first): what a test left mounted there (running as root, secret,
+	// projected and downwardAPI volumes are tmpfs mounts) is unmounted.
+	t.Cleanup(func() {
+		entries, _ := os.ReadDir(h.dir)
+		for _, e := range entries {
+			if err := files.RemoveAll(filepath.Join(h.dir, e.Name(), "volumes")); err != nil {
+				t.Errorf("clean up: %v", err)
+			}
+		}
+	})
+	h.pid = h.sys.Root.Spawn(actor.PropsFromProducer(New(files, api, cfg, h.clk, quiet)))
 	h.sink = h.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if m, ok := c.Message().(*messages.VolumesReady); ok {
 			h.replies <- m
@@ -252,4 +267,91 @@ func TestRefreshRewritesDownwardAPIFiles(t *testing.T) {
 	actortest.Eventually(t, "labels file rewritten", func() bool {
 		return read() == "key1=\"value2\"\nkey3=\"value3\""
 	})
+}
+
+// gatedFiles is a Files whose WriteAtomic waits for the test: it records
+// the writes and removals in their order.
+type gatedFiles struct {
+	started chan string   // a write began (its dir)
+	release chan struct{} // closed: writes go on
+	mu      sync.Mutex
+	events  []string
+}
+
+var _ Files = (*gatedFiles)(nil)
+
+func (g *gatedFiles) record(e string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.events = append(g.events, e)
+}
+
+func (g *gatedFiles) seen() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.events...)
+}
+
+func (g *gatedFiles) EnsureDir(string, os.FileMode) error        { return nil }
+func (g *gatedFiles) EmptyDir(string, bool, int64, *int64) error { return nil }
+func (g *gatedFiles) RemoveAll(dir string) error                 { g.record("remove " + dir); return nil }
+func (g *gatedFiles) WriteAtomic(dir string, _ map[string]podspec.VolumeFile, _ *int64, memory bool, _ int64) error {
+	g.started <- dir
+	<-g.release
+	g.record(fmt.Sprintf("write %s memory=%v", dir, memory))
+	return nil
+}
+
+// A pod torn down while its volumes are being set up: the teardown waits
+// for that setup, so that nothing is written (or mounted) into what the
+// teardown removed; the pod's waiter gets no answer (the pod is gone).
+func TestTearDownWaitsForTheSetupInFlight(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	files := &gatedFiles{started: make(chan string, 1), release: make(chan struct{})}
+	pods := t.TempDir()
+	pid := sys.Root.Spawn(actor.PropsFromProducer(New(files, nil, Config{PodsDir: pods}, clk, quiet)))
+	t.Cleanup(func() { sys.Root.Stop(pid) })
+	replies := make(chan *messages.VolumesReady, 4)
+	sink := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if m, ok := c.Message().(*messages.VolumesReady); ok {
+			replies <- m
+		}
+	}))
+	pod := testPod(v1.Volume{Name: "podinfo", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{
+		Items: []v1.DownwardAPIVolumeFile{{Path: "name", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}})
+	sys.Root.Send(pid, &messages.EnsureVolumes{Pod: pod, ReplyTo: sink})
+	var dir string
+	select {
+	case dir = <-files.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no setup began")
+	}
+	sys.Root.Send(pid, &messages.TearDownVolumes{UID: pod.UID})
+	// A pod without volumes asked after the teardown: its answer says
+	// the teardown was handled.
+	other := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns1", UID: "uid-2"}}
+	sys.Root.Send(pid, &messages.EnsureVolumes{Pod: other, ReplyTo: sink})
+	select {
+	case r := <-replies:
+		if r.UID != other.UID {
+			t.Fatalf("answer for %s while its setup is held", r.UID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer for the pod without volumes")
+	}
+	if got := files.seen(); len(got) != 0 {
+		t.Fatalf("before the setup in flight returned: %q, want nothing removed", got)
+	}
+	close(files.release)
+	volumes := filepath.Join(pods, string(pod.UID), "volumes")
+	want := []string{"write " + dir + " memory=true", "remove " + volumes}
+	actortest.EventuallyDetail(t, "the setup, then the teardown", func() bool {
+		return slices.Equal(files.seen(), want)
+	}, func() string { return fmt.Sprintf("%q, want %q", files.seen(), want) })
+	select {
+	case r := <-replies:
+		t.Errorf("the pod gone was answered: %+v", r)
+	default:
+	}
 }

@@ -35,6 +35,7 @@ import (
 type Files struct {
 	podsDir, probesDir string
 	logsDir            string // pod log directories, for Sweep
+	removeVolumes      func(volumesDir string) error
 	log                *slog.Logger
 	cp                 *writer
 
@@ -58,17 +59,69 @@ func New(podsDir, probesDir string, log *slog.Logger, opts ...Option) *Files {
 	return f
 }
 
-// Hosts writes the pod's managed /etc/hosts (<pods>/<uid>/etc-hosts,
-// atomically) and returns its path; "" when no pods directory is set.
+// Hosts writes the pod's managed /etc/hosts (<pods>/<uid>/etc-hosts) and
+// returns its path; "" when no pods directory is set. The first write
+// (none there yet: a pod's first container) creates the file in place,
+// since no container has it yet; a later one (the pod's next container, a
+// restart) leaves a file with that content as it is, so the pod's
+// containers share it, and replaces another atomically: a container that
+// has the old one keeps reading all of it.
 func (f *Files) Hosts(uid types.UID, content []byte) (string, error) {
 	if f.podsDir == "" {
 		return "", nil
 	}
 	path := filepath.Join(f.podsDir, string(uid), "etc-hosts")
-	if err := writeAtomic(path, content, 0o644); err != nil {
+	if err := writeHosts(path, content); err != nil {
 		return "", fmt.Errorf("hosts file: %w", err)
 	}
 	return path, nil
+}
+
+// writeHosts writes a hosts file (mode 0644) at path: created in place
+// when there is none (one inode, no temporary file and no rename), left
+// alone when it holds content, else replaced atomically.
+func writeHosts(path string, content []byte) error {
+	const perm = 0o644
+	fd, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			return err
+		}
+		fd, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		if holds(path, content) {
+			return nil
+		}
+		return writeAtomic(path, content, perm)
+	}
+	if err != nil {
+		return err
+	}
+	_, werr := fd.Write(content)
+	merr := fd.Chmod(perm) // the umask may have cleared bits
+	cerr := fd.Close()
+	if err := errors.Join(werr, merr, cerr); err != nil {
+		_ = os.Remove(path) // a later write starts again
+		return err
+	}
+	return nil
+}
+
+// holds tells whether path is a regular file (not a symlink) with exactly
+// content: a read of one byte more says it.
+func holds(path string, content []byte) bool {
+	fd, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = fd.Close() }()
+	buf := make([]byte, len(content)+1)
+	n, err := io.ReadFull(fd, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return false
+	}
+	return n == len(content) && bytes.Equal(buf[:n], content)
 }
 
 // TerminationLog creates the empty host file mounted at a container's

@@ -184,6 +184,46 @@ func TestHostsRewriteIsAtomic(t *testing.T) {
 	}
 }
 
+// The pod's next container (or a restart) asks for the same content: the
+// file is left as it is, so the containers share one file; another
+// content replaces it.
+func TestHostsSameContentKeepsTheFile(t *testing.T) {
+	f := podfiles.New(t.TempDir(), "", quiet)
+	content := []byte("127.0.0.1\tlocalhost\n10.88.0.5\tweb-0\n")
+	stat := func(path string) os.FileInfo {
+		t.Helper()
+		info, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	path, err := f.Hosts("u1", content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := stat(path)
+	if _, err := f.Hosts("u1", content); err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(first, stat(path)) {
+		t.Error("the same content was written again into another file")
+	}
+	// A longer and a shorter content: each replaces the file.
+	for _, c := range []string{string(content) + "10.88.0.6\tweb-1\n", "127.0.0.1\tlocalhost\n"} {
+		before := stat(path)
+		if _, err := f.Hosts("u1", []byte(c)); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(path); err != nil || string(b) != c {
+			t.Fatalf("content = %q (%v), want %q", b, err, c)
+		}
+		if os.SameFile(before, stat(path)) {
+			t.Error("another content was written in place")
+		}
+	}
+}
+
 // --- termination log ---
 
 func TestTerminationLog(t *testing.T) {

@@ -25,6 +25,18 @@ func WithPodLogsDir(dir string) Option {
 	return func(f *Files) { f.logsDir = dir }
 }
 
+// WithVolumes is how Sweep tears down the volumes of a pod gone (a
+// pod's volumes/ directory: the VolumeActor's teardown, which unmounts
+// their tmpfs first and never removes through a mount), as upstream's
+// volume manager tears down the volumes of the pods its housekeeping
+// finds orphaned. It is needed after actorlet restarted: a pod that went
+// meanwhile (deleted while actorlet was down, with nothing left in the
+// runtime) gets no PodActor, and so no teardown from the VolumeActor.
+// Without it, Sweep keeps a pod directory whose volumes/ holds anything.
+func WithVolumes(remove func(volumesDir string) error) Option {
+	return func(f *Files) { f.removeVolumes = remove }
+}
+
 // sweepMinAge: an entry changed more recently than this is left for the
 // next sweep. The caller's keep set is computed before the sweep runs, so
 // a pod admitted meanwhile (its directory new, or an old one of the same
@@ -36,9 +48,10 @@ const sweepMinAge = 2 * time.Second
 // (evictPodLogsDirectories) do: <pods>/<uid> and <logs>/<ns>_<name>_<uid>.
 // It touches only real directories directly under those two whose names
 // are its own (a UID; namespace_name_UID) and never follows a symlink;
-// it leaves a pod directory whose volumes/ is not empty (torn down by the
-// VolumeActor first; logged once per pod) and an entry changed in the last
-// sweepMinAge. Sweeps run one at a time. It returns the paths removed and
+// a pod directory whose volumes/ is not empty is removed once they are
+// torn down (WithVolumes; without it, or where it fails, the directory
+// stays, logged once per pod); an entry changed in the last sweepMinAge
+// stays. Sweeps run one at a time. It returns the paths removed and
 // the errors of the others.
 func (f *Files) Sweep(ctx context.Context, keep map[types.UID]bool) ([]string, error) {
 	f.sweepMu.Lock()
@@ -81,11 +94,16 @@ func (f *Files) Sweep(ctx context.Context, keep map[types.UID]bool) ([]string, e
 			}
 			if root.isPod {
 				if held, err := volumesHeld(path); held {
-					busy[uid] = true
-					if !f.sweepBusy[uid] {
-						f.log.Info("pod directory kept: its volumes are not torn down", "path", path, "err", err)
+					if err == nil && f.removeVolumes != nil {
+						err = f.removeVolumes(filepath.Join(path, "volumes"))
 					}
-					continue
+					if err != nil || f.removeVolumes == nil {
+						busy[uid] = true
+						if !f.sweepBusy[uid] {
+							f.log.Info("pod directory kept: its volumes are not torn down", "path", path, "err", err)
+						}
+						continue
+					}
 				}
 			}
 			if err := os.RemoveAll(path); err != nil {

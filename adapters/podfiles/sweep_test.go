@@ -14,6 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/actorlet/actorlet/adapters/podfiles"
+	"github.com/actorlet/actorlet/adapters/volume"
+	"github.com/actorlet/actorlet/internal/testenv"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // UIDs of the sweep tests: an API server UUID, a static pod's hash, a
@@ -290,4 +293,80 @@ func TestSweepStopsWithItsContext(t *testing.T) {
 	if got := names(t, pods); !slices.Equal(got, []string{uidGone}) {
 		t.Fatalf("pods/ holds %q", got)
 	}
+}
+
+// After a restart of actorlet, a pod gone meanwhile has no PodActor and
+// so no teardown from the VolumeActor: the sweep tears its volumes down
+// (WithVolumes, here the VolumeActor's own adapter: its tmpfs unmounted
+// first) and removes its directory; one whose teardown fails (a tmpfs
+// kept busy) stays, and goes at a later sweep.
+func TestSweepTearsDownTheVolumesOfPodsGone(t *testing.T) {
+	testenv.NeedRoot(t)
+	root := t.TempDir()
+	pods := filepath.Join(root, "pods")
+	vf := volume.New(quiet)
+	t.Cleanup(func() {
+		for _, uid := range []string{uidKept, uidGone} {
+			_ = vf.RemoveAll(filepath.Join(pods, uid, "volumes"))
+		}
+	})
+	token := map[string]podspec.VolumeFile{"token": {Data: []byte("t"), Mode: 0o644}}
+	volDir := func(uid string) string {
+		return filepath.Join(pods, uid, "volumes", "kubernetes.io~projected", "kube-api-access-x")
+	}
+	for _, uid := range []string{uidKept, uidGone} {
+		if err := vf.WriteAtomic(volDir(uid), token, nil, true, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-time.Hour)
+		if err := os.Chtimes(filepath.Join(pods, uid), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !mounted(t, volDir(uidGone)) {
+		t.Fatal("the volume is not a tmpfs mount")
+	}
+	f := podfiles.New(pods, "", quiet, podfiles.WithVolumes(vf.RemoveAll))
+	keep := map[types.UID]bool{uidKept: true}
+	// Busy (a process has a file open in it): kept, nothing removed.
+	busy, err := os.Open(filepath.Join(volDir(uidGone), "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed, err := f.Sweep(context.Background(), keep)
+	busy.Close()
+	if len(removed) != 0 || err != nil {
+		t.Fatalf("Sweep with a busy volume = %q, %v; want nothing removed", removed, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(volDir(uidGone), "token")); err != nil || string(b) != "t" {
+		t.Fatalf("the busy volume's file: %q, %v", b, err)
+	}
+	removed, err = f.Sweep(context.Background(), keep)
+	if err != nil || !slices.Equal(removed, []string{filepath.Join(pods, uidGone)}) {
+		t.Fatalf("Sweep = %q, %v; want the pod gone's directory removed", removed, err)
+	}
+	if mounted(t, volDir(uidGone)) {
+		t.Error("the pod gone's tmpfs is still mounted")
+	}
+	if got := names(t, pods); !slices.Equal(got, []string{uidKept}) {
+		t.Errorf("pods/ holds %q, want the kept pod only", got)
+	}
+	if !mounted(t, volDir(uidKept)) {
+		t.Error("the kept pod's tmpfs was unmounted")
+	}
+}
+
+// mounted tells whether dir is a mount point in /proc/self/mountinfo.
+func mounted(t *testing.T, dir string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
 }

@@ -13,11 +13,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/actorlet/actorlet/podspec"
@@ -25,12 +27,34 @@ import (
 
 const dataLink = "..data"
 
-// Files writes and removes volume directories.
-type Files struct{}
+// volumeDirPerm is the mode of a configMap, secret, downwardAPI or
+// projected volume's directory, on disk or the root of its tmpfs.
+const volumeDirPerm os.FileMode = 0o755
+
+// Files writes and removes volume directories. Its zero value is ready
+// (it logs to slog.Default); New gives it a logger.
+type Files struct {
+	log *slog.Logger
+	// refused is set once a tmpfs mount was refused (this process may not
+	// mount): memory-backed volumes are written on disk from then on.
+	refused atomic.Bool
+}
+
+// New returns the files, logging to log (nil: slog.Default).
+func New(log *slog.Logger) *Files {
+	return &Files{log: log}
+}
+
+func (f *Files) logger() *slog.Logger {
+	if f.log == nil {
+		return slog.Default()
+	}
+	return f.log
+}
 
 // EnsureDir creates dir if missing (hostPath DirectoryOrCreate); an
 // existing directory keeps its mode.
-func (Files) EnsureDir(dir string, mode os.FileMode) error {
+func (*Files) EnsureDir(dir string, mode os.FileMode) error {
 	if err := os.MkdirAll(dir, mode); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
@@ -39,6 +63,13 @@ func (Files) EnsureDir(dir string, mode os.FileMode) error {
 
 // WriteAtomic makes dir hold exactly files (relative path -> content, mode
 // and owner), all at once: a reader sees either the old set or the new one.
+// memory: dir is a tmpfs of its own of size bytes (0: the kernel's
+// default), as upstream backs secret, projected and downwardAPI volumes
+// (a memory emptyDir wrapped around them), so that their files, tokens
+// included, never reach the disk; it is mounted at the first write, on an
+// empty directory only (a volume written on disk before stays there, its
+// containers see that directory), and where this process may not mount,
+// the volume is written on disk (logged once).
 // With fsGroup set, the whole volume is given to that group, read-only
 // (upstream's SetVolumeOwnership for configMap, secret, downwardAPI and
 // projected volumes), before the new files become visible.
@@ -48,13 +79,19 @@ func (Files) EnsureDir(dir string, mode os.FileMode) error {
 // final mode and owner at once, "..data" and the user-visible links are
 // made directly, and nothing is read back or cleaned up. The result on
 // disk is the same as the update's, which swaps "..data" with a rename.
-func (Files) WriteAtomic(dir string, files map[string]podspec.VolumeFile, fsGroup *int64) error {
+func (f *Files) WriteAtomic(dir string, files map[string]podspec.VolumeFile, fsGroup *int64, memory bool, size int64) error {
 	for name := range files {
 		if name == "" || filepath.IsAbs(name) || strings.HasPrefix(filepath.Clean(name), "..") {
 			return fmt.Errorf("volume file %q: must be a relative path inside the volume", name)
 		}
 	}
-	fresh, err := mkdirMode(dir, 0o755)
+	var fresh bool
+	var err error
+	if memory && !f.refused.Load() {
+		fresh, err = f.memoryDir(dir, size)
+	} else {
+		fresh, err = mkdirMode(dir, volumeDirPerm)
+	}
 	if err != nil {
 		return fmt.Errorf("volume dir: %w", err)
 	}
@@ -332,17 +369,31 @@ func fillFile(fd *os.File, f podspec.VolumeFile, mode os.FileMode, fresh bool, g
 	return nil
 }
 
-// RemoveAll removes a pod's volume directories. The tmpfs of memory-backed
-// emptyDirs (any mount under dir) are unmounted first; if one stays
-// mounted nothing is removed, so that nothing is deleted through a mount.
-func (Files) RemoveAll(dir string) error {
+// RemoveAll removes a pod's volume directories (dir: its volumes/). The
+// tmpfs mounted on them (secret, projected, downwardAPI and memory
+// emptyDir volumes: volumes/<plugin>/<name>) are unmounted first, and
+// any mount deeper in an emptyDir; if one stays mounted (busy) nothing is
+// removed, and the removal never crosses into another filesystem.
+func (*Files) RemoveAll(dir string) error {
 	if dir == "" || dir == "/" {
 		return errors.New("refusing to remove an empty or root path")
 	}
-	if err := unmountUnder(dir); err != nil {
-		return fmt.Errorf("remove %s: %w", dir, err)
+	// EmptyDirs are the volumes containers write to, and may mount in
+	// (privileged, with Bidirectional propagation, the mount shows here
+	// too): a bind mount of a directory of the same filesystem has the
+	// same st_dev, so only the mount table shows it. The other volumes
+	// are mounted by this package only, at volumes/<plugin>/<name>: found
+	// without reading the table, unless one of them stays mounted.
+	unmount := unmountVolumes
+	if _, err := os.Lstat(filepath.Join(dir, "kubernetes.io~empty-dir")); err == nil {
+		unmount = unmountUnder
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := unmount(dir); err != nil {
+		if err := unmountUnder(dir); err != nil {
+			return fmt.Errorf("remove %s: %w", dir, err)
+		}
+	}
+	if err := removeTree(dir); err != nil {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
 	return nil

@@ -32,7 +32,7 @@ func TestWriteAtomic(t *testing.T) {
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
-			if err := f.WriteAtomic(dir, asFiles(s.files), nil); err != nil {
+			if err := f.WriteAtomic(dir, asFiles(s.files), nil, false, 0); err != nil {
 				t.Fatal(err)
 			}
 			for name, want := range s.want {
@@ -64,7 +64,7 @@ func TestWriteAtomic(t *testing.T) {
 func TestWriteAtomicRefusesEscapes(t *testing.T) {
 	var f Files
 	for _, name := range []string{"../x", "/etc/passwd", ""} {
-		if err := f.WriteAtomic(t.TempDir(), map[string]podspec.VolumeFile{name: {}}, nil); err == nil {
+		if err := f.WriteAtomic(t.TempDir(), map[string]podspec.VolumeFile{name: {}}, nil, false, 0); err == nil {
 			t.Errorf("%q accepted", name)
 		}
 	}
@@ -91,7 +91,7 @@ func TestWriteAtomicOnlyWritesChanges(t *testing.T) {
 	}
 	write := func(m map[string][]byte) {
 		t.Helper()
-		if err := f.WriteAtomic(dir, asFiles(m), nil); err != nil {
+		if err := f.WriteAtomic(dir, asFiles(m), nil, false, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

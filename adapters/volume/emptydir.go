@@ -15,7 +15,7 @@ const emptyDirPerm os.FileMode = 0o777
 // umask); memory-backed, a tmpfs mounted on it (of size bytes; 0: the
 // kernel's default), unless one already is; with fsGroup set, the volume
 // given to that group (setgid directories, group read-write), as upstream.
-func (Files) EmptyDir(dir string, memory bool, size int64, fsGroup *int64) error {
+func (*Files) EmptyDir(dir string, memory bool, size int64, fsGroup *int64) error {
 	if _, err := mkdirMode(dir, emptyDirPerm); err != nil {
 		return err
 	}
@@ -25,7 +25,7 @@ func (Files) EmptyDir(dir string, memory bool, size int64, fsGroup *int64) error
 			return err
 		}
 		if !mounted {
-			if err := mountTmpfs(dir, size); err != nil {
+			if err := mountTmpfs(dir, size, 0); err != nil {
 				return err
 			}
 		}

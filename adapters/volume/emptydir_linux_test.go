@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -42,7 +43,7 @@ func TestWriteAtomicModesAndOwnership(t *testing.T) {
 		{name: "modes as given, whatever the umask",
 			files: map[string]podspec.VolumeFile{"a": {Mode: 0o666}, "b": {Mode: 0o400}, "sub/c": {Mode: 0o755}},
 			want: map[string]wantFile{"a": {mode: "-rw-rw-rw-"}, "b": {mode: "-r--------"}, "sub/c": {mode: "-rwxr-xr-x"},
-				"sub": {mode: "drwxr-xr-x"}}},
+				"sub": {mode: "drwxr-xr-x"}, ".": {mode: "drwxr-xr-x"}}},
 		{name: "fsGroup: group-readable files, setgid directories",
 			files:   map[string]podspec.VolumeFile{"a": {Mode: 0o644}, "b": {Mode: 0o400}, "sub/c": {Mode: 0o600}},
 			fsGroup: ptr(int64(1234)),
@@ -54,29 +55,43 @@ func TestWriteAtomicModesAndOwnership(t *testing.T) {
 			want:    map[string]wantFile{"token": {mode: "-rw-r-----", uid: 1234, gid: 2345}}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "vol")
-			var f Files
-			// Twice: a rewrite gives the same result.
-			for range 2 {
-				if err := f.WriteAtomic(dir, tt.files, tt.fsGroup); err != nil {
-					t.Fatal(err)
+		for _, memory := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, memory %v", tt.name, memory), func(t *testing.T) {
+				base := t.TempDir()
+				dir := filepath.Join(base, "vol")
+				var f Files
+				t.Cleanup(func() { _ = unmountUnder(base) })
+				// Twice: a rewrite gives the same result.
+				for range 2 {
+					if err := f.WriteAtomic(dir, tt.files, tt.fsGroup, memory, 1<<20); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			for name, w := range tt.want {
-				p := filepath.Join(dir, name)
-				info, err := os.Stat(p)
-				if err != nil {
-					t.Fatal(err)
+				if mounted, err := isTmpfsMount(dir); err != nil || mounted != memory {
+					t.Fatalf("tmpfs mounted: %v (%v), want %v", mounted, err, memory)
 				}
-				if got := info.Mode().String(); got != w.mode {
-					t.Errorf("%s: mode %s, want %s", name, got, w.mode)
-				}
-				if uid, gid := owner(t, p); uid != w.uid || gid != w.gid {
-					t.Errorf("%s: owner %d:%d, want %d:%d", name, uid, gid, w.uid, w.gid)
-				}
-			}
-		})
+				checkFiles(t, dir, tt.want)
+			})
+		}
+	}
+}
+
+// checkFiles checks the mode and owner of files under dir (by path; "."
+// is dir).
+func checkFiles(t *testing.T, dir string, want map[string]wantFile) {
+	t.Helper()
+	for name, w := range want {
+		p := filepath.Join(dir, name)
+		info, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := info.Mode().String(); got != w.mode {
+			t.Errorf("%s: mode %s, want %s", name, got, w.mode)
+		}
+		if uid, gid := owner(t, p); uid != w.uid || gid != w.gid {
+			t.Errorf("%s: owner %d:%d, want %d:%d", name, uid, gid, w.uid, w.gid)
+		}
 	}
 }
 
@@ -210,5 +225,40 @@ func TestUnescapeMountPath(t *testing.T) {
 				t.Errorf("%q -> %q, want %q", tt.in, got, tt.want)
 			}
 		})
+	}
+}
+
+// A mount deeper in a volume than this package's own (a container's,
+// propagated back through Bidirectional: here, a directory from outside
+// bound into a disk emptyDir) is unmounted, not deleted through: the
+// outside files stay, and the volumes go.
+func TestRemoveAllUnmountsADeeperMount(t *testing.T) {
+	testenv.NeedRoot(t)
+	base, outside := t.TempDir(), t.TempDir()
+	t.Cleanup(func() { _ = unmountUnder(base) })
+	var f Files
+	vol := filepath.Join(base, "volumes", "kubernetes.io~empty-dir", "v")
+	if err := f.EmptyDir(vol, false, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	precious := filepath.Join(outside, "precious")
+	if err := os.WriteFile(precious, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deep := filepath.Join(vol, "a", "b")
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(outside, deep, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.RemoveAll(filepath.Join(base, "volumes")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(precious); err != nil || string(b) != "keep" {
+		t.Fatalf("the file outside: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "volumes")); !os.IsNotExist(err) {
+		t.Errorf("volumes still there: %v", err)
 	}
 }

@@ -76,18 +76,24 @@ func TestFreshWriteIsTheUpdatesResult(t *testing.T) {
 		name    string
 		umask   int
 		fsGroup *int64
+		memory  bool // the fresh volume on a tmpfs of its own
 	}{
 		{name: "umask 022", umask: 0o022},
 		{name: "umask 077", umask: 0o077},
 		{name: "umask 0", umask: 0},
 		{name: "fsGroup, umask 022", umask: 0o022, fsGroup: ptr(int64(2345))},
 		{name: "fsGroup, umask 077", umask: 0o077, fsGroup: ptr(int64(2345))},
+		{name: "tmpfs, umask 022", umask: 0o022, memory: true},
+		{name: "tmpfs, umask 077", umask: 0o077, memory: true},
+		{name: "tmpfs, fsGroup, umask 077", umask: 0o077, fsGroup: ptr(int64(2345)), memory: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			defer setUmask(tt.umask)()
 			var f Files
-			fresh := filepath.Join(t.TempDir(), "pods", "uid", "volumes", "kubernetes.io~projected", "vol")
+			base := t.TempDir()
+			t.Cleanup(func() { _ = unmountUnder(base) })
+			fresh := filepath.Join(base, "pods", "uid", "volumes", "kubernetes.io~projected", "vol")
 			full := filepath.Join(t.TempDir(), "vol")
 			// An existing (empty) directory takes the update's way.
 			if err := os.Mkdir(full, 0o755); err != nil {
@@ -98,9 +104,12 @@ func TestFreshWriteIsTheUpdatesResult(t *testing.T) {
 			}
 			for i, set := range []map[string]podspec.VolumeFile{files, update} {
 				for _, dir := range []string{fresh, full} {
-					if err := f.WriteAtomic(dir, set, tt.fsGroup); err != nil {
+					if err := f.WriteAtomic(dir, set, tt.fsGroup, tt.memory && dir == fresh, 1<<20); err != nil {
 						t.Fatal(err)
 					}
+				}
+				if mounted, err := isTmpfsMount(fresh); err != nil || mounted != tt.memory {
+					t.Fatalf("tmpfs mounted: %v (%v), want %v", mounted, err, tt.memory)
 				}
 				got, want := tree(t, fresh), tree(t, full)
 				if strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -252,7 +252,7 @@ func pushSource(w *wiring) actor.Producer {
 }
 
 func volumeActor(w *wiring) actor.Producer {
-	return volume.New(volumefiles.Files{}, w.cluster.volumeAPI(),
+	return volume.New(volumefiles.New(w.log), w.cluster.volumeAPI(),
 		volume.Config{PodsDir: filepath.Join(w.o.RootDir, "pods"), Timeout: w.o.RuntimeRequestTimeout,
 			NodeAllocatable: w.allocatable}, w.clk, w.log)
 }
@@ -269,10 +269,11 @@ func nodeActor(w *wiring) actor.Producer {
 	o := w.o
 	// Termination-log files and the managed /etc/hosts under pods/, probe
 	// checkpoints under probes/ (readiness survives restarts), for the
-	// PodActors; the sweep of pods gone (pods/ and the pod logs), for the
-	// NodeActor: one instance.
+	// PodActors; the sweep of pods gone (pods/ and the pod logs, their
+	// volumes torn down as the VolumeActor does, tmpfs unmounted first),
+	// for the NodeActor: one instance.
 	files := podfiles.New(filepath.Join(o.RootDir, "pods"), filepath.Join(o.RootDir, "probes"), w.log,
-		podfiles.WithPodLogsDir(o.PodLogsDir))
+		podfiles.WithPodLogsDir(o.PodLogsDir), podfiles.WithVolumes(volumefiles.New(w.log).RemoveAll))
 	deps := podDeps(w, files)
 	podProps := func(uid types.UID) *actor.Props { return w.props(pod.New(uid, deps)) }
 	return node.New(node.Config{
