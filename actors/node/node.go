@@ -258,6 +258,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *actor.Restarting, *actor.Stopping:
 		a.closing = true
 	case *actor.Terminated:
+		actorkit.ForgetStoppedChildren(ctx) // else the stopped PodActor stays reachable
 		a.handleChildTerminated(ctx, m.Who)
 	case *actorkit.Fired:
 		if !a.handleRespawnFired(ctx, m) && !a.handleDevicesFired(ctx, m) {

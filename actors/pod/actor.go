@@ -273,6 +273,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.ProbeWarning:
 		a.handleProbeWarning(m)
 	case *actor.Terminated:
+		actorkit.ForgetStoppedChildren(ctx) // else the stopped ProbeActor stays reachable
 		a.handleProbeTerminated(ctx, m.Who)
 	case *actorkit.Fired:
 		a.handleFired(ctx, m)

@@ -51,6 +51,7 @@ func runBench(ctx context.Context, args []string) int {
 	fs.DurationVar(&o.ProfileCPU, "cpu-profile-seconds", 0, "take a CPU profile of the agent for this long while pods start (needs /debug/pprof)")
 	fs.StringVar(&o.ProfileOut, "cpu-profile", "", "file for the CPU profile")
 	fs.StringVar(&o.HeapOut, "heap-profile", "", "write the agent's heap profile at the end of the run to this file (needs /debug/pprof)")
+	fs.BoolVar(&o.AfterDelete, "after-delete", false, "standalone-sim: once every pod runs, delete them all and report the agent's memory idle, Ready and 30 s after it runs none (JSON memory); with --heap-profile FILE the profile is taken with every pod Ready and FILE-after-delete after a GC")
 	fs.StringVar(&o.MutexOut, "mutex-profile", "", "write the agent's mutex profile (lock contention since it started) at the end of the run to this file (needs /debug/pprof and an agent that samples it)")
 	fs.StringVar(&o.BlockOut, "block-profile", "", "write the agent's block profile (waits on locks and channels since it started) at the end of the run to this file (needs /debug/pprof and an agent that samples it)")
 	fs.IntVar(&o.GOMAXPROCS, "gomaxprocs", 0, "GOMAXPROCS of the agent (its environment) and of the bench itself, for a scaling curve (default: each one's own, the machine's CPUs unless GOMAXPROCS is set)")
