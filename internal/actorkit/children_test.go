@@ -2,6 +2,8 @@ package actorkit_test
 
 import (
 	"log/slog"
+	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"weak"
@@ -105,6 +107,107 @@ func TestStoppedChildrenAreCollected(t *testing.T) {
 			if alive := actortest.Alive(got); alive == 0 {
 				t.Fatalf("no stopped child kept without ForgetStoppedChildren: protoactor clears its set now; drop the helper")
 			}
+		})
+	}
+}
+
+func TestShrink(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		peak, after int
+		rebuilt     bool
+	}{
+		{name: "small maps are left alone", peak: 100, after: 0, rebuilt: false},
+		{name: "above a quarter of the peak: kept", peak: 1000, after: 251, rebuilt: false},
+		{name: "a quarter of the peak: rebuilt", peak: 1000, after: 250, rebuilt: true},
+		{name: "emptied: rebuilt", peak: 10000, after: 0, rebuilt: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s actorkit.Shrinker
+			m := map[int]string{}
+			for i := range tc.peak {
+				m[i] = "v"
+				m = actorkit.Shrink(&s, m)
+			}
+			orig := m
+			for i := tc.after; i < tc.peak; i++ {
+				delete(m, i)
+				m = actorkit.Shrink(&s, m)
+			}
+			if len(m) != tc.after {
+				t.Fatalf("%d entries left, want %d", len(m), tc.after)
+			}
+			for i := range tc.after {
+				if m[i] != "v" {
+					t.Fatalf("entry %d lost", i)
+				}
+			}
+			// A rebuilt map is a new one: writing to it leaves the old alone.
+			m[-1] = "new"
+			_, inOrig := orig[-1]
+			if rebuilt := !inOrig; rebuilt != tc.rebuilt {
+				t.Fatalf("rebuilt %v, want %v", rebuilt, tc.rebuilt)
+			}
+		})
+	}
+}
+
+func TestShrinkTracksThePeakAgain(t *testing.T) {
+	var s actorkit.Shrinker
+	m := map[int]bool{}
+	fill := func(n int) {
+		for i := range n {
+			m[i] = true
+			m = actorkit.Shrink(&s, m)
+		}
+	}
+	drain := func() {
+		for k := range m {
+			delete(m, k)
+			m = actorkit.Shrink(&s, m)
+		}
+	}
+	fill(1000)
+	drain()
+	fill(400)
+	before := m
+	for i := range 300 {
+		delete(m, i)
+		m = actorkit.Shrink(&s, m)
+	}
+	before[-1] = true
+	if _, same := m[-1]; same {
+		t.Fatalf("a map refilled to 400 and drained to 100 was not rebuilt: the old peak of 1000 was kept")
+	}
+}
+
+// BenchmarkShrinkReturnsMemory: the live heap of a map of 10,000 UIDs once
+// all but 10 are deleted, without and with Shrink.
+func BenchmarkShrinkReturnsMemory(b *testing.B) {
+	for _, shrink := range []bool{false, true} {
+		b.Run(map[bool]string{false: "kept", true: "shrunk"}[shrink], func(b *testing.B) {
+			var live uint64
+			for range b.N {
+				var s actorkit.Shrinker
+				m := map[string]*int{}
+				for i := range 10000 {
+					m[strconv.Itoa(i)+"-0000-0000-0000-000000000000"] = new(int)
+				}
+				for i := 10; i < 10000; i++ {
+					delete(m, strconv.Itoa(i)+"-0000-0000-0000-000000000000")
+					if shrink {
+						m = actorkit.Shrink(&s, m)
+					}
+				}
+				var ms0, ms1 runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&ms0)
+				runtime.KeepAlive(m) // and dead from here
+				runtime.GC()
+				runtime.ReadMemStats(&ms1)
+				live += ms0.HeapAlloc - ms1.HeapAlloc
+			}
+			b.ReportMetric(float64(live)/float64(b.N), "live-B/map")
 		})
 	}
 }
