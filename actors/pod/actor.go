@@ -794,8 +794,16 @@ func (a *Actor) publishStatus(st v1.PodStatus, waits map[string]waitInfo, now ti
 	if a.slot.held() && (anyStarted(st) || st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed || len(waits) > 0) {
 		a.releaseSlot() // started, or waiting on something: the next pod may start
 	}
-	a.status = &st
-	a.self.SendTo(a.d.Status, &messages.PodStatusUpdate{Pod: withStatus(a.pod, a.status)})
+	a.sendStatus(st)
+}
+
+// sendStatus sends st to the StatusActor and keeps it as the last published:
+// the status inside the pod sent (read only from here on, as the pod), not
+// a copy of it.
+func (a *Actor) sendStatus(st v1.PodStatus) {
+	out := withStatus(a.pod, &st)
+	a.status = &out.Status
+	a.self.SendTo(a.d.Status, &messages.PodStatusUpdate{Pod: out})
 }
 
 // withStatus is pod with st, for the StatusActor: a shallow copy, since
