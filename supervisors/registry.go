@@ -12,6 +12,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/ctxext"
 	"k8s.io/utils/clock"
+
+	"github.com/actorlet/actorlet/internal/actorkit"
 )
 
 // ActorInfo is one live actor in a Registry snapshot.
@@ -42,6 +44,7 @@ type Registry struct {
 
 	mu     sync.RWMutex
 	actors map[string]*entry
+	shrink actorkit.Shrinker // of actors: a map of 10,000 pods' actors shrinks with them
 	kinds  map[string]int
 	stats  map[string]*kindStats // never shrinks: one per kind ever seen
 }
@@ -204,6 +207,7 @@ func (r *Registry) add(pid *actor.PID) *entry {
 		r.stats[e.kind] = e.stats
 	}
 	r.actors[pid.Id] = e
+	r.actors = actorkit.Shrink(&r.shrink, r.actors) // sees the peak
 	r.kinds[e.kind]++
 	return e
 }
@@ -217,6 +221,7 @@ func (r *Registry) remove(pid *actor.PID) {
 		return
 	}
 	delete(r.actors, pid.Id)
+	r.actors = actorkit.Shrink(&r.shrink, r.actors)
 	if r.kinds[e.kind]--; r.kinds[e.kind] <= 0 {
 		delete(r.kinds, e.kind)
 	}

@@ -189,6 +189,8 @@ type Actor struct {
 	waiting  []types.UID        // pods waiting for one, in order
 
 	pressure messages.NodePressure // the EvictionActor's, for admission
+
+	shrink shrinkers // compact.go
 }
 
 // track adds (sign 1) or removes (sign -1) an entry's share of the counts;
@@ -258,6 +260,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *actor.Restarting, *actor.Stopping:
 		a.closing = true
 	case *actor.Terminated:
+		actorkit.ForgetStoppedChildren(ctx) // else the stopped PodActor stays reachable
 		a.handleChildTerminated(ctx, m.Who)
 	case *actorkit.Fired:
 		if !a.handleRespawnFired(ctx, m) && !a.handleDevicesFired(ctx, m) {
@@ -278,6 +281,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.starting, a.waiting = map[types.UID]bool{}, nil
 	a.runtime, a.haveRuntime, a.sweeping = nil, false, false
 	a.resyncAsks = nil
+	a.shrink = shrinkers{}
 	a.self = actorkit.Start(ctx, a.cfg.Clock)
 	a.since = a.cfg.Clock.Now()
 	a.housekeeping = actorkit.NewTimer("housekeeping")
@@ -398,6 +402,7 @@ func (a *Actor) handlePodUpdate(ctx actor.Context, m *messages.PodUpdate) {
 		}
 	}
 	a.reportDesired()
+	a.compact()
 }
 
 func (a *Actor) active() int { return a.nActive }
@@ -661,21 +666,30 @@ func (a *Actor) handleTerminated(ctx actor.Context, m *messages.PodTerminated) {
 		a.track(e, -1)
 		e.killing = &messages.KillPod{UID: m.UID, Reason: "terminated"}
 	}
-	// Keep the entry until the actor has stopped and its name is free;
-	// a pod desired again meanwhile is respawned then.
+	// Keep the entry until the actor has stopped and its name is free
+	// (its *actor.Terminated: stopped); a pod desired again meanwhile is
+	// respawned then. No StopFuture: the parent hears of its child's end
+	// anyway, and a future per pod is a process (and a timer) more.
 	e.stopping = true
-	uid := m.UID
-	ctx.ReenterAfter(ctx.StopFuture(e.pid), func(any, error) {
-		if cur, ok := a.pods[uid]; !ok || cur != e {
-			return
-		}
-		a.track(e, -1)
-		delete(a.pods, uid)
-		if e.respawn != nil {
-			a.upsert(ctx, e.respawn, e.respawnSource)
-		}
-		a.reportDesired()
-	})
+	if e.w.down {
+		a.stopped(ctx, m.UID, e) // stopped by its supervisor already
+		return
+	}
+	ctx.Stop(e.pid)
+}
+
+// stopped drops the entry of a terminated pod whose actor has stopped.
+func (a *Actor) stopped(ctx actor.Context, uid types.UID, e *entry) {
+	if cur, ok := a.pods[uid]; !ok || cur != e {
+		return
+	}
+	a.track(e, -1)
+	delete(a.pods, uid)
+	if e.respawn != nil {
+		a.upsert(ctx, e.respawn, e.respawnSource)
+	}
+	a.reportDesired()
+	a.compact()
 }
 
 func (a *Actor) handleStartSlot(ctx actor.Context, uid types.UID) {

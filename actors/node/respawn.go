@@ -82,7 +82,11 @@ func (a *Actor) handleChildTerminated(ctx actor.Context, who *actor.PID) {
 	}
 	e := a.pods[types.UID(uid)]
 	// The same PID pointer: an incarnation spawned since has another one.
-	if e == nil || e.pid != who || e.stopping || e.w.down {
+	if e == nil || e.pid != who || e.w.down {
+		return
+	}
+	if e.stopping {
+		a.stopped(ctx, types.UID(uid), e) // handleTerminated stopped it
 		return
 	}
 	a.workerDown(ctx, types.UID(uid), e)

@@ -133,6 +133,25 @@ type Deps struct {
 // New returns the producer of the PodActor for uid. It refuses missing
 // dependencies by panicking at wiring time, never at run time.
 func New(uid types.UID, d Deps) actor.Producer {
+	return producer(uid, prepare(d))
+}
+
+// Producers is New for every pod of a node: the Deps are checked and
+// defaulted once and shared (read only) by all the PodActors, not copied
+// into each (400 B per pod).
+func Producers(d Deps) func(uid types.UID) actor.Producer {
+	dp := prepare(d)
+	return func(uid types.UID) actor.Producer { return producer(uid, dp) }
+}
+
+func producer(uid types.UID, d *Deps) actor.Producer {
+	return func() actor.Actor {
+		return &Actor{uid: uid, d: d, log: d.Log.With("pod_uid", string(uid))}
+	}
+}
+
+// prepare checks d and fills in the defaults.
+func prepare(d Deps) *Deps {
 	if d.Runtime == nil || d.Clock == nil || d.Status == nil || d.Images == nil {
 		panic("pod.New: Runtime, Clock, Status and Images are required")
 	}
@@ -160,9 +179,7 @@ func New(uid types.UID, d Deps) actor.Producer {
 	if d.Probes.Props == nil {
 		d.Probes.Props = func(p actor.Producer) *actor.Props { return actor.PropsFromProducer(p) }
 	}
-	return func() actor.Actor {
-		return &Actor{uid: uid, d: d, log: d.Log.With("pod_uid", string(uid))}
-	}
+	return &d
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -177,7 +194,7 @@ func orDefault(d, def time.Duration) time.Duration {
 // whenever it changes.
 type Actor struct {
 	uid types.UID
-	d   Deps
+	d   *Deps // shared by the node's PodActors: read only
 	log *slog.Logger
 
 	self   actorkit.Self
@@ -273,6 +290,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.ProbeWarning:
 		a.handleProbeWarning(m)
 	case *actor.Terminated:
+		actorkit.ForgetStoppedChildren(ctx) // else the stopped ProbeActor stays reachable
 		a.handleProbeTerminated(ctx, m.Who)
 	case *actorkit.Fired:
 		a.handleFired(ctx, m)
@@ -793,8 +811,16 @@ func (a *Actor) publishStatus(st v1.PodStatus, waits map[string]waitInfo, now ti
 	if a.slot.held() && (anyStarted(st) || st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed || len(waits) > 0) {
 		a.releaseSlot() // started, or waiting on something: the next pod may start
 	}
-	a.status = &st
-	a.self.SendTo(a.d.Status, &messages.PodStatusUpdate{Pod: withStatus(a.pod, a.status)})
+	a.sendStatus(st)
+}
+
+// sendStatus sends st to the StatusActor and keeps it as the last published:
+// the status inside the pod sent (read only from here on, as the pod), not
+// a copy of it.
+func (a *Actor) sendStatus(st v1.PodStatus) {
+	out := withStatus(a.pod, &st)
+	a.status = &out.Status
+	a.self.SendTo(a.d.Status, &messages.PodStatusUpdate{Pod: out})
 }
 
 // withStatus is pod with st, for the StatusActor: a shallow copy, since

@@ -2,6 +2,8 @@ package pod
 
 import (
 	"fmt"
+	"hash/maphash"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,9 +25,30 @@ type Recorder interface {
 
 // eventLog records a pod's events once per key and message, so a state the
 // actor sees again and again is reported once.
+//
+// It remembers a hash of the last message of each reason and key, in a
+// slice: a pod has a few (Pulled, Created, Started per container), and a
+// map of reason/key strings to messages cost ~700 B per pod, held for the
+// pod's life.
 type eventLog struct {
 	rec  Recorder
-	last map[string]string
+	last []eventSeen
+}
+
+type eventSeen struct {
+	reason, key string
+	msg         uint64 // maphash of the message
+}
+
+var eventSeed = maphash.MakeSeed()
+
+func (l *eventLog) find(reason, key string) int {
+	for i := range l.last {
+		if l.last[i].reason == reason && l.last[i].key == key {
+			return i
+		}
+	}
+	return -1
 }
 
 func (l *eventLog) record(pod *v1.Pod, eventtype, reason, key, format string, args ...any) {
@@ -33,21 +56,24 @@ func (l *eventLog) record(pod *v1.Pod, eventtype, reason, key, format string, ar
 		return
 	}
 	msg := fmt.Sprintf(format, args...)
-	k := reason + "/" + key
-	if l.last[k] == msg {
+	sum := maphash.String(eventSeed, msg)
+	switch i := l.find(reason, key); {
+	case i < 0:
+		l.last = append(l.last, eventSeen{reason: reason, key: key, msg: sum})
+	case l.last[i].msg == sum:
 		return
+	default:
+		l.last[i].msg = sum
 	}
-	if l.last == nil {
-		l.last = map[string]string{}
-	}
-	l.last[k] = msg
 	l.rec.Eventf(pod, eventtype, reason, "%s", msg)
 }
 
 // forget lets the next event of reason and key be recorded even with the
 // same message (a failure after a success is news again).
 func (l *eventLog) forget(reason, key string) {
-	delete(l.last, reason+"/"+key)
+	if i := l.find(reason, key); i >= 0 {
+		l.last = slices.Delete(l.last, i, i+1)
+	}
 }
 
 // sandboxEvents reports a failed sandbox creation as upstream

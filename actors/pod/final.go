@@ -5,8 +5,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-
-	"github.com/actorlet/actorlet/messages"
 )
 
 // readFinal reads what a kill stopped, before it is removed: every
@@ -60,8 +58,7 @@ func (a *Actor) publishFinal(now time.Time) {
 	if a.status != nil && st.Phase == a.status.Phase && st.Reason == "" {
 		st.Reason, st.Message = a.status.Reason, a.status.Message
 	}
-	a.status = &st
-	a.self.SendTo(a.d.Status, &messages.PodStatusUpdate{Pod: withStatus(a.pod, a.status)})
+	a.sendStatus(st)
 }
 
 // terminalStatus is st of a pod whose containers will never run again:

@@ -27,6 +27,13 @@ func TestProbeActorStoppedUnaskedIsRespawnedAfterBackoff(t *testing.T) {
 		d.Probes.RespawnBackoff, d.Probes.RespawnBackoffMax = time.Minute, 4*time.Minute
 	})
 	h.waitStatus("ready", readyPod)
+	// The parent handles the NeedPod of the PodActor's start on its own
+	// mailbox: it may come after the pod is ready.
+	h.waitFor("the start's NeedPod", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.needPods > 0
+	})
 	h.mu.Lock()
 	needPods := h.needPods // one per start of the PodActor
 	h.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
 	"github.com/actorlet/actorlet/podspec"
 )
@@ -49,6 +50,7 @@ type apiSource struct {
 	gen    uint64
 	cancel context.CancelFunc
 	pods   map[types.UID]*v1.Pod
+	shrink actorkit.Shrinker // of pods
 	synced bool
 }
 
@@ -93,7 +95,7 @@ func (a *apiSource) Receive(ctx actor.Context) {
 
 func (a *apiSource) handleStarted(ctx actor.Context) {
 	a.gen = rand.Uint64()
-	a.pods = map[types.UID]*v1.Pod{}
+	a.pods, a.shrink = map[types.UID]*v1.Pod{}, actorkit.Shrinker{}
 	sys, self, gen := ctx.ActorSystem(), ctx.Self(), a.gen
 	wctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
@@ -142,6 +144,7 @@ func (a *apiSource) handleUpsert(ctx actor.Context, p *v1.Pod) {
 	}
 	old, ok := a.pods[p.UID]
 	a.pods[p.UID] = p
+	a.pods = actorkit.Shrink(&a.shrink, a.pods) // sees the peak
 	if ok && old.ResourceVersion != "" && old.ResourceVersion == p.ResourceVersion {
 		// The same version of the object again (a watch restarted and
 		// listed it): nothing in it is new.
@@ -167,6 +170,7 @@ func (a *apiSource) handleRemove(ctx actor.Context, p *v1.Pod) {
 		return
 	}
 	delete(a.pods, p.UID)
+	a.pods = actorkit.Shrink(&a.shrink, a.pods)
 	ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourceAPI, Op: messages.OpRemove, Pods: []*v1.Pod{p}})
 }
 

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -131,11 +133,7 @@ func (p *poller) handleResync(ctx actor.Context) {
 	if !p.sent {
 		return // the first listing is still to come and will be sent
 	}
-	out := make([]*v1.Pod, len(p.last))
-	for i, pod := range p.last {
-		out[i] = pod.DeepCopy()
-	}
-	ctx.Send(p.node, &messages.PodUpdate{Source: p.source, Op: messages.OpSet, Pods: out})
+	ctx.Send(p.node, &messages.PodUpdate{Source: p.source, Op: messages.OpSet, Pods: slices.Clone(p.last)})
 }
 
 func (p *poller) handleStarted(ctx actor.Context) {
@@ -180,12 +178,10 @@ func (p *poller) handleListed(ctx actor.Context, m *listed) {
 	if p.sent && equality.Semantic.DeepEqual(next, p.last) {
 		return
 	}
-	out := make([]*v1.Pod, len(next))
-	for i, pod := range next {
-		out[i] = pod.DeepCopy()
-	}
-	ctx.Send(p.node, &messages.PodUpdate{Source: p.source, Op: messages.OpSet, Pods: out})
-	p.log.Info("pods updated", "pods", len(out), "first", !p.sent)
+	// The pods are shared read only from here on (messages' package doc):
+	// the set kept to compare the next listing with is the one sent.
+	ctx.Send(p.node, &messages.PodUpdate{Source: p.source, Op: messages.OpSet, Pods: slices.Clone(next)})
+	p.log.Info("pods updated", "pods", len(next), "first", !p.sent)
 	p.sent = true
 	p.last = next
 }
@@ -225,7 +221,9 @@ func errKey(err error) string {
 }
 
 // normalise sorts pods by UID and keeps the first config.seen of each UID
-// already sent.
+// already sent. The Lister's pods are left as they are: a pod whose
+// config.seen is kept is a shallow copy with its own annotations (its spec
+// is shared with the Lister's, read only), the others are the Lister's.
 func (p *poller) normalise(pods []*v1.Pod) []*v1.Pod {
 	seen := make(map[string]string, len(p.last))
 	for _, pod := range p.last {
@@ -238,10 +236,12 @@ func (p *poller) normalise(pods []*v1.Pod) []*v1.Pod {
 		if pod == nil {
 			continue
 		}
-		pod = pod.DeepCopy()
-		if v, ok := seen[string(pod.UID)]; ok && pod.Annotations != nil {
-			if _, has := pod.Annotations[seenAnnotation]; has {
-				pod.Annotations[seenAnnotation] = v
+		if v, ok := seen[string(pod.UID)]; ok {
+			if cur, has := pod.Annotations[seenAnnotation]; has && cur != v {
+				cp := *pod
+				cp.Annotations = maps.Clone(pod.Annotations)
+				cp.Annotations[seenAnnotation] = v
+				pod = &cp
 			}
 		}
 		next = append(next, pod)

@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -14,12 +15,23 @@ import (
 // used by one actor incarnation at a time (a restart runs on the mailbox), so
 // the pods survive a restart of the actor (not of the process).
 type pushStore struct {
-	pods map[string]*v1.Pod // by namespace/name
+	pods   map[string]*v1.Pod // by namespace/name
+	shrunk actorkit.Shrinker
 }
+
+// shrink rebuilds the map once most pods are gone (Go keeps a map's memory
+// after its keys are deleted).
+func (s *pushStore) shrink() { s.pods = actorkit.Shrink(&s.shrunk, s.pods) }
 
 // push is the node API's push source (messages.SourcePush). Pods arrive
 // already decoded, validated and defaulted by the node API layer; the actor
 // keys them by namespace/name and tells the NodeActor what changed.
+//
+// Copies: the PushPod's pod is the node API's own decoding, made for this
+// message (the receiver owns it); the store keeps it and the PodUpdates
+// share it read only, as every desired pod is shared from its source to
+// the PodActor (messages' package doc). So a pushed pod is held once, not
+// once in the store and once more along the path.
 //
 // Restarts: the pods are kept in a store owned by the producer, so a
 // restarted push actor still knows them; on Started it re-sends them all as
@@ -83,7 +95,7 @@ func (a *push) sendAll(ctx actor.Context) {
 		sort.Strings(keys)
 		pods := make([]*v1.Pod, 0, n)
 		for _, k := range keys {
-			pods = append(pods, a.store.pods[k].DeepCopy())
+			pods = append(pods, a.store.pods[k])
 		}
 		ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourcePush, Op: messages.OpSet, Pods: pods})
 	}
@@ -101,14 +113,15 @@ func (a *push) handlePushPod(ctx actor.Context, m *messages.PushPod) {
 		ctx.Respond(&messages.PushResult{Err: "pod with a name and a UID is required"})
 		return
 	}
-	pod := m.Pod.DeepCopy()
+	pod := m.Pod // the node API's own decoding, handed over (see push)
 	key := pod.Namespace + "/" + pod.Name
 	if old, ok := a.store.pods[key]; ok && old.UID != pod.UID {
-		ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourcePush, Op: messages.OpRemove, Pods: []*v1.Pod{old.DeepCopy()}})
+		ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourcePush, Op: messages.OpRemove, Pods: []*v1.Pod{old}})
 		a.log.Info("pushed pod replaced", "pod", key, "old", old.UID, "uid", pod.UID)
 	}
 	a.store.pods[key] = pod
-	ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourcePush, Op: messages.OpAdd, Pods: []*v1.Pod{pod.DeepCopy()}})
+	a.store.shrink() // sees the peak
+	ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourcePush, Op: messages.OpAdd, Pods: []*v1.Pod{pod}})
 	ctx.Respond(&messages.PushResult{UID: pod.UID, Name: pod.Name})
 }
 
@@ -120,6 +133,7 @@ func (a *push) handleRemovePushedPod(ctx actor.Context, m *messages.RemovePushed
 		return
 	}
 	delete(a.store.pods, key)
-	ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourcePush, Op: messages.OpRemove, Pods: []*v1.Pod{old.DeepCopy()}})
+	a.store.shrink()
+	ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourcePush, Op: messages.OpRemove, Pods: []*v1.Pod{old}})
 	ctx.Respond(&messages.PushResult{UID: old.UID, Name: old.Name})
 }

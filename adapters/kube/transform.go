@@ -1,8 +1,12 @@
 package kube
 
 import (
+	"maps"
+
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // The informers keep one decoded copy of every object they watch for as
@@ -46,4 +50,44 @@ func stripService(obj any) (any, error) {
 			Type: s.Spec.Type, ClusterIP: s.Spec.ClusterIP, ClusterIPs: s.Spec.ClusterIPs, Ports: s.Spec.Ports,
 		},
 	}, nil
+}
+
+// sharePodParts returns a transform for the pod informer that stores a
+// new version of a pod with the parts that did not change taken from the
+// version it replaces in store: most updates of a pod are of its status
+// (every status write of this node comes back as one), and each arrives
+// decoded anew, spec and all. Sharing the unchanged spec and metadata maps
+// keeps one copy of them per pod: the one the actors hold since the pod
+// was first sent (a version kept for its status no longer costs a second
+// spec). The spec is the same when the generation is (the API server sets
+// and bumps it from 1.33 on; 0: older, compared field by field). Objects in
+// an informer's store are read only, for client-go and for actorlet alike.
+func sharePodParts(store cache.Store) func(obj any) (any, error) {
+	return func(obj any) (any, error) {
+		p, ok := obj.(*v1.Pod)
+		if !ok {
+			return obj, nil
+		}
+		item, exists, err := store.Get(p)
+		if err != nil || !exists {
+			return obj, nil
+		}
+		old, ok := item.(*v1.Pod)
+		if !ok || old == p || old.UID != p.UID {
+			return obj, nil
+		}
+		if p.Generation == old.Generation && (p.Generation > 0 || apiequality.Semantic.DeepEqual(p.Spec, old.Spec)) {
+			p.Spec = old.Spec
+		}
+		if maps.Equal(p.Labels, old.Labels) {
+			p.Labels = old.Labels
+		}
+		if maps.Equal(p.Annotations, old.Annotations) {
+			p.Annotations = old.Annotations
+		}
+		if apiequality.Semantic.DeepEqual(p.OwnerReferences, old.OwnerReferences) {
+			p.OwnerReferences = old.OwnerReferences
+		}
+		return p, nil
+	}
 }

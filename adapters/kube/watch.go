@@ -32,7 +32,11 @@ func (c *Client) WatchPods(ctx context.Context, upsert, remove func(*v1.Pod), sy
 		},
 	}, c.cs))
 	inf := cache.NewSharedIndexInformer(lw, &v1.Pod{}, 0, cache.Indexers{})
-	_ = inf.SetTransform(stripManagedFields)
+	share := sharePodParts(inf.GetStore())
+	_ = inf.SetTransform(func(obj any) (any, error) {
+		obj, _ = stripManagedFields(obj)
+		return share(obj)
+	})
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if p, ok := obj.(*v1.Pod); ok {

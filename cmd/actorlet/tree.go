@@ -274,8 +274,8 @@ func nodeActor(w *wiring) actor.Producer {
 	// for the NodeActor: one instance.
 	files := podfiles.New(filepath.Join(o.RootDir, "pods"), filepath.Join(o.RootDir, "probes"), w.log,
 		podfiles.WithPodLogsDir(o.PodLogsDir), podfiles.WithVolumes(volumefiles.New(w.log).RemoveAll))
-	deps := podDeps(w, files)
-	podProps := func(uid types.UID) *actor.Props { return w.props(pod.New(uid, deps)) }
+	newPod := pod.Producers(podDeps(w, files)) // one Deps shared by all PodActors
+	podProps := func(uid types.UID) *actor.Props { return w.props(newPod(uid)) }
 	return node.New(node.Config{
 		NodeName: w.name, MaxPods: int(o.MaxPods), Sources: w.sources, SourcePIDs: w.sourcePIDs,
 		Allocatable:       w.allocatable,

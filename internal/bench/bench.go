@@ -138,6 +138,10 @@ type Options struct {
 	// given by Endpoint needs it (or its profiles are empty).
 	MutexOut string
 	BlockOut string
+	// AfterDelete (standalone-sim): once every pod runs, delete them all
+	// and read the agent's memory idle, Ready and after the deletion into
+	// Result.Memory (afterdelete.go).
+	AfterDelete bool
 }
 
 func (o *Options) defaults() error {
@@ -649,10 +653,18 @@ func runStart(ctx context.Context, o Options, r *Result, runtimeEndpoint string)
 		specs[i] = podSpec{name: fmt.Sprintf("bench-%05d", i), image: o.Image}
 	}
 	o.Log.Info("creating pods", "pods", o.Pods, "source", o.Source, "concurrency", o.Concurrency)
+	var mem *MemoryFigures
+	if o.AfterDelete && o.Scenario == ScenarioStandaloneSim {
+		mem = &MemoryFigures{Idle: readMemory(ctx, s.a)}
+		r.Memory = mem
+	}
 	created, names, cerr := s.createAll(ctx, specs)
 	r.CreatedSeconds = round3(time.Since(s.start).Seconds())
 	lat, last := s.waitAll(ctx, created, o.Timeout)
 	finish(r, s, lat, last)
+	if mem != nil {
+		s.measureAfterDelete(ctx, mem, names)
+	}
 	if o.Scenario == ScenarioContainerd && s.started {
 		// The agent leaves pods running when it stops: remove them so
 		// containerd is left as found.

@@ -106,6 +106,35 @@ func TestBenchStandaloneSim(t *testing.T) {
 	}
 }
 
+// TestBenchStandaloneAfterDelete: with --after-delete the standalone run
+// deletes its pods and reports the agent's memory idle, Ready and after
+// the deletion, with a heap profile at both ends.
+func TestBenchStandaloneAfterDelete(t *testing.T) {
+	heap := filepath.Join(t.TempDir(), "heap.pprof")
+	r, code, stderr := runBench(t, "--scenario", "standalone-sim", "--pods", "20", "--after-delete", "--heap-profile", heap)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	checkSane(t, r, bench.ScenarioStandaloneSim, 20)
+	m := r.Memory
+	if m == nil {
+		t.Fatal("no memory figures")
+	}
+	for name, s := range map[string]bench.MemorySample{"idle": m.Idle, "ready": m.Ready, "after_delete": m.AfterDelete} {
+		if s.RSSBytes == 0 || s.RSSAnonBytes == 0 || s.HeapBytes == 0 || s.RSSAnonBytes > s.RSSBytes {
+			t.Errorf("%s: %+v", name, s)
+		}
+	}
+	if m.AfterDeleteSettleSeconds <= 0 {
+		t.Errorf("after_delete_settle_seconds %v", m.AfterDeleteSettleSeconds)
+	}
+	for _, f := range []string{heap, strings.TrimSuffix(heap, ".pprof") + "-after-delete.pprof"} {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Errorf("heap profile %s: %v", f, err)
+		}
+	}
+}
+
 func TestBenchChurn(t *testing.T) {
 	r, code, stderr := runBench(t, "--scenario", "churn", "--pods", "10", "--duration", "3s")
 	if code != 0 {

@@ -127,6 +127,10 @@ type Result struct {
 	Violations       int      `json:"violations"`
 	ViolationDetails []string `json:"violation_details,omitempty"`
 
+	// Memory: standalone-sim with AfterDelete, idle, Ready and after
+	// every pod was deleted.
+	Memory *MemoryFigures `json:"memory,omitempty"`
+
 	Churn  *Churn  `json:"churn,omitempty"`
 	Probes *Probes `json:"probes,omitempty"`
 	Soak   *Soak   `json:"soak,omitempty"`
