@@ -107,8 +107,8 @@ func TestBenchStandaloneSim(t *testing.T) {
 }
 
 // TestBenchStandaloneAfterDelete: with --after-delete the standalone run
-// deletes its pods and reports the agent's memory idle, Ready and after
-// the deletion, with a heap profile at both ends.
+// holds its pods, deletes them and reports the agent's memory idle, Ready,
+// steady and after the deletion, with a heap profile at both ends.
 func TestBenchStandaloneAfterDelete(t *testing.T) {
 	heap := filepath.Join(t.TempDir(), "heap.pprof")
 	r, code, stderr := runBench(t, "--scenario", "standalone-sim", "--pods", "20", "--after-delete", "--heap-profile", heap)
@@ -120,10 +120,13 @@ func TestBenchStandaloneAfterDelete(t *testing.T) {
 	if m == nil {
 		t.Fatal("no memory figures")
 	}
-	for name, s := range map[string]bench.MemorySample{"idle": m.Idle, "ready": m.Ready, "after_delete": m.AfterDelete} {
+	for name, s := range map[string]bench.MemorySample{"idle": m.Idle, "ready": m.Ready, "steady": m.Steady, "after_delete": m.AfterDelete} {
 		if s.RSSBytes == 0 || s.RSSAnonBytes == 0 || s.HeapBytes == 0 || s.RSSAnonBytes > s.RSSBytes {
 			t.Errorf("%s: %+v", name, s)
 		}
+	}
+	if m.SteadySettleSeconds <= 0 {
+		t.Errorf("steady_settle_seconds %v", m.SteadySettleSeconds)
 	}
 	if m.AfterDeleteSettleSeconds <= 0 {
 		t.Errorf("after_delete_settle_seconds %v", m.AfterDeleteSettleSeconds)
