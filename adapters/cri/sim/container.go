@@ -112,7 +112,6 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 		fs:          map[string][]byte{},
 	}
 	q := queryImage(cfg.GetImage().GetImage())
-	keys := labelKeys(c.labels)
 	sb, err := r.lockSandbox(req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
@@ -140,8 +139,8 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 	c.seq = r.seq
 	r.containers[c.id] = c
 	r.ctrNames[name] = c.id
-	r.ctrLabels.addKeys(c.id, keys)
-	sb.containers[c.id] = c
+	r.ctrLabels.add(c.id, c.labels)
+	sb.containers = append(sb.containers, c) // in seq order
 	r.publish(c.id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, sb)
 	return &runtimeapi.CreateContainerResponse{ContainerId: c.id}, nil
 }
@@ -286,7 +285,7 @@ func (r *Runtime) removeContainerLocked(c *container) {
 	delete(r.containers, c.id)
 	delete(r.ctrNames, c.name)
 	r.ctrLabels.remove(c.id, c.labels)
-	delete(c.sb.containers, c.id)
+	c.sb.removeContainer(c)
 	r.publish(c.id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, c.sb)
 }
 
@@ -367,14 +366,11 @@ func (r *Runtime) filterContainers(id, sandboxID string, labels map[string]strin
 		if !ok {
 			return nil
 		}
-		cands = make([]*container, 0, len(sb.containers))
-		for _, c := range sb.containers {
-			cands = append(cands, c)
-		}
+		cands = append([]*container(nil), sb.containers...)
 	default:
 		if ids, ok := r.ctrLabels.candidates(labels); ok {
 			cands = make([]*container, 0, len(ids))
-			for id := range ids {
+			for _, id := range ids {
 				cands = append(cands, r.containers[id])
 			}
 			break

@@ -120,7 +120,7 @@ func (r *Runtime) ListPodSandboxStats(_ context.Context, req *runtimeapi.ListPod
 	all := r.sandboxes
 	if ids, ok := r.sbLabels.candidates(f.GetLabelSelector()); ok && f.GetId() == "" {
 		all = make(map[string]*sandbox, len(ids))
-		for id := range ids {
+		for _, id := range ids {
 			all[id] = r.sandboxes[id]
 		}
 	}
