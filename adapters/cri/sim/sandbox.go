@@ -26,7 +26,7 @@ type sandbox struct {
 	hostNetwork bool
 	state       runtimeapi.PodSandboxState
 	createdAt   int64
-	ip          uint32 // 0 for host network
+	ip          uint32       // 0 for host network
 	containers  []*container // in creation (seq) order
 }
 
