@@ -28,10 +28,10 @@ type container struct {
 	labels      map[string]string
 	annotations map[string]string
 	mounts      []*runtimeapi.Mount
-	logPath     string // absolute (sandbox log dir joined with the config's path) or ""
-	env         map[string]string
+	logPath     string            // absolute (sandbox log dir joined with the config's path) or ""
+	env         map[string]string // the config's envs (nil without); see getenv
 	argv        []string
-	resources   *runtimeapi.ContainerResources
+	linuxRes    *runtimeapi.LinuxContainerResources // statuses wrap it in a ContainerResources
 	stopSignal  runtimeapi.Signal
 
 	state runtimeapi.ContainerState
@@ -45,7 +45,7 @@ type container struct {
 	reason     string
 	message    string
 
-	fs map[string][]byte // the container's tiny filesystem
+	fs map[string][]byte // the container's tiny filesystem (nil until written: fsw)
 	// What the container consumes on command (usage.go): bytes alloc'd
 	// (while it runs), processes spawned (while it runs), and bytes fill'd
 	// per file of fs (on its writable layer until removed).
@@ -71,6 +71,36 @@ func (c *container) killAll() {
 	c.detachAll()
 }
 
+// getenv is the value of the container's environment variable k: the
+// config's envs, and HOSTNAME the sandbox's hostname unless they set it (as
+// a runtime does).
+func (c *container) getenv(k string) string {
+	if v, ok := c.env[k]; ok {
+		return v
+	}
+	if k == "HOSTNAME" {
+		return c.sb.hostname
+	}
+	return ""
+}
+
+// fsw is the container's filesystem for writing, made on the first write.
+func (c *container) fsw() map[string][]byte {
+	if c.fs == nil {
+		c.fs = map[string][]byte{}
+	}
+	return c.fs
+}
+
+// resources is what statuses answer: the config's (or the last update's)
+// Linux resources, nil without.
+func (c *container) resources() *runtimeapi.ContainerResources {
+	if c.linuxRes == nil {
+		return nil
+	}
+	return &runtimeapi.ContainerResources{Linux: c.linuxRes}
+}
+
 func containerName(m *runtimeapi.ContainerMetadata, sb *sandbox) string {
 	return strings.Join([]string{m.GetName(), sb.meta.GetName(), sb.meta.GetNamespace(), sb.meta.GetUid(), fmt.Sprint(m.GetAttempt())}, "_")
 }
@@ -85,18 +115,17 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 	if cfg.GetImage().GetImage() == "" {
 		return nil, status.Error(codes.InvalidArgument, "container config must include an image")
 	}
-	env := map[string]string{}
-	for _, kv := range cfg.GetEnvs() {
-		env[kv.GetKey()] = string(kv.GetValue())
+	var env map[string]string // nil without envs (HOSTNAME: getenv)
+	if envs := cfg.GetEnvs(); len(envs) > 0 {
+		env = make(map[string]string, len(envs))
+		for _, kv := range envs {
+			env[kv.GetKey()] = string(kv.GetValue())
+		}
 	}
 	argv := append(append([]string(nil), cfg.GetCommand()...), cfg.GetArgs()...)
 	// What needs no state is made before the lock, which every other
 	// call that changes state waits for: the ID (from the kernel's random
 	// source), the container, the parsed image reference, the label keys.
-	var res *runtimeapi.ContainerResources
-	if l := cfg.GetLinux().GetResources(); l != nil {
-		res = &runtimeapi.ContainerResources{Linux: l}
-	}
 	c := &container{
 		id:          newID(),
 		meta:        cfg.GetMetadata(),
@@ -106,10 +135,9 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 		mounts:      cfg.GetMounts(),
 		env:         env,
 		argv:        argv,
-		resources:   res,
+		linuxRes:    cfg.GetLinux().GetResources(),
 		stopSignal:  cfg.GetStopSignal(),
 		state:       runtimeapi.ContainerState_CONTAINER_CREATED,
-		fs:          map[string][]byte{},
 	}
 	q := queryImage(cfg.GetImage().GetImage())
 	sb, err := r.lockSandbox(req.GetPodSandboxId())
@@ -127,9 +155,6 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 	img := r.resolveLocked(q)
 	if img == nil {
 		return nil, status.Errorf(codes.NotFound, "failed to get image %q: image not found (pull it first)", cfg.GetImage().GetImage())
-	}
-	if _, ok := env["HOSTNAME"]; !ok && sb.hostname != "" {
-		env["HOSTNAME"] = sb.hostname
 	}
 	if sb.logDir != "" && cfg.GetLogPath() != "" {
 		c.logPath = filepath.Join(sb.logDir, cfg.GetLogPath())
@@ -310,7 +335,7 @@ func (r *Runtime) containerStatus(c *container) *runtimeapi.ContainerStatus {
 		Annotations: c.annotations,
 		Mounts:      c.mounts,
 		LogPath:     c.logPath,
-		Resources:   c.resources,
+		Resources:   c.resources(),
 		StopSignal:  c.stopSignal,
 	}
 }
@@ -434,7 +459,7 @@ func (r *Runtime) UpdateContainerResources(_ context.Context, req *runtimeapi.Up
 		return nil, status.Errorf(codes.FailedPrecondition, "container %q is not created or running", c.id)
 	}
 	if req.GetLinux() != nil {
-		c.resources = &runtimeapi.ContainerResources{Linux: req.GetLinux()}
+		c.linuxRes = req.GetLinux()
 	}
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 }

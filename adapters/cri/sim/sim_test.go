@@ -369,6 +369,45 @@ func TestFilters(t *testing.T) {
 	}
 }
 
+// TestEnv checks the variables a shell sees: the config's envs, and
+// HOSTNAME the sandbox's hostname unless the envs set it.
+func TestEnv(t *testing.T) {
+	e := newEnv(t, Config{})
+	c := ctx(t)
+	tests := []struct {
+		name     string
+		hostname string
+		envs     []*runtimeapi.KeyValue
+		want     string
+	}{
+		{"hostname", "web-0", nil, "web-0/\n"},
+		{"no hostname", "", nil, "/\n"},
+		{"envs set HOSTNAME", "web-0", []*runtimeapi.KeyValue{{Key: "HOSTNAME", Value: []byte("mine")}, {Key: "X", Value: []byte("x")}}, "mine/x\n"},
+		{"envs without HOSTNAME", "web-0", []*runtimeapi.KeyValue{{Key: "X", Value: []byte("x")}}, "web-0/x\n"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sbCfg := sandboxConfig(fmt.Sprint("env", i), false, nil)
+			sbCfg.Hostname = tt.hostname
+			sb, err := e.rt.RunPodSandbox(c, &runtimeapi.RunPodSandboxRequest{Config: sbCfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := ctrConfig("c", "sleep", "infinity")
+			cfg.Envs = tt.envs
+			id := e.create(t, sb.PodSandboxId, sbCfg, cfg)
+			e.start(t, id)
+			resp, err := e.rt.ExecSync(c, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"sh", "-c", "echo ${HOSTNAME}/${X}"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(resp.Stdout); got != tt.want {
+				t.Errorf("stdout %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 // TestPodUIDSelector lists by the indexed pod UID label, alone and with
 // other labels, with several sandboxes and containers under one UID and
 // after removals (the index must forget them).
