@@ -129,9 +129,8 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 	c := &container{
 		id:          newID(),
 		meta:        cfg.GetMetadata(),
-		imageSpec:   cfg.GetImage(),
-		labels:      cfg.GetLabels(),
-		annotations: cfg.GetAnnotations(),
+		imageSpec:   r.intern.imageSpec(cfg.GetImage()),
+		annotations: r.intern.labels(cfg.GetAnnotations(), nil),
 		mounts:      cfg.GetMounts(),
 		env:         env,
 		argv:        argv,
@@ -160,6 +159,9 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 		c.logPath = filepath.Join(sb.logDir, cfg.GetLogPath())
 	}
 	c.name, c.sb, c.imageID, c.createdAt = name, sb, img.id, now()
+	// Under the lock, where the sandbox is known: a pod's UID, name and
+	// namespace labels are the sandbox's strings.
+	c.labels = r.intern.labels(cfg.GetLabels(), sb.labels, c.meta.GetName())
 	r.seq++
 	c.seq = r.seq
 	r.containers[c.id] = c

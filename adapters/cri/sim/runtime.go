@@ -147,6 +147,8 @@ type Runtime struct {
 	retiredCPU uint64     // CPU ns of removed containers, kept in the node's total
 
 	stream streamState // exec, attach, port-forward (stream.go)
+
+	intern *interner // strings and messages shared by what is kept (intern.go)
 }
 
 var (
@@ -189,6 +191,7 @@ func New(cfg Config) *Runtime {
 		subs:       map[*subscriber]struct{}{},
 		node:       newNodeConfig(cfg),
 		started:    now(),
+		intern:     newInterner(),
 	}
 	if len(cfg.FaultMethods) > 0 {
 		r.faultMethods = map[string]bool{}

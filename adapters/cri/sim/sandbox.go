@@ -30,6 +30,14 @@ type sandbox struct {
 	containers  []*container // in creation (seq) order
 }
 
+// sameAs is like when it equals s (one string kept, not two).
+func sameAs(s, like string) string {
+	if s == like {
+		return like
+	}
+	return s
+}
+
 // listenAddr is the address container listeners bind to.
 func (sb *sandbox) listenAddr() string {
 	if sb.ip == 0 {
@@ -52,16 +60,18 @@ func (r *Runtime) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandbox
 	if nsOpts == nil {
 		nsOpts = &runtimeapi.NamespaceOption{}
 	}
+	meta := cfg.GetMetadata()
+	local := []string{meta.GetName(), meta.GetNamespace(), meta.GetUid()}
 	sb := &sandbox{
 		id:          newID(),
-		name:        sandboxName(cfg.GetMetadata()),
-		meta:        cfg.GetMetadata(),
-		labels:      cfg.GetLabels(),
-		annotations: cfg.GetAnnotations(),
+		name:        sandboxName(meta),
+		meta:        meta,
+		labels:      r.intern.labels(cfg.GetLabels(), nil, local...),
+		annotations: r.intern.labels(cfg.GetAnnotations(), nil, local...),
 		handler:     req.GetRuntimeHandler(),
-		hostname:    cfg.GetHostname(),
+		hostname:    sameAs(cfg.GetHostname(), meta.GetName()),
 		logDir:      cfg.GetLogDirectory(),
-		nsOptions:   nsOpts,
+		nsOptions:   r.intern.namespaceOptions(nsOpts),
 		hostNetwork: nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE,
 		state:       runtimeapi.PodSandboxState_SANDBOX_READY,
 	}
