@@ -27,9 +27,10 @@ type container struct {
 	imageSpec   *runtimeapi.ImageSpec
 	labels      map[string]string
 	annotations map[string]string
-	mounts      []*runtimeapi.Mount
-	logPath     string            // absolute (sandbox log dir joined with the config's path) or ""
-	env         map[string]string // the config's envs (nil without); see getenv
+	mounts      []mount             // the config's mounts, where all are plain (else rawMounts)
+	rawMounts   []*runtimeapi.Mount // the config's mounts, where one is not plain
+	logPath     string              // absolute (sandbox log dir joined with the config's path) or ""
+	env         map[string]string   // the config's envs (nil without); see getenv
 	argv        []string
 	linuxRes    *runtimeapi.LinuxContainerResources // statuses wrap it in a ContainerResources
 	stopSignal  runtimeapi.Signal
@@ -92,6 +93,24 @@ func (c *container) fsw() map[string][]byte {
 	return c.fs
 }
 
+// mountList is the config's mounts, as statuses answer them.
+func (c *container) mountList() []*runtimeapi.Mount {
+	if c.mounts == nil {
+		return c.rawMounts
+	}
+	out := make([]*runtimeapi.Mount, len(c.mounts))
+	for i, m := range c.mounts {
+		out[i] = &runtimeapi.Mount{
+			ContainerPath:  m.containerPath,
+			HostPath:       m.hostPath,
+			Readonly:       m.readonly,
+			SelinuxRelabel: m.selinuxRelabel,
+			Propagation:    m.propagation,
+		}
+	}
+	return out
+}
+
 // resources is what statuses answer: the config's (or the last update's)
 // Linux resources, nil without.
 func (c *container) resources() *runtimeapi.ContainerResources {
@@ -130,13 +149,17 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 		id:          newID(),
 		meta:        cfg.GetMetadata(),
 		imageSpec:   r.intern.imageSpec(cfg.GetImage()),
-		annotations: r.intern.labels(cfg.GetAnnotations(), nil),
-		mounts:      cfg.GetMounts(),
+		annotations: r.intern.sharedMap(r.intern.labels(cfg.GetAnnotations(), nil)),
 		env:         env,
 		argv:        argv,
 		linuxRes:    cfg.GetLinux().GetResources(),
 		stopSignal:  cfg.GetStopSignal(),
 		state:       runtimeapi.ContainerState_CONTAINER_CREATED,
+	}
+	if plain, ok := r.intern.plainMounts(cfg.GetMounts()); ok {
+		c.mounts = plain
+	} else {
+		c.rawMounts = cfg.GetMounts()
 	}
 	q := queryImage(cfg.GetImage().GetImage())
 	sb, err := r.lockSandbox(req.GetPodSandboxId())
@@ -335,7 +358,7 @@ func (r *Runtime) containerStatus(c *container) *runtimeapi.ContainerStatus {
 		Message:     c.message,
 		Labels:      c.labels,
 		Annotations: c.annotations,
-		Mounts:      c.mounts,
+		Mounts:      c.mountList(),
 		LogPath:     c.logPath,
 		Resources:   c.resources(),
 		StopSignal:  c.stopSignal,

@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"encoding/binary"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -19,9 +22,11 @@ import (
 // life, so it stops taking new strings when full (they are then kept as
 // decoded), and long ones are not worth a lookup.
 const (
-	maxInterned    = 8192
-	maxInternedLen = 256
-	maxImageSpecs  = 1024
+	maxInterned     = 8192
+	maxInternedLen  = 256
+	maxImageSpecs   = 1024
+	maxSharedMaps   = 1024
+	maxSharedMapKey = 4096
 )
 
 type interner struct {
@@ -29,6 +34,7 @@ type interner struct {
 	strs   map[string]string
 	specs  map[imageSpecKey]*runtimeapi.ImageSpec
 	nsOpts map[nsOptsKey]*runtimeapi.NamespaceOption
+	maps   map[string]map[string]string
 }
 
 type imageSpecKey struct{ image, user, handler string }
@@ -40,6 +46,7 @@ func newInterner() *interner {
 		strs:   map[string]string{},
 		specs:  map[imageSpecKey]*runtimeapi.ImageSpec{},
 		nsOpts: map[nsOptsKey]*runtimeapi.NamespaceOption{},
+		maps:   map[string]map[string]string{},
 	}
 }
 
@@ -124,4 +131,72 @@ func (in *interner) namespaceOptions(o *runtimeapi.NamespaceOption) *runtimeapi.
 		return in.nsOpts[key]
 	}
 	return o
+}
+
+// sharedMap returns one map for the equal maps m (their keys and values
+// already interned): a container's annotations (hash, restart count,
+// termination message path and policy, grace period) are the same for
+// every replica of a pod template. The maps kept are never changed.
+func (in *interner) sharedMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	var b []byte // each key and value length-prefixed: no two maps alike
+	for _, k := range keys {
+		v := m[k]
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
+		if len(b) > maxSharedMapKey {
+			return m
+		}
+	}
+	key := string(b)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if s, ok := in.maps[key]; ok {
+		return s
+	}
+	if len(in.maps) < maxSharedMaps {
+		in.maps[key] = m
+	}
+	return m
+}
+
+// mount is a mount with nothing but its paths and flags, as the node
+// agent's are (a fifth of the size of a decoded runtimeapi.Mount).
+type mount struct {
+	containerPath, hostPath  string
+	readonly, selinuxRelabel bool
+	propagation              runtimeapi.MountPropagation
+}
+
+// plainMounts returns ms as mounts, their container paths interned; ok is
+// false when one has more than a mount keeps (ID mappings, an image, a
+// recursive read-only, fields this runtime does not know).
+func (in *interner) plainMounts(ms []*runtimeapi.Mount) (plain []mount, ok bool) {
+	for _, m := range ms {
+		if m == nil || len(m.GetUidMappings()) > 0 || len(m.GetGidMappings()) > 0 || m.GetRecursiveReadOnly() ||
+			m.GetImage() != nil || m.GetImageSubPath() != "" || len(m.ProtoReflect().GetUnknown()) > 0 {
+			return nil, false
+		}
+	}
+	if len(ms) == 0 {
+		return nil, true
+	}
+	plain = make([]mount, len(ms))
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for i, m := range ms {
+		plain[i] = mount{
+			containerPath:  in.str(m.GetContainerPath()),
+			hostPath:       m.GetHostPath(),
+			readonly:       m.GetReadonly(),
+			selinuxRelabel: m.GetSelinuxRelabel(),
+			propagation:    m.GetPropagation(),
+		}
+	}
+	return plain, true
 }

@@ -108,3 +108,43 @@ func TestInternMessages(t *testing.T) {
 		t.Error("options with a target were replaced")
 	}
 }
+
+func TestInternSharedMap(t *testing.T) {
+	in := newInterner()
+	m := func(kv ...string) map[string]string {
+		out := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	a := in.sharedMap(m("hash", "1a", "restartCount", "0"))
+	tests := []struct {
+		name  string
+		m     map[string]string
+		share bool
+	}{
+		{"equal", m("restartCount", "0", "hash", "1a"), true},
+		{"other value", m("hash", "1b", "restartCount", "0"), false},
+		{"fewer keys", m("hash", "1a"), false},
+		{"key and value run together", m("hash\x001a", "", "restartCount", "0"), false},
+		{"NUL in a value", m("hash", "1a\x00restartCount", "0", ""), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := in.sharedMap(tt.m)
+			if !maps.Equal(got, tt.m) {
+				t.Fatalf("got %v, want %v", got, tt.m)
+			}
+			if shared := fmt.Sprintf("%p", got) == fmt.Sprintf("%p", a); shared != tt.share {
+				t.Errorf("shared %t, want %t", shared, tt.share)
+			}
+		})
+	}
+	for i := range maxSharedMaps + 10 {
+		in.sharedMap(m("k", fmt.Sprint(i)))
+	}
+	if len(in.maps) != maxSharedMaps {
+		t.Errorf("%d maps kept, want the bound %d", len(in.maps), maxSharedMaps)
+	}
+}

@@ -177,11 +177,21 @@ func (p *proc) emit(stream runtimeapi.LogStreamType, b []byte) {
 // hostPath is the host file mounted at the container path name (a file
 // mount, such as the termination message file or /etc/hosts), or "".
 func (c *container) hostPath(name string) string {
+	file := func(containerPath, hostPath string) bool {
+		if containerPath != name || hostPath == "" {
+			return false
+		}
+		st, err := os.Stat(hostPath)
+		return err == nil && !st.IsDir()
+	}
 	for _, m := range c.mounts {
-		if m.GetContainerPath() == name && m.GetHostPath() != "" {
-			if st, err := os.Stat(m.GetHostPath()); err == nil && !st.IsDir() {
-				return m.GetHostPath()
-			}
+		if file(m.containerPath, m.hostPath) {
+			return m.hostPath
+		}
+	}
+	for _, m := range c.rawMounts {
+		if file(m.GetContainerPath(), m.GetHostPath()) {
+			return m.GetHostPath()
 		}
 	}
 	return ""
