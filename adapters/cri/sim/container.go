@@ -27,11 +27,12 @@ type container struct {
 	imageSpec   *runtimeapi.ImageSpec
 	labels      map[string]string
 	annotations map[string]string
-	mounts      []*runtimeapi.Mount
-	logPath     string // absolute (sandbox log dir joined with the config's path) or ""
-	env         map[string]string
+	mounts      []mount             // the config's mounts, where all are plain (else rawMounts)
+	rawMounts   []*runtimeapi.Mount // the config's mounts, where one is not plain
+	logPath     string              // absolute (sandbox log dir joined with the config's path) or ""
+	env         map[string]string   // the config's envs (nil without); see getenv
 	argv        []string
-	resources   *runtimeapi.ContainerResources
+	linuxRes    *runtimeapi.LinuxContainerResources // statuses wrap it in a ContainerResources
 	stopSignal  runtimeapi.Signal
 
 	state runtimeapi.ContainerState
@@ -45,7 +46,7 @@ type container struct {
 	reason     string
 	message    string
 
-	fs map[string][]byte // the container's tiny filesystem
+	fs map[string][]byte // the container's tiny filesystem (nil until written: fsw)
 	// What the container consumes on command (usage.go): bytes alloc'd
 	// (while it runs), processes spawned (while it runs), and bytes fill'd
 	// per file of fs (on its writable layer until removed).
@@ -71,6 +72,54 @@ func (c *container) killAll() {
 	c.detachAll()
 }
 
+// getenv is the value of the container's environment variable k: the
+// config's envs, and HOSTNAME the sandbox's hostname unless they set it (as
+// a runtime does).
+func (c *container) getenv(k string) string {
+	if v, ok := c.env[k]; ok {
+		return v
+	}
+	if k == "HOSTNAME" {
+		return c.sb.hostname
+	}
+	return ""
+}
+
+// fsw is the container's filesystem for writing, made on the first write.
+func (c *container) fsw() map[string][]byte {
+	if c.fs == nil {
+		c.fs = map[string][]byte{}
+	}
+	return c.fs
+}
+
+// mountList is the config's mounts, as statuses answer them.
+func (c *container) mountList() []*runtimeapi.Mount {
+	if c.mounts == nil {
+		return c.rawMounts
+	}
+	out := make([]*runtimeapi.Mount, len(c.mounts))
+	for i, m := range c.mounts {
+		out[i] = &runtimeapi.Mount{
+			ContainerPath:  m.containerPath,
+			HostPath:       m.hostPath,
+			Readonly:       m.readonly,
+			SelinuxRelabel: m.selinuxRelabel,
+			Propagation:    m.propagation,
+		}
+	}
+	return out
+}
+
+// resources is what statuses answer: the config's (or the last update's)
+// Linux resources, nil without.
+func (c *container) resources() *runtimeapi.ContainerResources {
+	if c.linuxRes == nil {
+		return nil
+	}
+	return &runtimeapi.ContainerResources{Linux: c.linuxRes}
+}
+
 func containerName(m *runtimeapi.ContainerMetadata, sb *sandbox) string {
 	return strings.Join([]string{m.GetName(), sb.meta.GetName(), sb.meta.GetNamespace(), sb.meta.GetUid(), fmt.Sprint(m.GetAttempt())}, "_")
 }
@@ -85,34 +134,34 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 	if cfg.GetImage().GetImage() == "" {
 		return nil, status.Error(codes.InvalidArgument, "container config must include an image")
 	}
-	env := map[string]string{}
-	for _, kv := range cfg.GetEnvs() {
-		env[kv.GetKey()] = string(kv.GetValue())
+	var env map[string]string // nil without envs (HOSTNAME: getenv)
+	if envs := cfg.GetEnvs(); len(envs) > 0 {
+		env = make(map[string]string, len(envs))
+		for _, kv := range envs {
+			env[kv.GetKey()] = string(kv.GetValue())
+		}
 	}
 	argv := append(append([]string(nil), cfg.GetCommand()...), cfg.GetArgs()...)
 	// What needs no state is made before the lock, which every other
 	// call that changes state waits for: the ID (from the kernel's random
 	// source), the container, the parsed image reference, the label keys.
-	var res *runtimeapi.ContainerResources
-	if l := cfg.GetLinux().GetResources(); l != nil {
-		res = &runtimeapi.ContainerResources{Linux: l}
-	}
 	c := &container{
 		id:          newID(),
 		meta:        cfg.GetMetadata(),
-		imageSpec:   cfg.GetImage(),
-		labels:      cfg.GetLabels(),
-		annotations: cfg.GetAnnotations(),
-		mounts:      cfg.GetMounts(),
+		imageSpec:   r.intern.imageSpec(cfg.GetImage()),
+		annotations: r.intern.sharedMap(r.intern.labels(cfg.GetAnnotations(), nil)),
 		env:         env,
 		argv:        argv,
-		resources:   res,
+		linuxRes:    cfg.GetLinux().GetResources(),
 		stopSignal:  cfg.GetStopSignal(),
 		state:       runtimeapi.ContainerState_CONTAINER_CREATED,
-		fs:          map[string][]byte{},
+	}
+	if plain, ok := r.intern.plainMounts(cfg.GetMounts()); ok {
+		c.mounts = plain
+	} else {
+		c.rawMounts = cfg.GetMounts()
 	}
 	q := queryImage(cfg.GetImage().GetImage())
-	keys := labelKeys(c.labels)
 	sb, err := r.lockSandbox(req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
@@ -129,19 +178,19 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 	if img == nil {
 		return nil, status.Errorf(codes.NotFound, "failed to get image %q: image not found (pull it first)", cfg.GetImage().GetImage())
 	}
-	if _, ok := env["HOSTNAME"]; !ok && sb.hostname != "" {
-		env["HOSTNAME"] = sb.hostname
-	}
 	if sb.logDir != "" && cfg.GetLogPath() != "" {
 		c.logPath = filepath.Join(sb.logDir, cfg.GetLogPath())
 	}
 	c.name, c.sb, c.imageID, c.createdAt = name, sb, img.id, now()
+	// Under the lock, where the sandbox is known: a pod's UID, name and
+	// namespace labels are the sandbox's strings.
+	c.labels = r.intern.labels(cfg.GetLabels(), sb.labels, c.meta.GetName())
 	r.seq++
 	c.seq = r.seq
 	r.containers[c.id] = c
 	r.ctrNames[name] = c.id
-	r.ctrLabels.addKeys(c.id, keys)
-	sb.containers[c.id] = c
+	r.ctrLabels.add(c.id, c.labels)
+	sb.containers = append(sb.containers, c) // in seq order
 	r.publish(c.id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, sb)
 	return &runtimeapi.CreateContainerResponse{ContainerId: c.id}, nil
 }
@@ -286,7 +335,7 @@ func (r *Runtime) removeContainerLocked(c *container) {
 	delete(r.containers, c.id)
 	delete(r.ctrNames, c.name)
 	r.ctrLabels.remove(c.id, c.labels)
-	delete(c.sb.containers, c.id)
+	c.sb.removeContainer(c)
 	r.publish(c.id, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, c.sb)
 }
 
@@ -309,9 +358,9 @@ func (r *Runtime) containerStatus(c *container) *runtimeapi.ContainerStatus {
 		Message:     c.message,
 		Labels:      c.labels,
 		Annotations: c.annotations,
-		Mounts:      c.mounts,
+		Mounts:      c.mountList(),
 		LogPath:     c.logPath,
-		Resources:   c.resources,
+		Resources:   c.resources(),
 		StopSignal:  c.stopSignal,
 	}
 }
@@ -367,14 +416,11 @@ func (r *Runtime) filterContainers(id, sandboxID string, labels map[string]strin
 		if !ok {
 			return nil
 		}
-		cands = make([]*container, 0, len(sb.containers))
-		for _, c := range sb.containers {
-			cands = append(cands, c)
-		}
+		cands = append([]*container(nil), sb.containers...)
 	default:
 		if ids, ok := r.ctrLabels.candidates(labels); ok {
 			cands = make([]*container, 0, len(ids))
-			for id := range ids {
+			for _, id := range ids {
 				cands = append(cands, r.containers[id])
 			}
 			break
@@ -438,7 +484,7 @@ func (r *Runtime) UpdateContainerResources(_ context.Context, req *runtimeapi.Up
 		return nil, status.Errorf(codes.FailedPrecondition, "container %q is not created or running", c.id)
 	}
 	if req.GetLinux() != nil {
-		c.resources = &runtimeapi.ContainerResources{Linux: req.GetLinux()}
+		c.linuxRes = req.GetLinux()
 	}
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 }

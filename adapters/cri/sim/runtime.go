@@ -147,6 +147,8 @@ type Runtime struct {
 	retiredCPU uint64     // CPU ns of removed containers, kept in the node's total
 
 	stream streamState // exec, attach, port-forward (stream.go)
+
+	intern *interner // strings and messages shared by what is kept (intern.go)
 }
 
 var (
@@ -189,6 +191,7 @@ func New(cfg Config) *Runtime {
 		subs:       map[*subscriber]struct{}{},
 		node:       newNodeConfig(cfg),
 		started:    now(),
+		intern:     newInterner(),
 	}
 	if len(cfg.FaultMethods) > 0 {
 		r.faultMethods = map[string]bool{}
@@ -593,56 +596,53 @@ func (r *Runtime) ListPodSandboxMetrics(context.Context, *runtimeapi.ListPodSand
 	return &runtimeapi.ListPodSandboxMetricsResponse{}, nil
 }
 
-// labelIndex maps "key\x00value" to the IDs carrying that label, so that
-// label-selector lists cost O(matching objects), not O(all objects).
-type labelIndex map[string]map[string]struct{}
+// indexedLabel is the label the index keys: the pod UID, which the node
+// agent (and the upstream kubelet) selects a pod's sandboxes and containers
+// by. A selector without it is answered by a scan.
+const indexedLabel = "io.kubernetes.pod.uid"
 
-func labelKey(k, v string) string { return k + "\x00" + v }
+// labelIndex maps a pod UID label's value to the IDs carrying it, so that a
+// pod's lists cost O(the pod's objects), not O(all objects). Only that one
+// label is indexed: a set per label and value cost 1.6 KB per pod at 10,000
+// pods (maps of one entry each), and no caller selects by other labels on a
+// hot path.
+type labelIndex map[string][]string
 
 func (ix labelIndex) add(id string, labels map[string]string) {
-	ix.addKeys(id, labelKeys(labels))
-}
-
-// labelKeys are the index keys of labels (made before taking the lock).
-func labelKeys(labels map[string]string) []string {
-	keys := make([]string, 0, len(labels))
-	for k, v := range labels {
-		keys = append(keys, labelKey(k, v))
+	v, ok := labels[indexedLabel]
+	if !ok {
+		return
 	}
-	return keys
-}
-
-func (ix labelIndex) addKeys(id string, keys []string) {
-	for _, key := range keys {
-		set, ok := ix[key]
-		if !ok {
-			set = map[string]struct{}{}
-			ix[key] = set
-		}
-		set[id] = struct{}{}
-	}
+	ix[v] = append(ix[v], id)
 }
 
 func (ix labelIndex) remove(id string, labels map[string]string) {
-	for k, v := range labels {
-		key := labelKey(k, v)
-		if set, ok := ix[key]; ok {
-			delete(set, id)
-			if len(set) == 0 {
-				delete(ix, key)
-			}
+	v, ok := labels[indexedLabel]
+	if !ok {
+		return
+	}
+	ids := ix[v]
+	for i, x := range ids {
+		if x != id {
+			continue
 		}
+		if len(ids) == 1 {
+			delete(ix, v)
+			return
+		}
+		ids[i] = ids[len(ids)-1]
+		ids[len(ids)-1] = ""
+		ix[v] = ids[:len(ids)-1]
+		return
 	}
 }
 
-// candidates returns the IDs of the selector's most selective label; ok is
-// false for an empty selector.
-func (ix labelIndex) candidates(selector map[string]string) (ids map[string]struct{}, ok bool) {
-	for k, v := range selector {
-		set := ix[labelKey(k, v)]
-		if !ok || len(set) < len(ids) {
-			ids, ok = set, true
-		}
+// candidates returns the IDs carrying the selector's pod UID (in no
+// order); ok is false when the selector has none (the caller scans).
+func (ix labelIndex) candidates(selector map[string]string) (ids []string, ok bool) {
+	v, ok := selector[indexedLabel]
+	if !ok {
+		return nil, false
 	}
-	return ids, ok
+	return ix[v], true
 }

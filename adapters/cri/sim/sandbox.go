@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -25,8 +26,16 @@ type sandbox struct {
 	hostNetwork bool
 	state       runtimeapi.PodSandboxState
 	createdAt   int64
-	ip          uint32 // 0 for host network
-	containers  map[string]*container
+	ip          uint32       // 0 for host network
+	containers  []*container // in creation (seq) order
+}
+
+// sameAs is like when it equals s (one string kept, not two).
+func sameAs(s, like string) string {
+	if s == like {
+		return like
+	}
+	return s
 }
 
 // listenAddr is the address container listeners bind to.
@@ -51,21 +60,21 @@ func (r *Runtime) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandbox
 	if nsOpts == nil {
 		nsOpts = &runtimeapi.NamespaceOption{}
 	}
+	meta := cfg.GetMetadata()
+	local := []string{meta.GetName(), meta.GetNamespace(), meta.GetUid()}
 	sb := &sandbox{
 		id:          newID(),
-		name:        sandboxName(cfg.GetMetadata()),
-		meta:        cfg.GetMetadata(),
-		labels:      cfg.GetLabels(),
-		annotations: cfg.GetAnnotations(),
+		name:        sandboxName(meta),
+		meta:        meta,
+		labels:      r.intern.labels(cfg.GetLabels(), nil, local...),
+		annotations: r.intern.labels(cfg.GetAnnotations(), nil, local...),
 		handler:     req.GetRuntimeHandler(),
-		hostname:    cfg.GetHostname(),
+		hostname:    sameAs(cfg.GetHostname(), meta.GetName()),
 		logDir:      cfg.GetLogDirectory(),
-		nsOptions:   nsOpts,
+		nsOptions:   r.intern.namespaceOptions(nsOpts),
 		hostNetwork: nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE,
 		state:       runtimeapi.PodSandboxState_SANDBOX_READY,
-		containers:  map[string]*container{},
 	}
-	keys := labelKeys(sb.labels) // before the lock, as the sandbox
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -86,7 +95,7 @@ func (r *Runtime) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandbox
 	sb.createdAt = now()
 	r.sandboxes[sb.id] = sb
 	r.sbNames[sb.name] = sb.id
-	r.sbLabels.addKeys(sb.id, keys)
+	r.sbLabels.add(sb.id, sb.labels)
 	r.publish(sb.id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, sb)
 	r.publish(sb.id, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, sb)
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: sb.id}, nil
@@ -151,13 +160,21 @@ func (r *Runtime) RemovePodSandbox(_ context.Context, req *runtimeapi.RemovePodS
 	return &runtimeapi.RemovePodSandboxResponse{}, nil
 }
 
+// sortedContainers is a copy of the sandbox's containers, in creation
+// order (the caller may remove them while it goes through it).
 func (sb *sandbox) sortedContainers() []*container {
-	out := make([]*container, 0, len(sb.containers))
-	for _, c := range sb.containers {
-		out = append(out, c)
+	return append([]*container(nil), sb.containers...)
+}
+
+// removeContainer takes c out of the sandbox's containers, keeping their
+// order.
+func (sb *sandbox) removeContainer(c *container) {
+	for i, x := range sb.containers {
+		if x == c {
+			sb.containers = slices.Delete(sb.containers, i, i+1)
+			return
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
-	return out
 }
 
 // sandboxStatus builds the status; the caller holds r.mu (shared is enough).
@@ -224,7 +241,7 @@ func (r *Runtime) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandb
 		}
 	} else if ids, ok := r.sbLabels.candidates(f.GetLabelSelector()); ok {
 		cands = make([]*sandbox, 0, len(ids))
-		for id := range ids {
+		for _, id := range ids {
 			cands = append(cands, r.sandboxes[id])
 		}
 	} else {

@@ -110,17 +110,17 @@ func (p *proc) streams(redirs []redirect) (stdout, stderr sink) {
 		default:
 			name := rd.target
 			if !rd.append {
-				p.c.fs[name] = nil
+				p.c.fsw()[name] = nil
 				delete(p.c.filled, name)
 			} else if _, ok := p.c.fs[name]; !ok {
-				p.c.fs[name] = nil
+				p.c.fsw()[name] = nil
 			}
 			host := p.c.hostPath(name)
 			if host != "" && !rd.append {
 				_ = os.WriteFile(host, nil, 0o666)
 			}
 			s = func(b []byte) {
-				p.c.fs[name] = append(p.c.fs[name], b...)
+				p.c.fsw()[name] = append(p.c.fs[name], b...)
 				if host != "" {
 					appendFile(host, b)
 				}
@@ -177,11 +177,21 @@ func (p *proc) emit(stream runtimeapi.LogStreamType, b []byte) {
 // hostPath is the host file mounted at the container path name (a file
 // mount, such as the termination message file or /etc/hosts), or "".
 func (c *container) hostPath(name string) string {
+	file := func(containerPath, hostPath string) bool {
+		if containerPath != name || hostPath == "" {
+			return false
+		}
+		st, err := os.Stat(hostPath)
+		return err == nil && !st.IsDir()
+	}
 	for _, m := range c.mounts {
-		if m.GetContainerPath() == name && m.GetHostPath() != "" {
-			if st, err := os.Stat(m.GetHostPath()); err == nil && !st.IsDir() {
-				return m.GetHostPath()
-			}
+		if file(m.containerPath, m.hostPath) {
+			return m.hostPath
+		}
+	}
+	for _, m := range c.rawMounts {
+		if file(m.GetContainerPath(), m.GetHostPath()) {
+			return m.GetHostPath()
 		}
 	}
 	return ""
@@ -250,7 +260,7 @@ func (p *proc) run(argv []string, redirs []redirect, last int, k cont) {
 		if !ok {
 			return // an interactive shell: runs until stopped
 		}
-		list, err := parseScript(script, p.c.env)
+		list, err := parseScriptEnv(script, p.c.getenv)
 		if err != nil {
 			stderr([]byte(name + ": " + err.Error() + "\n"))
 			k(2, false)
@@ -289,7 +299,7 @@ func (p *proc) run(argv []string, redirs []redirect, last int, k cont) {
 				continue
 			}
 			if _, ok := p.c.fs[f]; !ok {
-				p.c.fs[f] = nil
+				p.c.fsw()[f] = nil
 			}
 		}
 		k(0, false)
@@ -703,6 +713,11 @@ func (p *proc) nc(args []string, stderr sink, k cont) {
 // and newlines, with quotes, backslashes, comments, $VAR/${VAR} expanded
 // from env, $? kept as a marker, and > >> 2> 2>&1 redirections.
 func parseScript(src string, env map[string]string) ([]stmt, error) {
+	return parseScriptEnv(src, func(k string) string { return env[k] })
+}
+
+// parseScriptEnv is parseScript with the variables' values from getenv.
+func parseScriptEnv(src string, getenv func(string) string) ([]stmt, error) {
 	var (
 		list   []stmt
 		cur    stmt
@@ -761,12 +776,12 @@ func parseScript(src string, env map[string]string) ([]stmt, error) {
 			}
 			name := s[i+2 : i+end]
 			if j := strings.Index(name, ":-"); j >= 0 {
-				if v := env[name[:j]]; v != "" {
+				if v := getenv(name[:j]); v != "" {
 					return v, i + end + 1
 				}
 				return name[j+2:], i + end + 1
 			}
-			return env[name], i + end + 1
+			return getenv(name), i + end + 1
 		case c >= '0' && c <= '9':
 			return "", i + 2
 		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
@@ -774,7 +789,7 @@ func parseScript(src string, env map[string]string) ([]stmt, error) {
 			for j < len(s) && (s[j] == '_' || s[j] >= 'a' && s[j] <= 'z' || s[j] >= 'A' && s[j] <= 'Z' || s[j] >= '0' && s[j] <= '9') {
 				j++
 			}
-			return env[s[i+1:j]], j
+			return getenv(s[i+1 : j]), j
 		}
 		return "$", i + 1
 	}

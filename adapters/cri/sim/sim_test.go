@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -362,6 +364,117 @@ func TestFilters(t *testing.T) {
 			resp, err := e.rt.ListPodSandbox(c, &runtimeapi.ListPodSandboxRequest{Filter: tt.filter})
 			if got := ids(t, resp.GetItems(), err); fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestEnv checks the variables a shell sees: the config's envs, and
+// HOSTNAME the sandbox's hostname unless the envs set it.
+func TestEnv(t *testing.T) {
+	e := newEnv(t, Config{})
+	c := ctx(t)
+	tests := []struct {
+		name     string
+		hostname string
+		envs     []*runtimeapi.KeyValue
+		want     string
+	}{
+		{"hostname", "web-0", nil, "web-0/\n"},
+		{"no hostname", "", nil, "/\n"},
+		{"envs set HOSTNAME", "web-0", []*runtimeapi.KeyValue{{Key: "HOSTNAME", Value: []byte("mine")}, {Key: "X", Value: []byte("x")}}, "mine/x\n"},
+		{"envs without HOSTNAME", "web-0", []*runtimeapi.KeyValue{{Key: "X", Value: []byte("x")}}, "web-0/x\n"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sbCfg := sandboxConfig(fmt.Sprint("env", i), false, nil)
+			sbCfg.Hostname = tt.hostname
+			sb, err := e.rt.RunPodSandbox(c, &runtimeapi.RunPodSandboxRequest{Config: sbCfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := ctrConfig("c", "sleep", "infinity")
+			cfg.Envs = tt.envs
+			id := e.create(t, sb.PodSandboxId, sbCfg, cfg)
+			e.start(t, id)
+			resp, err := e.rt.ExecSync(c, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"sh", "-c", "echo ${HOSTNAME}/${X}"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(resp.Stdout); got != tt.want {
+				t.Errorf("stdout %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPodUIDSelector lists by the indexed pod UID label, alone and with
+// other labels, with several sandboxes and containers under one UID and
+// after removals (the index must forget them).
+func TestPodUIDSelector(t *testing.T) {
+	e := newEnv(t, Config{})
+	c := ctx(t)
+	pod := func(name, uid string, attempt uint32) (string, *runtimeapi.PodSandboxConfig) {
+		cfg := sandboxConfig(name, false, map[string]string{indexedLabel: uid, "app": name})
+		cfg.Metadata.Attempt = attempt
+		resp, err := e.rt.RunPodSandbox(c, &runtimeapi.RunPodSandboxRequest{Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.PodSandboxId, cfg
+	}
+	ctr := func(sb string, sbCfg *runtimeapi.PodSandboxConfig, name, uid string) string {
+		cfg := ctrConfig(name)
+		cfg.Labels[indexedLabel] = uid
+		return e.create(t, sb, sbCfg, cfg)
+	}
+	sb1, cfg1 := pod("p", "u1", 0)
+	sb2, cfg2 := pod("p", "u1", 1) // a second attempt of the same pod
+	sb3, cfg3 := pod("q", "u2", 0)
+	a := ctr(sb1, cfg1, "a", "u1")
+	b := ctr(sb2, cfg2, "b", "u1")
+	ctr(sb3, cfg3, "d", "u2") // removed with its sandbox below
+	x := ctr(sb2, cfg2, "x", "u1")
+	if _, err := e.rt.RemoveContainer(c, &runtimeapi.RemoveContainerRequest{ContainerId: x}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.rt.RemovePodSandbox(c, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb3}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		sel     map[string]string
+		wantSbs []string
+		wantCtr []string
+	}{
+		{"uid", map[string]string{indexedLabel: "u1"}, []string{sb1, sb2}, []string{a, b}},
+		{"uid and label", map[string]string{indexedLabel: "u1", "ctr": "b"}, nil, []string{b}},
+		{"uid and sandbox label", map[string]string{indexedLabel: "u1", "app": "p"}, []string{sb1, sb2}, nil},
+		{"uid of removed pod", map[string]string{indexedLabel: "u2"}, nil, nil},
+		{"unknown uid", map[string]string{indexedLabel: "u9"}, nil, nil},
+		{"other label only", map[string]string{"ctr": "a"}, nil, []string{a}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sbs, err := e.rt.ListPodSandbox(c, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: tt.sel}})
+			if got := ids(t, sbs.GetItems(), err); fmt.Sprint(got) != fmt.Sprint(tt.wantSbs) {
+				t.Errorf("sandboxes: got %v, want %v", got, tt.wantSbs)
+			}
+			cs, err := e.rt.ListContainers(c, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: tt.sel}})
+			if got := ids(t, cs.GetContainers(), err); fmt.Sprint(got) != fmt.Sprint(tt.wantCtr) {
+				t.Errorf("containers: got %v, want %v", got, tt.wantCtr)
+			}
+			st, err := e.rt.ListPodSandboxStats(c, &runtimeapi.ListPodSandboxStatsRequest{Filter: &runtimeapi.PodSandboxStatsFilter{LabelSelector: tt.sel}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, s := range st.GetStats() {
+				got = append(got, s.GetAttributes().GetId())
+			}
+			sort.Slice(got, func(i, j int) bool { return slices.Index(tt.wantSbs, got[i]) < slices.Index(tt.wantSbs, got[j]) })
+			if fmt.Sprint(got) != fmt.Sprint(tt.wantSbs) {
+				t.Errorf("sandbox stats: got %v, want %v", got, tt.wantSbs)
 			}
 		})
 	}
@@ -1009,7 +1122,7 @@ func TestListContainersScale(t *testing.T) {
 	defer r.Close()
 	c := context.Background()
 	for i := range n {
-		cfg := sandboxConfig(fmt.Sprint("s", i), false, map[string]string{"i": fmt.Sprint(i)})
+		cfg := sandboxConfig(fmt.Sprint("s", i), false, map[string]string{indexedLabel: fmt.Sprint("uid-", i)})
 		sb, err := r.RunPodSandbox(c, &runtimeapi.RunPodSandboxRequest{Config: cfg})
 		if err != nil {
 			t.Fatal(err)
@@ -1030,7 +1143,7 @@ func TestListContainersScale(t *testing.T) {
 	}
 	start = time.Now()
 	for i := range 1000 { // the kubelet lists a pod's objects by its UID label
-		sel := map[string]string{"i": fmt.Sprint(i)}
+		sel := map[string]string{indexedLabel: fmt.Sprint("uid-", i)}
 		sbs, err := r.ListPodSandbox(c, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: sel}})
 		if err != nil || len(sbs.Items) != 1 {
 			t.Fatalf("label-selected sandboxes: %d, %v", len(sbs.GetItems()), err)

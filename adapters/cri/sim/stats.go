@@ -31,7 +31,7 @@ func (r *Runtime) containerStats(c *container, ts int64) *runtimeapi.ContainerSt
 	ws := c.workingSet()
 	mem := &runtimeapi.MemoryUsage{Timestamp: ts, WorkingSetBytes: u64(ws), UsageBytes: u64(ws), RssBytes: u64(c.rss()),
 		PageFaults: u64(0), MajorPageFaults: u64(0)}
-	if limit := c.resources.GetLinux().GetMemoryLimitInBytes(); limit > 0 {
+	if limit := c.linuxRes.GetMemoryLimitInBytes(); limit > 0 {
 		mem.AvailableBytes = u64(sub0(uint64(limit), ws))
 	}
 	fsBytes, inodes := c.writableLayer()
@@ -120,7 +120,7 @@ func (r *Runtime) ListPodSandboxStats(_ context.Context, req *runtimeapi.ListPod
 	all := r.sandboxes
 	if ids, ok := r.sbLabels.candidates(f.GetLabelSelector()); ok && f.GetId() == "" {
 		all = make(map[string]*sandbox, len(ids))
-		for id := range ids {
+		for _, id := range ids {
 			all[id] = r.sandboxes[id]
 		}
 	}

@@ -415,7 +415,7 @@ func (p *proc) alloc(args []string, stderr sink) int {
 		return 1
 	}
 	c.memAlloc += n
-	limit := c.resources.GetLinux().GetMemoryLimitInBytes()
+	limit := c.linuxRes.GetMemoryLimitInBytes()
 	over := limit > 0 && c.workingSet() > uint64(limit)
 	if !over {
 		over = p.r.nodeUsageLocked(now()).memory > p.r.node.memory
@@ -458,7 +458,7 @@ func (p *proc) fill(args []string, stderr sink) int {
 		return 1
 	}
 	if _, ok := p.c.fs[name]; !ok {
-		p.c.fs[name] = nil
+		p.c.fsw()[name] = nil
 	}
 	if p.c.filled == nil {
 		p.c.filled = map[string]uint64{}

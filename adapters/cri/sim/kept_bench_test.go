@@ -1,0 +1,81 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// BenchmarkKeptPerPod is what the runtime keeps per running pod (a sandbox
+// and one container with the labels, annotations and mounts the agent
+// gives, from requests decoded as gRPC decodes them): the heap after a GC,
+// in kept-B/pod. In the agent on sim:// this is what 10,000 pods cost in
+// the sim. Keeping the config's fields shared and compact, and indexing
+// only the pod UID label, took it from 6,857 to 3,367 B a pod (10,000x).
+func BenchmarkKeptPerPod(b *testing.B) {
+	r := New(Config{IPBase: testIPBase})
+	defer r.Close()
+	ctx := context.Background()
+	decoded := func(m proto.Message) proto.Message {
+		buf, err := proto.Marshal(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out := m.ProtoReflect().New().Interface()
+		if err := proto.Unmarshal(buf, out); err != nil {
+			b.Fatal(err)
+		}
+		return out
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	for i := range b.N {
+		name, uid := fmt.Sprint("pod-", i), fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
+		sbReq := decoded(&runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{
+			Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "bench", Uid: uid},
+			Hostname:     name,
+			LogDirectory: "/var/log/pods/bench_" + name + "_" + uid,
+			Labels:       map[string]string{"app": "bench", indexedLabel: uid, "io.kubernetes.pod.name": name, "io.kubernetes.pod.namespace": "bench"},
+			Annotations:  map[string]string{"kubernetes.io/config.seen": fmt.Sprint("2026-01-01T00:00:00.", i, "Z"), "kubernetes.io/config.source": "api"},
+			Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}}},
+		}}).(*runtimeapi.RunPodSandboxRequest)
+		sb, err := r.RunPodSandbox(ctx, sbReq)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctrReq := decoded(&runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, Config: &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
+			Image:    &runtimeapi.ImageSpec{Image: "sim/preloaded/busybox:1", UserSpecifiedImage: "busybox:1"},
+			Command:  []string{"sleep", "infinity"},
+			Labels:   map[string]string{indexedLabel: uid, "io.kubernetes.pod.name": name, "io.kubernetes.pod.namespace": "bench", "io.kubernetes.container.name": "app"},
+			Annotations: map[string]string{"io.kubernetes.container.hash": "8f2c1a7b", "io.kubernetes.container.restartCount": "0",
+				"io.kubernetes.container.terminationMessagePath": "/dev/termination-log", "io.kubernetes.container.terminationMessagePolicy": "File",
+				"io.kubernetes.pod.terminationGracePeriod": "30"},
+			Mounts: []*runtimeapi.Mount{
+				{ContainerPath: "/dev/termination-log", HostPath: "/var/lib/kubelet/pods/" + uid + "/containers/app/0"},
+				{ContainerPath: "/etc/hosts", HostPath: "/var/lib/kubelet/pods/" + uid + "/etc-hosts"},
+			},
+			LogPath: "app/0.log",
+			Linux:   &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{CpuShares: 2, MemoryLimitInBytes: 64 << 20}},
+		}}).(*runtimeapi.CreateContainerRequest)
+		ctr, err := r.CreateContainer(ctx, ctrReq)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := r.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: ctr.ContainerId}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N), "kept-B/pod")
+	runtime.KeepAlive(r)
+}
