@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/actorlet/actorlet/adapters/metrics"
@@ -57,9 +56,6 @@ func runAgent(ctx context.Context, args []string) int {
 	defer lw.Close() // runs on a panic of this goroutine too
 	log := newLogger(opts, lw)
 	slog.SetDefault(log)
-	// client-go's own lines (klog) through the same buffer: one stream,
-	// in the order they were logged.
-	klog.SetSlogLogger(log)
 	contentionProfiling(opts)
 	if len(ignored) > 0 {
 		log.Warn("--config: these fields are not implemented by actorlet and are ignored", "config", opts.Config, "fields", strings.Join(ignored, ","))

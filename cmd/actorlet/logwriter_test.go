@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"k8s.io/klog/v2"
 )
 
 // The agent's log lines are buffered (logwriter.go); nothing logged may be
@@ -135,24 +133,5 @@ func TestLogWriterBoundsTheBuffer(t *testing.T) {
 	w.Close()
 	if got := len(out.String()); got != n*len(line) {
 		t.Fatalf("%d bytes written, want %d", got, n*len(line))
-	}
-}
-
-// client-go logs through klog; the agent sends klog through its logger, so
-// those lines take the same buffer, in order with the agent's own.
-func TestKlogLinesKeepTheirOrder(t *testing.T) {
-	out := &syncBuffer{}
-	w := newLogWriter(out, time.Hour)
-	log := newLogger(&options{LogFormat: "text"}, w)
-	klog.SetSlogLogger(log)
-	defer klog.ClearLogger()
-	log.Info("first")
-	klog.InfoS("second (client-go)")
-	log.Info("third")
-	w.Close()
-	got := out.String()
-	i, j, k := strings.Index(got, "first"), strings.Index(got, "second (client-go)"), strings.Index(got, "third")
-	if i < 0 || j < 0 || k < 0 || !(i < j && j < k) {
-		t.Fatalf("stderr, want first, second, third in order:\n%s", got)
 	}
 }
