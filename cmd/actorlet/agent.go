@@ -52,9 +52,7 @@ func runAgent(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "actorlet: invalid flags:\n%v\n", indent(err.Error()))
 		return exitUsage
 	}
-	lw := newLogWriter(os.Stderr, logFlushInterval)
-	defer lw.Close() // runs on a panic of this goroutine too
-	log := newLogger(opts, lw)
+	log := newLogger(opts)
 	slog.SetDefault(log)
 	contentionProfiling(opts)
 	if len(ignored) > 0 {
@@ -71,19 +69,16 @@ func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
 }
 
-// newLogger logs into w (logwriter.go: buffered, records at Error and up
-// written at once).
-func newLogger(o *options, w *logWriter) *slog.Logger {
+func newLogger(o *options) *slog.Logger {
 	level := slog.LevelInfo
 	if o.Verbosity >= 4 {
 		level = slog.LevelDebug
 	}
 	ho := &slog.HandlerOptions{Level: level}
-	var h slog.Handler = slog.NewTextHandler(w, ho)
 	if o.LogFormat == "json" {
-		h = slog.NewJSONHandler(w, ho)
+		return slog.New(slog.NewJSONHandler(os.Stderr, ho))
 	}
-	return slog.New(flushOnError{h, w})
+	return slog.New(slog.NewTextHandler(os.Stderr, ho))
 }
 
 // Contention sampling for --contention-profiling. Upstream's flag samples
