@@ -517,6 +517,7 @@ func (s *session) close(ctx context.Context, r *Result) {
 
 func (s *session) cleanup() {
 	if s.tmp != "" && !s.o.KeepDir {
+		unmountUnder(s.tmp, &s.o) // volumes of pods the run left (tmpfs, as upstream's)
 		_ = os.RemoveAll(s.tmp)
 	}
 }

@@ -92,6 +92,7 @@ func startAgent(t *testing.T, o agentOpts) *agent {
 	if a.rootDir == "" {
 		a.rootDir = t.TempDir()
 	}
+	testenv.UnmountAtCleanup(t, a.rootDir) // the pods' tmpfs volumes outlive the agent, as upstream's
 	a.logsDir = filepath.Join(a.rootDir, "pod-logs")
 	ports := freePorts(t, 3)
 	a.port, a.roPort, a.hzPort = ports[0], ports[1], ports[2]
@@ -395,6 +396,7 @@ func (a *agent) deletePushed(names ...string) {
 func simProcess(t *testing.T) (root, endpoint string, rt *cri.Client) {
 	t.Helper()
 	root = t.TempDir()
+	testenv.UnmountAtCleanup(t, root) // an agent's root below it keeps its pods' tmpfs volumes
 	endpoint = "unix://" + filepath.Join(root, "sim.sock")
 	sim := exec.Command(actorletBin(t), "simruntime", "--listen", endpoint)
 	simLog, err := os.Create(filepath.Join(t.TempDir(), "sim.log"))
