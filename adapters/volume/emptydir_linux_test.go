@@ -213,21 +213,6 @@ func TestRemoveAllKeepsWhatStaysMounted(t *testing.T) {
 	}
 }
 
-func TestUnescapeMountPath(t *testing.T) {
-	tests := []struct{ name, in, want string }{
-		{name: "plain", in: "/var/lib/x", want: "/var/lib/x"},
-		{name: "space", in: `/a\040b`, want: "/a b"},
-		{name: "trailing backslash", in: `/a\`, want: `/a\`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := unescapeMountPath(tt.in); got != tt.want {
-				t.Errorf("%q -> %q, want %q", tt.in, got, tt.want)
-			}
-		})
-	}
-}
-
 // A mount deeper in a volume than this package's own (a container's,
 // propagated back through Bidirectional: here, a directory from outside
 // bound into a disk emptyDir) is unmounted, not deleted through: the

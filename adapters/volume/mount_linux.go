@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/actorlet/actorlet/internal/mountinfo"
 )
 
 // A pod's setup and teardown never read the mount table
@@ -234,31 +236,12 @@ func mounts() ([]mount, error) {
 		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
 			continue
 		}
-		out = append(out, mount{point: unescapeMountPath(fields[4]), fsType: fields[sep+1]})
+		out = append(out, mount{point: mountinfo.Unescape(fields[4]), fsType: fields[sep+1]})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("list mounts: %w", err)
 	}
 	return out, nil
-}
-
-// unescapeMountPath undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // unmountUnder unmounts every mount at or below dir that the mount table

@@ -22,6 +22,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/actorlet/actorlet/adapters/cri"
+	"github.com/actorlet/actorlet/internal/mountinfo"
 )
 
 // ScenarioAgainstUpstream is `actorlet bench --against upstream`: the same
@@ -941,20 +942,11 @@ func startKubelet(ctx context.Context, binary, dir, runtimeEP, kubeconfig, node,
 // propagation) and mounts pods' secret and projected volumes (tmpfs)
 // under it; they outlive a killed kubelet.
 func unmountUnder(dir string, o *Options) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	points, err := mountinfo.PointsUnder(mountinfo.Self, dir)
 	if err != nil {
 		return
 	}
-	var points []string
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-			points = append(points, f[4])
-		}
-	}
-	// Deepest first; a point mounted twice is detached twice.
-	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
-	for _, p := range points {
+	for _, p := range points { // deepest first; a point mounted twice is detached twice
 		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil {
 			o.Log.Warn("unmount what the kubelet left", "path", p, "err", err)
 		}

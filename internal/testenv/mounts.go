@@ -1,14 +1,11 @@
 package testenv
 
 import (
-	"bufio"
 	"os"
-	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/actorlet/actorlet/internal/mountinfo"
 )
 
 // UnmountAtCleanup makes the test unmount, when it ends, whatever is still
@@ -34,51 +31,12 @@ func UnmountAtCleanup(t testing.TB, dir string) {
 // mountsUnder lists the mount points at or below dir in this process's
 // mount table, the deepest first.
 func mountsUnder(t testing.TB, dir string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
+	if _, err := os.Stat(mountinfo.Self); os.IsNotExist(err) {
+		return nil // not Linux: nothing this agent mounted
+	}
+	points, err := mountinfo.PointsUnder(mountinfo.Self, dir)
 	if err != nil {
-		if os.IsNotExist(err) {
-			return nil // not Linux: nothing this agent mounted
-		}
-		t.Errorf("mount table: %v", err)
-		return nil
-	}
-	defer func() { _ = f.Close() }()
-	dir = filepath.Clean(dir)
-	var points []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		p := unescapeMount(fields[4])
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			points = append(points, p)
-		}
-	}
-	if err := sc.Err(); err != nil {
 		t.Errorf("mount table: %v", err)
 	}
-	sort.SliceStable(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
 	return points
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

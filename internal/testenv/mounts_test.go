@@ -8,21 +8,6 @@ import (
 	"testing"
 )
 
-func TestUnescapeMount(t *testing.T) {
-	tests := []struct{ name, in, want string }{
-		{name: "plain", in: "/var/lib/kubelet/pods", want: "/var/lib/kubelet/pods"},
-		{name: "a space", in: `/tmp/a\040b`, want: "/tmp/a b"},
-		{name: "a backslash at the end", in: `/tmp/a\`, want: `/tmp/a\`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := unescapeMount(tc.in); got != tc.want {
-				t.Errorf("got %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
 // TestUnmountAtCleanup mounts two tmpfs, one inside the other, under a
 // test's temporary directory, as an agent stopped with its pods leaves
 // them: the cleanup unmounts both and the directory goes.
