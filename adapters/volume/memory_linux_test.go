@@ -1,38 +1,19 @@
 package volume
 
 import (
-	"bytes"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"unsafe"
 
+	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/internal/testenv"
 	"github.com/actorlet/actorlet/podspec"
 )
-
-// syncBuffer is a log destination read by the test while written.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // dropSysAdmin takes CAP_SYS_ADMIN out of the calling thread's effective
 // capabilities (capset(2) changes one thread): mount(2) from it is then
@@ -61,7 +42,7 @@ func TestMemoryVolumeFallsBackToDisk(t *testing.T) {
 	testenv.NeedRoot(t)
 	base := t.TempDir()
 	t.Cleanup(func() { _ = unmountUnder(base) })
-	var logs syncBuffer
+	var logs actortest.SyncBuffer
 	f := New(slog.New(slog.NewTextHandler(&logs, nil)))
 	files := map[string]podspec.VolumeFile{"token": {Data: []byte("t"), Mode: 0o600}, "ca.crt": {Data: []byte("ca"), Mode: 0o644}}
 	vols := []string{filepath.Join(base, "a"), filepath.Join(base, "b"), filepath.Join(base, "a")} // a: written, then refreshed
