@@ -8,5 +8,7 @@
 // one that needs a changed pod changes a copy (a shallow copy of the Pod
 // struct with a new Status is enough: the metadata and spec it shares are
 // never written). Every pod start then costs no deep copy of the pod per
-// hop, and a receiver tells the same pod again by its pointer.
+// hop, and a receiver tells the same pod again by its pointer. PodList
+// (the StatusActor's answer to a read of the node's pods) carries those
+// same pods, read only.
 package messages
