@@ -36,6 +36,18 @@ type Lister interface {
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
 }
 
+// LeanLister is what a Lister may offer besides: the same listings, of
+// only what the PLEG reads, which spares it decoding every object's labels
+// and annotations each relist. The PLEG relists with it when its Lister
+// has it. fn is called per object, while the runtime's answer is read: on
+// an error, what it was given is dropped. state is a
+// runtimeapi.PodSandboxState or runtimeapi.ContainerState; podUID is the
+// pod UID label (podspec.LabelPodUID), "" when the object has none.
+type LeanLister interface {
+	ListPodSandboxLean(ctx context.Context, fn func(id, podUID, metadataUID string, state int32)) error
+	ListContainersLean(ctx context.Context, fn func(id, sandboxID, podUID string, state int32)) error
+}
+
 // Metrics is what the PLEG reports. May be nil.
 type Metrics interface {
 	ObservePLEGRelist(duration, interval time.Duration)
@@ -68,8 +80,9 @@ func New(node *actor.PID, rt Lister, clk clock.WithDelayedExecution, cfg Config,
 	if log == nil {
 		log = slog.Default()
 	}
+	lean, _ := rt.(LeanLister)
 	return func() actor.Actor {
-		return &Actor{node: node, rt: rt, clk: clk, cfg: cfg, m: m, log: log}
+		return &Actor{node: node, rt: rt, lean: lean, clk: clk, cfg: cfg, m: m, log: log}
 	}
 }
 
@@ -93,6 +106,7 @@ type podObjects struct {
 type Actor struct {
 	node *actor.PID
 	rt   Lister
+	lean LeanLister // rt's lean listing; nil: it has none
 	clk  clock.WithDelayedExecution
 	cfg  Config
 	m    Metrics
@@ -129,12 +143,81 @@ type waitKey struct {
 	id      string
 }
 
+// relisted is a relist's result: of the listed objects, those of a pod
+// (see object), in the order listed.
 type relisted struct {
 	actorkit.Tag
 	started    time.Time
-	sandboxes  []*runtimeapi.PodSandbox
-	containers []*runtimeapi.Container
+	sandboxes  []object
+	containers []object
 	err        error
+}
+
+// object is what the PLEG reads of a listed sandbox or container. Only
+// the objects with a pod UID are kept: the others are not actorlet's.
+type object struct {
+	id        string
+	sandboxID string // a container's sandbox; "" for a sandbox
+	uid       types.UID
+	state     int32 // a runtimeapi.PodSandboxState or ContainerState
+}
+
+// addSandbox keeps a listed sandbox of a pod: the one its pod UID label
+// names, else its metadata's (as the runtime lists it back).
+func (m *relisted) addSandbox(id string, label types.UID, metadataUID string, state int32) {
+	uid := label
+	if uid == "" {
+		uid = types.UID(metadataUID)
+	}
+	if uid != "" {
+		m.sandboxes = append(m.sandboxes, object{id: id, uid: uid, state: state})
+	}
+}
+
+// addContainer keeps a listed container with a pod UID label.
+func (m *relisted) addContainer(id, sandboxID string, uid types.UID, state int32) {
+	if uid != "" {
+		m.containers = append(m.containers, object{id: id, sandboxID: sandboxID, uid: uid, state: state})
+	}
+}
+
+// list relists through the full listing and keeps of it what the PLEG
+// reads; the protos are dropped before the diff.
+func (m *relisted) list(ctx context.Context, rt Lister) error {
+	sandboxes, err := rt.ListPodSandbox(ctx, nil)
+	if err != nil {
+		return err
+	}
+	containers, err := rt.ListContainers(ctx, nil)
+	if err != nil {
+		return err
+	}
+	m.fromProtos(sandboxes, containers)
+	return nil
+}
+
+func (m *relisted) fromProtos(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) {
+	m.sandboxes = make([]object, 0, len(sandboxes))
+	for _, s := range sandboxes {
+		m.addSandbox(s.GetId(), podspec.PodUIDOf(s.GetLabels()), s.GetMetadata().GetUid(), int32(s.GetState()))
+	}
+	m.containers = make([]object, 0, len(containers))
+	for _, c := range containers {
+		m.addContainer(c.GetId(), c.GetPodSandboxId(), podspec.PodUIDOf(c.GetLabels()), int32(c.GetState()))
+	}
+}
+
+// listLean relists through the lean listing.
+func (m *relisted) listLean(ctx context.Context, rt LeanLister) error {
+	err := rt.ListPodSandboxLean(ctx, func(id, podUID, metadataUID string, state int32) {
+		m.addSandbox(id, types.UID(podUID), metadataUID, state)
+	})
+	if err != nil {
+		return err
+	}
+	return rt.ListContainersLean(ctx, func(id, sandboxID, podUID string, state int32) {
+		m.addContainer(id, sandboxID, types.UID(podUID), state)
+	})
 }
 
 // Receive implements actor.Actor.
@@ -177,12 +260,16 @@ func (a *Actor) Relist() {
 		return
 	}
 	a.relisting = true
-	rt, start := a.rt, a.clk.Now()
+	rt, lean, start := a.rt, a.lean, a.clk.Now()
 	actorkit.Go(a.self, a.cfg.Timeout, func(ctx context.Context) *relisted {
 		res := &relisted{started: start}
-		res.sandboxes, res.err = rt.ListPodSandbox(ctx, nil)
-		if res.err == nil {
-			res.containers, res.err = rt.ListContainers(ctx, nil)
+		if lean != nil {
+			res.err = res.listLean(ctx, lean)
+		} else {
+			res.err = res.list(ctx, rt)
+		}
+		if res.err != nil {
+			res.sandboxes, res.containers = nil, nil // a part of a listing
 		}
 		return res
 	})
@@ -304,8 +391,7 @@ func (a *Actor) cache(m *relisted, events []messages.PodLifecycleEvent) {
 }
 
 // regroup builds again the slices of the changed pods from the relist m
-// (which diff has recorded): objects without the pod UID label are not
-// actorlet's and are left out; a pod with nothing left has no slice. The
+// (which diff has recorded); a pod with nothing left has no slice. The
 // slices keep the records' ID strings, and a container's sandbox ID is
 // its sandbox's, so no ID is held twice.
 func (a *Actor) regroup(m *relisted, changed map[types.UID]*messages.RuntimePod) {
@@ -326,8 +412,8 @@ func (a *Actor) regroup(m *relisted, changed map[types.UID]*messages.RuntimePod)
 		}
 		return o
 	}
-	for _, s := range m.sandboxes {
-		r := a.sandboxes[s.Id]
+	for i := range m.sandboxes {
+		r := a.sandboxes[m.sandboxes[i].id]
 		if r == nil {
 			continue
 		}
@@ -336,13 +422,14 @@ func (a *Actor) regroup(m *relisted, changed map[types.UID]*messages.RuntimePod)
 			o.sandboxes = append(o.sandboxes, messages.RuntimeSandbox{ID: r.id, State: runtimeapi.PodSandboxState(r.state)})
 		}
 	}
-	for _, c := range m.containers {
-		r := a.containers[c.Id]
+	for i := range m.containers {
+		c := &m.containers[i]
+		r := a.containers[c.id]
 		if r == nil {
 			continue
 		}
 		if _, ok := changed[r.uid]; ok {
-			sb := c.PodSandboxId
+			sb := c.sandboxID
 			if s := a.sandboxes[sb]; s != nil {
 				sb = s.id
 			}
@@ -352,15 +439,7 @@ func (a *Actor) regroup(m *relisted, changed map[types.UID]*messages.RuntimePod)
 	}
 }
 
-func sandboxUID(s *runtimeapi.PodSandbox) types.UID {
-	if uid := podspec.PodUIDOf(s.Labels); uid != "" {
-		return uid
-	}
-	return types.UID(s.GetMetadata().GetUid())
-}
-
-// diff compares a relist with the previous one; objects without a pod UID
-// label are not actorlet's and are ignored. The records are updated in
+// diff compares a relist with the previous one. The records are updated in
 // place (a steady node's relist writes no map and allocates nothing): each
 // listed one is marked with this relist's number, the ones left unmarked
 // are gone.
@@ -376,23 +455,21 @@ func (a *Actor) diff(m *relisted) []messages.PodLifecycleEvent {
 	seq := a.relists
 	a.moved = false
 	var counts [4]int // by stateIndex
-	for _, c := range m.containers {
-		uid := podspec.PodUIDOf(c.Labels)
-		if uid == "" {
-			continue
-		}
-		counts[stateIndex(c.State)]++
-		prev, ok := a.note(a.containers, c.Id, uid, int32(c.State), seq)
+	for i := range m.containers {
+		c := &m.containers[i]
+		state := runtimeapi.ContainerState(c.state)
+		counts[stateIndex(state)]++
+		prev, ok := a.note(a.containers, c.id, c.uid, c.state, seq)
 		switch {
-		case !ok && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
-			events = append(events, messages.PodLifecycleEvent{UID: uid, Type: messages.ContainerStarted, ID: c.Id})
-		case ok && prev == int32(c.State):
-		case c.State == runtimeapi.ContainerState_CONTAINER_EXITED:
-			events = append(events, messages.PodLifecycleEvent{UID: uid, Type: messages.ContainerDied, ID: c.Id})
-		case c.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
-			events = append(events, messages.PodLifecycleEvent{UID: uid, Type: messages.ContainerStarted, ID: c.Id})
+		case !ok && state == runtimeapi.ContainerState_CONTAINER_RUNNING:
+			events = append(events, messages.PodLifecycleEvent{UID: c.uid, Type: messages.ContainerStarted, ID: c.id})
+		case ok && prev == c.state:
+		case state == runtimeapi.ContainerState_CONTAINER_EXITED:
+			events = append(events, messages.PodLifecycleEvent{UID: c.uid, Type: messages.ContainerDied, ID: c.id})
+		case state == runtimeapi.ContainerState_CONTAINER_RUNNING:
+			events = append(events, messages.PodLifecycleEvent{UID: c.uid, Type: messages.ContainerStarted, ID: c.id})
 		default:
-			events = append(events, messages.PodLifecycleEvent{UID: uid, Type: messages.ContainerChanged, ID: c.Id})
+			events = append(events, messages.PodLifecycleEvent{UID: c.uid, Type: messages.ContainerChanged, ID: c.id})
 		}
 	}
 	for id, old := range a.containers {
@@ -406,17 +483,14 @@ func (a *Actor) diff(m *relisted) []messages.PodLifecycleEvent {
 	if a.m != nil {
 		runningPods = map[types.UID]struct{}{}
 	}
-	for _, s := range m.sandboxes {
-		uid := sandboxUID(s)
-		if uid == "" {
-			continue
+	for i := range m.sandboxes {
+		s := &m.sandboxes[i]
+		if runningPods != nil && runtimeapi.PodSandboxState(s.state) == runtimeapi.PodSandboxState_SANDBOX_READY {
+			runningPods[s.uid] = struct{}{} // as upstream: a pod with a ready sandbox is running
 		}
-		if runningPods != nil && s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
-			runningPods[uid] = struct{}{} // as upstream: a pod with a ready sandbox is running
-		}
-		prev, ok := a.note(a.sandboxes, s.Id, uid, int32(s.State), seq)
-		if !ok || prev != int32(s.State) {
-			events = append(events, messages.PodLifecycleEvent{UID: uid, Type: messages.SandboxChanged, ID: s.Id})
+		prev, ok := a.note(a.sandboxes, s.id, s.uid, s.state, seq)
+		if !ok || prev != s.state {
+			events = append(events, messages.PodLifecycleEvent{UID: s.uid, Type: messages.SandboxChanged, ID: s.id})
 		}
 	}
 	for id, old := range a.sandboxes {

@@ -132,6 +132,14 @@ type view struct {
 	containers []*runtimeapi.Container
 }
 
+// relist is v as the full listing's relist started at started gives it to
+// the diff.
+func (v view) relist(started time.Time) *relisted {
+	m := &relisted{started: started}
+	m.fromProtos(v.sandboxes, v.containers)
+	return m
+}
+
 // --- handler tests: diff with no actor system ---
 
 func TestDiff(t *testing.T) {
@@ -228,9 +236,9 @@ func TestDiff(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := &Actor{containers: map[string]*record{}, sandboxes: map[string]*record{}}
 			if tt.prev != nil {
-				a.diff(&relisted{sandboxes: tt.prev.sandboxes, containers: tt.prev.containers})
+				a.diff(tt.prev.relist(t0))
 			}
-			got := render(a.diff(&relisted{sandboxes: tt.next.sandboxes, containers: tt.next.containers}))
+			got := render(a.diff(tt.next.relist(t0)))
 			if !equal(got, tt.want) {
 				t.Errorf("events = %v, want %v", got, tt.want)
 			}
@@ -241,7 +249,7 @@ func TestDiff(t *testing.T) {
 func TestDiffReportsRunningCounts(t *testing.T) {
 	m := newFakeMetrics()
 	a := &Actor{m: m, containers: map[string]*record{}, sandboxes: map[string]*record{}}
-	a.diff(&relisted{
+	a.diff(view{
 		sandboxes: []*runtimeapi.PodSandbox{sandbox("s1", "u1", ready), sandbox("s2", "u2", ready), sandbox("s3", "u3", notDone)},
 		containers: []*runtimeapi.Container{
 			container("c1", "u1", running), container("c2", "u1", running),
@@ -250,7 +258,7 @@ func TestDiffReportsRunningCounts(t *testing.T) {
 			container("c7", "u3", unknown),
 			container("c-foreign", "", running),
 		},
-	})
+	}.relist(t0))
 	pods, ctrs, _, _ := m.snapshot()
 	if pods != 2 {
 		t.Errorf("running pods = %d, want 2", pods)
@@ -359,6 +367,13 @@ type harness struct {
 
 func newHarness(t *testing.T, rt *fakecri.Runtime) *harness {
 	t.Helper()
+	return newHarnessOn(t, rt, rt)
+}
+
+// newHarnessOn is newHarness with the PLEG listing through l (rt or a
+// wrapper of it).
+func newHarnessOn(t *testing.T, rt *fakecri.Runtime, l Lister) *harness {
+	t.Helper()
 	h := &harness{
 		t:    t,
 		sys:  actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })),
@@ -369,7 +384,7 @@ func newHarness(t *testing.T, rt *fakecri.Runtime) *harness {
 	}
 	h.nPID = h.sys.Root.Spawn(actor.PropsFromFunc(h.node.receive))
 	h.pleg = h.sys.Root.Spawn(actor.PropsFromProducer(
-		New(h.nPID, rt, h.clk, Config{Period: period, Threshold: time.Minute}, h.m, quiet),
+		New(h.nPID, l, h.clk, Config{Period: period, Threshold: time.Minute}, h.m, quiet),
 		actor.WithReceiverMiddleware(actortest.Barrier()),
 	))
 	t.Cleanup(func() {
@@ -815,7 +830,7 @@ func TestCacheGroupsByPod(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := &Actor{}
-			m := &relisted{started: started, sandboxes: tt.next.sandboxes, containers: tt.next.containers}
+			m := tt.next.relist(started)
 			a.cache(m, a.diff(m))
 			got := map[types.UID]string{}
 			for uid := range a.pods {
@@ -841,7 +856,7 @@ func TestCacheGroupsByPod(t *testing.T) {
 func TestCacheRebuildsOnlyChangedPods(t *testing.T) {
 	a := &Actor{}
 	relist := func(v view) {
-		m := &relisted{started: t0, sandboxes: v.sandboxes, containers: v.containers}
+		m := v.relist(t0)
 		a.cache(m, a.diff(m))
 	}
 	states := func(uid types.UID) string {

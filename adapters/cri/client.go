@@ -119,6 +119,10 @@ func (c *Client) pick() int {
 
 func (c *Client) runtime() runtimeapi.RuntimeServiceClient { return c.runtimeClients[c.pick()] }
 
+// conn is the connection for the next call made without a generated
+// client (the lean listing).
+func (c *Client) conn() *grpc.ClientConn { return c.conns[c.pick()] }
+
 func (c *Client) images() runtimeapi.ImageServiceClient { return c.imageClients[c.pick()] }
 
 // Dial connects to a CRI v1 runtime at endpoint ("unix:///run/containerd/

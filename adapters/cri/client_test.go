@@ -162,16 +162,17 @@ func startFake(t *testing.T, endpoint func(sock string) string) (*Client, *fakeS
 	return c, fs, rec
 }
 
-// serve serves what register registers on a unix socket and returns a
-// client connected to endpoint(socket) and what the client observed.
-func serve(t *testing.T, endpoint func(sock string) string, register func(*grpc.Server)) (*Client, *recorder) {
+// serve serves what register registers, with the server options opts, on
+// a unix socket and returns a client connected to endpoint(socket) and
+// what the client observed.
+func serve(t testing.TB, endpoint func(sock string) string, register func(*grpc.Server), opts ...grpc.ServerOption) (*Client, *recorder) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "cri.sock")
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	register(srv)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)

@@ -143,6 +143,34 @@ func TestContainerd(t *testing.T) {
 		t.Errorf("ExecSync exit 3 = stderr %q, code %d, err %v; want oops, 3, nil", stderr, code, err)
 	}
 
+	// The lean listing (the PLEG's relist) reads containerd's answers as
+	// the full listing does.
+	type object struct {
+		id, sandboxID, uid string
+		state              int32
+	}
+	var lean []object
+	if err := c.ListPodSandboxLean(ctx, func(id, podUID, metadataUID string, state int32) {
+		if podUID == uid && metadataUID == uid {
+			lean = append(lean, object{id: id, uid: podUID, state: state})
+		}
+	}); err != nil {
+		t.Errorf("ListPodSandboxLean: %v", err)
+	}
+	if err := c.ListContainersLean(ctx, func(id, sandboxID, podUID string, state int32) {
+		if podUID == uid {
+			lean = append(lean, object{id: id, sandboxID: sandboxID, uid: podUID, state: state})
+		}
+	}); err != nil {
+		t.Errorf("ListContainersLean: %v", err)
+	}
+	if want := []object{
+		{id: podID, uid: uid, state: int32(runtimeapi.PodSandboxState_SANDBOX_READY)},
+		{id: cid, sandboxID: podID, uid: uid, state: int32(runtimeapi.ContainerState_CONTAINER_RUNNING)},
+	}; fmt.Sprint(lean) != fmt.Sprint(want) {
+		t.Errorf("lean listing of the pod = %+v, want %+v", lean, want)
+	}
+
 	// Same metadata again: containerd reserves the name (codes.Unknown, "is reserved for").
 	if id, err := c.CreateContainer(ctx, podID, ctrCfg, pod); !errors.Is(err, errdefs.ErrAlreadyExists) {
 		t.Errorf("second CreateContainer with the same metadata = %q, %v; want ErrAlreadyExists", id, err)

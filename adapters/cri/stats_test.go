@@ -13,14 +13,23 @@ import (
 )
 
 // serveSim serves a fresh simulated runtime and returns a connected client.
-func serveSim(t *testing.T) (*Client, *recorder) {
+func serveSim(t testing.TB) (*Client, *recorder) {
+	t.Helper()
+	c, _, rec := serveSimRuntime(t)
+	return c, rec
+}
+
+// serveSimRuntime is serveSim that also returns the runtime, to fill it
+// in-process.
+func serveSimRuntime(t testing.TB) (*Client, *sim.Runtime, *recorder) {
 	t.Helper()
 	r := sim.New(sim.Config{IPBase: "127.78.0.1", ImageSizes: map[string]string{"busybox": "5Mi"}})
 	t.Cleanup(r.Close)
-	return serve(t, unixURL, func(srv *grpc.Server) {
+	c, rec := serve(t, unixURL, func(srv *grpc.Server) {
 		runtimeapi.RegisterRuntimeServiceServer(srv, r)
 		runtimeapi.RegisterImageServiceServer(srv, r)
 	})
+	return c, r, rec
 }
 
 func TestClientStats(t *testing.T) {

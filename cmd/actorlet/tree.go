@@ -25,6 +25,7 @@ import (
 	"github.com/actorlet/actorlet/actors/probe"
 	"github.com/actorlet/actorlet/actors/source"
 	"github.com/actorlet/actorlet/actors/volume"
+	"github.com/actorlet/actorlet/adapters/cri"
 	"github.com/actorlet/actorlet/adapters/host"
 	"github.com/actorlet/actorlet/adapters/manifest"
 	"github.com/actorlet/actorlet/adapters/metrics"
@@ -256,6 +257,10 @@ func volumeActor(w *wiring) actor.Producer {
 		volume.Config{PodsDir: filepath.Join(w.o.RootDir, "pods"), Timeout: w.o.RuntimeRequestTimeout,
 			NodeAllocatable: w.allocatable}, w.clk, w.log)
 }
+
+// The CRI client has the lean listing, so the PLEG relists with it: it
+// decodes of each object only what the PLEG reads.
+var _ pleg.LeanLister = (*cri.Client)(nil)
 
 func plegActor(w *wiring) actor.Producer {
 	o := w.o
