@@ -79,8 +79,10 @@ var leanCall = grpc.ForceCodecV2(leanCodec{})
 var protoCodec = encoding.GetCodecV2(encproto.Name)
 
 // leanCodec is gRPC's proto codec except for the lean replies. Its name is
-// the proto codec's: the runtime sees application/grpc+proto, the same
-// encoding as every other call.
+// the proto codec's: the runtime is asked for application/grpc+proto, the
+// encoding the other calls' application/grpc means (containerd 1.6 serves
+// it: TestContainerd). An interceptor given a lean call's reply sees a
+// leanSandboxes or leanContainers, not a proto message.
 type leanCodec struct{}
 
 func (leanCodec) Name() string { return encproto.Name }
@@ -179,22 +181,30 @@ func readFieldSlow(b []byte) (field, int, error) {
 	return f, n + m, nil
 }
 
-// decoder holds one response's scratch buffer, in which each object's
-// strings are joined so that they cost the object one allocation.
+// decoder holds one response's scratch buffer, in which an object's ID
+// and pod UID are joined so that they cost one allocation. A caller that
+// keeps both (the PLEG's records) keeps no more than it would of two.
 type decoder struct {
 	scratch []byte
 }
 
-// strings copies a, b and c out of the response into strings that share
-// one allocation.
-func (d *decoder) strings(a, b, c []byte) (string, string, string, error) {
-	if !utf8.Valid(a) || !utf8.Valid(b) || !utf8.Valid(c) {
-		return "", "", "", errUTF8
+// join copies a and b out of the response into strings that share one
+// allocation.
+func (d *decoder) join(a, b []byte) (string, string, error) {
+	if !utf8.Valid(a) || !utf8.Valid(b) {
+		return "", "", errUTF8
 	}
-	d.scratch = append(append(append(d.scratch[:0], a...), b...), c...)
+	d.scratch = append(append(d.scratch[:0], a...), b...)
 	s := string(d.scratch)
-	i, j := len(a), len(a)+len(b)
-	return s[:i], s[i:j], s[j:], nil
+	return s[:len(a)], s[len(a):], nil
+}
+
+// str copies b out of the response.
+func str(b []byte) (string, error) {
+	if !utf8.Valid(b) {
+		return "", errUTF8
+	}
+	return string(b), nil
 }
 
 func decodeSandboxes(b []byte, fn func(id, podUID, metadataUID string, state int32)) error {
@@ -248,18 +258,25 @@ func (d *decoder) sandbox(b []byte, fn func(id, podUID, metadataUID string, stat
 			}
 		}
 	}
-	if string(label) == string(meta) {
-		// The usual case: the label and the metadata name one UID.
-		sid, uid, _, err := d.strings(id, label, nil)
+	// The ID is joined with the UID a caller keeps: the label's, else
+	// the metadata's. Usually both name the same UID: one string.
+	if len(label) == 0 {
+		sid, muid, err := d.join(id, meta)
 		if err != nil {
 			return err
 		}
-		fn(sid, uid, uid, state)
+		fn(sid, "", muid, state)
 		return nil
 	}
-	sid, uid, muid, err := d.strings(id, label, meta)
+	sid, uid, err := d.join(id, label)
 	if err != nil {
 		return err
+	}
+	muid := uid
+	if string(meta) != string(label) {
+		if muid, err = str(meta); err != nil {
+			return err
+		}
 	}
 	fn(sid, uid, muid, state)
 	return nil
@@ -308,7 +325,12 @@ func (d *decoder) container(b []byte, fn func(id, sandboxID, podUID string, stat
 			}
 		}
 	}
-	cid, sid, uid, err := d.strings(id, sb, label)
+	// The sandbox ID apart: a caller keeps it less often than the rest.
+	cid, uid, err := d.join(id, label)
+	if err != nil {
+		return err
+	}
+	sid, err := str(sb)
 	if err != nil {
 		return err
 	}
