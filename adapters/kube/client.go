@@ -246,20 +246,9 @@ func (c *Client) RenewLease(ctx context.Context, node *v1.Node, durationSeconds 
 // and the spec and managedFields in it (two thirds of a decoded pod) would
 // stay alive with it.
 func (c *Client) PatchPodStatus(ctx context.Context, namespace, name string, uid types.UID, oldStatus, newStatus *v1.PodStatus) (*v1.Pod, error) {
-	oldPod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: *oldStatus}
-	newPod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: *newStatus}
-	patch, err := twoWay(oldPod, newPod, v1.Pod{})
+	patch, err := podStatusPatch(uid, oldStatus, newStatus)
 	if err != nil {
 		return nil, fmt.Errorf("pod status patch: %w", err)
-	}
-	// The UID must appear in the patch to act as a precondition.
-	var m map[string]any
-	if err := json.Unmarshal(patch, &m); err != nil {
-		return nil, err
-	}
-	m["metadata"] = map[string]any{"uid": string(uid)}
-	if patch, err = json.Marshal(m); err != nil {
-		return nil, err
 	}
 	p, err := c.cs.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
