@@ -181,7 +181,8 @@ soak: build
 # written there.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./adapters/manifest:FuzzDecodeAndValidate ./adapters/httpapi:FuzzNodeAPI \
-	./podspec:FuzzCRILabels ./adapters/cri/sim:FuzzShellParser
+	./podspec:FuzzCRILabels ./adapters/cri/sim:FuzzShellParser \
+	./adapters/cri:FuzzLeanDecode ./adapters/kube:FuzzPodStatusPatch
 .PHONY: fuzz
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
