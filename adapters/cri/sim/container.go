@@ -448,11 +448,17 @@ func (r *Runtime) filterContainers(id, sandboxID string, labels map[string]strin
 }
 
 // ListContainers lists containers matching the filter (id, state, sandbox,
-// labels).
+// labels). Over gRPC an unfiltered list is served from its cached encoding
+// (listcache.go).
 func (r *Runtime) ListContainers(_ context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
-	f := req.GetFilter()
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	return r.listContainersLocked(req.GetFilter()), nil
+}
+
+// listContainersLocked is the containers matching f (nil: all), in
+// creation order; the caller holds r.mu (shared is enough).
+func (r *Runtime) listContainersLocked(f *runtimeapi.ContainerFilter) *runtimeapi.ListContainersResponse {
 	cs := r.filterContainers(f.GetId(), f.GetPodSandboxId(), f.GetLabelSelector(), f.GetState())
 	out := make([]*runtimeapi.Container, 0, len(cs))
 	for _, c := range cs {
@@ -470,7 +476,7 @@ func (r *Runtime) ListContainers(_ context.Context, req *runtimeapi.ListContaine
 			Annotations:  c.annotations,
 		})
 	}
-	return &runtimeapi.ListContainersResponse{Containers: out}, nil
+	return &runtimeapi.ListContainersResponse{Containers: out}
 }
 
 // UpdateContainerResources records the new resources.

@@ -213,6 +213,9 @@ func (r *Runtime) addImageLocked(ref imageRef) *image {
 	r.seq++
 	img.seq = r.seq
 	r.images[img.id] = img
+	// A container list names a container's image by the image's first
+	// tag while the image is present.
+	r.containerList.invalidate()
 	for _, k := range refKeys(ref) {
 		r.imageRefs[k] = img.id
 	}
@@ -320,6 +323,7 @@ func (r *Runtime) RemoveImage(_ context.Context, req *runtimeapi.RemoveImageRequ
 		return &runtimeapi.RemoveImageResponse{}, nil
 	}
 	delete(r.images, img.id)
+	r.containerList.invalidate() // see addImageLocked
 	for k, id := range r.imageRefs {
 		if id == img.id {
 			delete(r.imageRefs, k)

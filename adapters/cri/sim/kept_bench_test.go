@@ -36,35 +36,14 @@ func BenchmarkKeptPerPod(b *testing.B) {
 	runtime.ReadMemStats(&before)
 	b.ResetTimer()
 	for i := range b.N {
-		name, uid := fmt.Sprint("pod-", i), fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
-		sbReq := decoded(&runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{
-			Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "bench", Uid: uid},
-			Hostname:     name,
-			LogDirectory: "/var/log/pods/bench_" + name + "_" + uid,
-			Labels:       map[string]string{"app": "bench", indexedLabel: uid, "io.kubernetes.pod.name": name, "io.kubernetes.pod.namespace": "bench"},
-			Annotations:  map[string]string{"kubernetes.io/config.seen": fmt.Sprint("2026-01-01T00:00:00.", i, "Z"), "kubernetes.io/config.source": "api"},
-			Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}}},
-		}}).(*runtimeapi.RunPodSandboxRequest)
+		sbReq, ctrReq := benchPod(i)
+		sbReq = decoded(sbReq).(*runtimeapi.RunPodSandboxRequest)
 		sb, err := r.RunPodSandbox(ctx, sbReq)
 		if err != nil {
 			b.Fatal(err)
 		}
-		ctrReq := decoded(&runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, Config: &runtimeapi.ContainerConfig{
-			Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
-			Image:    &runtimeapi.ImageSpec{Image: "sim/preloaded/busybox:1", UserSpecifiedImage: "busybox:1"},
-			Command:  []string{"sleep", "infinity"},
-			Labels:   map[string]string{indexedLabel: uid, "io.kubernetes.pod.name": name, "io.kubernetes.pod.namespace": "bench", "io.kubernetes.container.name": "app"},
-			Annotations: map[string]string{"io.kubernetes.container.hash": "8f2c1a7b", "io.kubernetes.container.restartCount": "0",
-				"io.kubernetes.container.terminationMessagePath": "/dev/termination-log", "io.kubernetes.container.terminationMessagePolicy": "File",
-				"io.kubernetes.pod.terminationGracePeriod": "30"},
-			Mounts: []*runtimeapi.Mount{
-				{ContainerPath: "/dev/termination-log", HostPath: "/var/lib/kubelet/pods/" + uid + "/containers/app/0"},
-				{ContainerPath: "/etc/hosts", HostPath: "/var/lib/kubelet/pods/" + uid + "/etc-hosts"},
-			},
-			LogPath: "app/0.log",
-			Linux:   &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{CpuShares: 2, MemoryLimitInBytes: 64 << 20}},
-		}}).(*runtimeapi.CreateContainerRequest)
+		ctrReq.PodSandboxId = sb.PodSandboxId
+		ctrReq = decoded(ctrReq).(*runtimeapi.CreateContainerRequest)
 		ctr, err := r.CreateContainer(ctx, ctrReq)
 		if err != nil {
 			b.Fatal(err)
@@ -78,4 +57,36 @@ func BenchmarkKeptPerPod(b *testing.B) {
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N), "kept-B/pod")
 	runtime.KeepAlive(r)
+}
+
+// benchPod is pod i of the benchmarks as the agent asks for it: its
+// sandbox and its one container (PodSandboxId left to fill), with the
+// labels, annotations and mounts the agent gives.
+func benchPod(i int) (*runtimeapi.RunPodSandboxRequest, *runtimeapi.CreateContainerRequest) {
+	name, uid := fmt.Sprint("pod-", i), fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
+	sbReq := &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "bench", Uid: uid},
+		Hostname:     name,
+		LogDirectory: "/var/log/pods/bench_" + name + "_" + uid,
+		Labels:       map[string]string{"app": "bench", indexedLabel: uid, "io.kubernetes.pod.name": name, "io.kubernetes.pod.namespace": "bench"},
+		Annotations:  map[string]string{"kubernetes.io/config.seen": fmt.Sprint("2026-01-01T00:00:00.", i, "Z"), "kubernetes.io/config.source": "api"},
+		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}}},
+	}}
+	ctrReq := &runtimeapi.CreateContainerRequest{Config: &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
+		Image:    &runtimeapi.ImageSpec{Image: "sim/preloaded/busybox:1", UserSpecifiedImage: "busybox:1"},
+		Command:  []string{"sleep", "infinity"},
+		Labels:   map[string]string{indexedLabel: uid, "io.kubernetes.pod.name": name, "io.kubernetes.pod.namespace": "bench", "io.kubernetes.container.name": "app"},
+		Annotations: map[string]string{"io.kubernetes.container.hash": "8f2c1a7b", "io.kubernetes.container.restartCount": "0",
+			"io.kubernetes.container.terminationMessagePath": "/dev/termination-log", "io.kubernetes.container.terminationMessagePolicy": "File",
+			"io.kubernetes.pod.terminationGracePeriod": "30"},
+		Mounts: []*runtimeapi.Mount{
+			{ContainerPath: "/dev/termination-log", HostPath: "/var/lib/kubelet/pods/" + uid + "/containers/app/0"},
+			{ContainerPath: "/etc/hosts", HostPath: "/var/lib/kubelet/pods/" + uid + "/etc-hosts"},
+		},
+		LogPath: "app/0.log",
+		Linux:   &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{CpuShares: 2, MemoryLimitInBytes: 64 << 20}},
+	}}
+	return sbReq, ctrReq
 }

@@ -142,6 +142,11 @@ type Runtime struct {
 	subs       map[*subscriber]struct{}
 	seq        uint64 // creation order, for stable listings
 
+	// The unfiltered lists' encodings (listcache.go); checkLists (tests
+	// only) compares every cached answer served with the state.
+	sandboxList, containerList listCache
+	checkLists                 bool
+
 	node       nodeConfig // the simulated node's sizes (usage.go)
 	started    int64      // when the runtime started (ns): the node's start time
 	retiredCPU uint64     // CPU ns of removed containers, kept in the node's total
@@ -228,8 +233,11 @@ func (r *Runtime) Serve(l net.Listener) error {
 		// the handler every time (4 % of the agent's CPU at 1,000 exec
 		// probes a second).
 		grpc.NumStreamWorkers(streamWorkers()),
+		// The unfiltered lists are sent from their cached encoding
+		// (listcache.go); everything else is encoded as usual.
+		grpc.ForceServerCodecV2(newServerCodec()),
 	)
-	runtimeapi.RegisterRuntimeServiceServer(s, r)
+	s.RegisterService(runtimeService, r)
 	runtimeapi.RegisterImageServiceServer(s, r)
 	r.mu.Lock()
 	if r.closed {
@@ -481,8 +489,20 @@ type subscriber struct {
 	notify chan struct{}
 }
 
-// publish queues an event for every subscriber; the caller holds r.mu.
+// publish records a change to sandbox id or container id (of sandbox sb):
+// it makes the cached list of its kind stale and queues an event for every
+// subscriber. Every change to a sandbox or container that a list shows
+// (created, started, stopped, exited, removed) is an event and passes
+// here. The caller holds r.mu exclusively.
 func (r *Runtime) publish(id string, typ runtimeapi.ContainerEventType, sb *sandbox) {
+	// A sandbox's events carry its own ID (as containerd's) and change
+	// only the sandbox list: what its containers show changes with their
+	// own events.
+	if sb != nil && id == sb.id {
+		r.sandboxList.invalidate()
+	} else {
+		r.containerList.invalidate()
+	}
 	if len(r.subs) == 0 {
 		return
 	}

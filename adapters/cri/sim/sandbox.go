@@ -224,10 +224,17 @@ func (r *Runtime) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandbox
 }
 
 // ListPodSandbox lists sandboxes matching the filter (id, state, labels).
+// Over gRPC an unfiltered list is served from its cached encoding
+// (listcache.go).
 func (r *Runtime) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
-	f := req.GetFilter()
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	return r.listSandboxesLocked(req.GetFilter()), nil
+}
+
+// listSandboxesLocked is the sandboxes matching f (nil: all), in creation
+// order; the caller holds r.mu (shared is enough).
+func (r *Runtime) listSandboxesLocked(f *runtimeapi.PodSandboxFilter) *runtimeapi.ListPodSandboxResponse {
 	var cands []*sandbox
 	if id := f.GetId(); id != "" {
 		if sb, ok := r.sandboxes[id]; ok {
@@ -269,5 +276,5 @@ func (r *Runtime) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandb
 			RuntimeHandler: sb.handler,
 		})
 	}
-	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
+	return &runtimeapi.ListPodSandboxResponse{Items: out}
 }

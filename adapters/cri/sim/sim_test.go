@@ -37,6 +37,10 @@ type env struct {
 	dir string
 }
 
+// newEnv serves a runtime of cfg on a real socket. Its cached lists are
+// checked against the state whenever one is served (Runtime.checkLists),
+// so that every test over gRPC also tests that each change invalidates
+// them.
 func newEnv(t *testing.T, cfg Config) *env {
 	t.Helper()
 	if cfg.IPBase == "" {
@@ -49,6 +53,7 @@ func newEnv(t *testing.T, cfg Config) *env {
 		t.Fatalf("listen: %v", err)
 	}
 	r := New(cfg)
+	r.checkLists = true
 	served := make(chan struct{})
 	go func() { _ = r.Serve(l); close(served) }()
 	conn, err := grpc.NewClient("unix://"+sock,
