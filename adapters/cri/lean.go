@@ -207,21 +207,27 @@ func str(b []byte) (string, error) {
 	return string(b), nil
 }
 
-func decodeSandboxes(b []byte, fn func(id, podUID, metadataUID string, state int32)) error {
-	var d decoder
+// eachItem calls item with every length-delimited field num of the
+// message b (a list response's repeated objects), and skips the rest.
+func eachItem(b []byte, num protowire.Number, item func([]byte) error) error {
 	for len(b) > 0 {
 		f, n, err := readField(b)
 		if err != nil {
 			return err
 		}
 		b = b[n:]
-		if f.is(fieldSandboxItems, protowire.BytesType) {
-			if err := d.sandbox(f.val, fn); err != nil {
+		if f.is(num, protowire.BytesType) {
+			if err := item(f.val); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+func decodeSandboxes(b []byte, fn func(id, podUID, metadataUID string, state int32)) error {
+	var d decoder
+	return eachItem(b, fieldSandboxItems, func(v []byte) error { return d.sandbox(v, fn) })
 }
 
 func (d *decoder) sandbox(b []byte, fn func(id, podUID, metadataUID string, state int32)) error {
@@ -284,19 +290,7 @@ func (d *decoder) sandbox(b []byte, fn func(id, podUID, metadataUID string, stat
 
 func decodeContainers(b []byte, fn func(id, sandboxID, podUID string, state int32)) error {
 	var d decoder
-	for len(b) > 0 {
-		f, n, err := readField(b)
-		if err != nil {
-			return err
-		}
-		b = b[n:]
-		if f.is(fieldContainers, protowire.BytesType) {
-			if err := d.container(f.val, fn); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return eachItem(b, fieldContainers, func(v []byte) error { return d.container(v, fn) })
 }
 
 func (d *decoder) container(b []byte, fn func(id, sandboxID, podUID string, state int32)) error {

@@ -390,10 +390,22 @@ func (w *patchWriter) conditions(o, n []v1.PodCondition) bool {
 		w.b = appendJSONString(w.b, string(n[i].Type))
 		w.b = append(w.b, '}')
 	}
-	for _, c := range removed(o, n, conditionType) {
+	endMergeList(w, k, "type", o, n, conditionType, mark, listStart)
+	return true
+}
+
+// endMergeList ends the list k merged by the key named keyName (whose
+// changed and added elements are written from listStart on, after the
+// key written at mark): the removed elements as {"$patch":"delete"}, then
+// the list closed, or taken out again when nothing was written, and the
+// $setElementOrder directive when anything changed or the order did.
+func endMergeList[E any](w *patchWriter, k, keyName string, o, n []E, key func(E) string, mark, listStart int) {
+	for _, r := range removed(o, n, key) {
 		w.elem(listStart)
-		w.b = append(w.b, `{"$patch":"delete","type":`...)
-		w.b = appendJSONString(w.b, c)
+		w.b = append(w.b, `{"$patch":"delete",`...)
+		w.b = appendJSONString(w.b, keyName)
+		w.b = append(w.b, ':')
+		w.b = appendJSONString(w.b, r)
 		w.b = append(w.b, '}')
 	}
 	changed := len(w.b) > listStart
@@ -402,20 +414,21 @@ func (w *patchWriter) conditions(o, n []v1.PodCondition) bool {
 	} else {
 		w.b = w.b[:mark]
 	}
-	if changed || !sameOrder(o, n, conditionType) {
+	if changed || !sameOrder(o, n, key) {
 		w.key("$setElementOrder/" + k)
 		w.b = append(w.b, '[')
 		for i := range n {
 			if i > 0 {
 				w.b = append(w.b, ',')
 			}
-			w.b = append(w.b, `{"type":`...)
-			w.b = appendJSONString(w.b, string(n[i].Type))
+			w.b = append(w.b, '{')
+			w.b = appendJSONString(w.b, keyName)
+			w.b = append(w.b, ':')
+			w.b = appendJSONString(w.b, key(n[i]))
 			w.b = append(w.b, '}')
 		}
 		w.b = append(w.b, ']')
 	}
-	return true
 }
 
 // elem writes the comma before a list element that is not the first.
@@ -503,31 +516,7 @@ func ips[E any](w *patchWriter, k string, o, n []E, ip func(E) string) bool {
 		w.b = append(w.b, ']')
 		return true
 	}
-	for _, a := range removed(o, n, ip) {
-		w.elem(listStart)
-		w.b = append(w.b, `{"$patch":"delete","ip":`...)
-		w.b = appendJSONString(w.b, a)
-		w.b = append(w.b, '}')
-	}
-	changed := len(w.b) > listStart
-	if changed {
-		w.b = append(w.b, ']')
-	} else {
-		w.b = w.b[:mark]
-	}
-	if changed || !sameOrder(o, n, ip) {
-		w.key("$setElementOrder/" + k)
-		w.b = append(w.b, '[')
-		for i := range n {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.b = append(w.b, `{"ip":`...)
-			w.b = appendJSONString(w.b, ip(n[i]))
-			w.b = append(w.b, '}')
-		}
-		w.b = append(w.b, ']')
-	}
+	endMergeList(w, k, "ip", o, n, ip, mark, listStart)
 	return true
 }
 
