@@ -9,14 +9,14 @@ import (
 
 func TestAgainstRatios(t *testing.T) {
 	x := &AgentFigures{CreatePodsPerSecond: 30, DeletePodsPerSecond: 40, StartLatencyMS: Latency{P50: 1000, P90: 2000, P99: 3000},
-		RSSPeakBytes: 100 << 20, CPUPerPodMS: 10, APIWritesPerPod: 3, APIWritesPerPodNoEvents: 1, Recovery: &Recovery{Seconds: 1},
+		RSSPeakBytes: 100 << 20, CPUPerPodMS: 10, CPUToReadyPerPodMS: 4, APIWritesPerPod: 3, APIWritesPerPodNoEvents: 1, Recovery: &Recovery{Seconds: 1},
 		Memory: &MemoryFigures{Steady: MemorySample{RSSBytes: 40 << 20}}}
 	u := &AgentFigures{CreatePodsPerSecond: 15, DeletePodsPerSecond: 0, StartLatencyMS: Latency{P50: 4000, P90: 4000, P99: 6000},
-		RSSPeakBytes: 200 << 20, CPUPerPodMS: 30, APIWritesPerPod: 6, APIWritesPerPodNoEvents: 3, Recovery: &Recovery{Seconds: 0.5},
+		RSSPeakBytes: 200 << 20, CPUPerPodMS: 30, CPUToReadyPerPodMS: 16, APIWritesPerPod: 6, APIWritesPerPodNoEvents: 3, Recovery: &Recovery{Seconds: 0.5},
 		Memory: &MemoryFigures{Steady: MemorySample{RSSBytes: 160 << 20}}}
 	got := ratios(x, u)
 	want := map[string]float64{"create_pods_per_second": 2, "start_p50": 0.25, "start_p90": 0.5, "start_p99": 0.5,
-		"rss_peak": 0.5, "cpu_per_pod": 0.333, "api_writes_per_pod": 0.5, "api_writes_per_pod_excluding_events": 0.333,
+		"rss_peak": 0.5, "cpu_per_pod": 0.333, "cpu_to_ready_per_pod": 0.25, "api_writes_per_pod": 0.5, "api_writes_per_pod_excluding_events": 0.333,
 		"recovery_seconds": 2, "rss_steady": 0.25}
 	for k, v := range want {
 		if got[k] != v {

@@ -86,6 +86,10 @@ func TestBenchAgainstUpstream(t *testing.T) {
 			if f.RSSPeakBytes < f.RSSIdleBytes || f.RSSIdleBytes == 0 || f.CPUPerPodMS <= 0 {
 				t.Errorf("rss idle %d peak %d, cpu per pod %v", f.RSSIdleBytes, f.RSSPeakBytes, f.CPUPerPodMS)
 			}
+			// Until the last Ready is a part of the whole window.
+			if f.CPUToReadyPerPodMS <= 0 || f.CPUToReadyPerPodMS > f.CPUPerPodMS {
+				t.Errorf("cpu per pod until the last Ready %v, in all %v", f.CPUToReadyPerPodMS, f.CPUPerPodMS)
+			}
 			// Each pod's status reached the API server through the agent's
 			// own identity, with its own token.
 			if f.APIRequestsPerPod["patch pods/status"] < 1 || f.APIRequestsPerPod["create serviceaccounts/token"] < 1 || f.APIWritesPerPod < 2 {
