@@ -19,6 +19,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport"
 	"k8s.io/client-go/util/certificate"
 	"k8s.io/client-go/util/connrotation"
 	"k8s.io/klog/v2"
@@ -146,6 +147,7 @@ func applyOptions(cfg *rest.Config, o *Options) {
 
 // newFromConfig is New's client on a ready config (applyOptions done).
 func newFromConfig(cfg *rest.Config, nodeName string, o Options) (*Client, error) {
+	cfg.WrapTransport = transport.Wrappers(cfg.WrapTransport, limitInFlight(DefaultMaxInFlight))
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)

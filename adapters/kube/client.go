@@ -55,36 +55,8 @@ func New(nodeName string, o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", o.Kubeconfig, err)
 	}
-	if o.QPS <= 0 {
-		o.QPS = 50
-	}
-	if o.Burst <= 0 {
-		o.Burst = 100
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 30 * time.Second
-	}
-	cfg.QPS, cfg.Burst, cfg.Timeout = o.QPS, o.Burst, o.Timeout
-	cfg.UserAgent = o.UserAgent
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	if o.EventQPS <= 0 {
-		o.EventQPS = 50
-	}
-	if o.EventBurst <= 0 {
-		o.EventBurst = 100
-	}
-	ecfg := rest.CopyConfig(cfg)
-	ecfg.QPS, ecfg.Burst = o.EventQPS, o.EventBurst
-	events, err := kubernetes.NewForConfig(ecfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes events client: %w", err)
-	}
-	return &Client{cs: cs, events: events, cfg: cfg, nodeName: nodeName}, nil
+	applyOptions(cfg, &o)
+	return newFromConfig(cfg, nodeName, o)
 }
 
 // NewForClientset wraps an existing clientset (tests).

@@ -1,0 +1,153 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// blockingServer answers every request once release is closed and counts
+// how many were in its handler at once.
+type blockingServer struct {
+	release chan struct{}
+	arrived chan struct{}
+	now     atomic.Int64
+	peak    atomic.Int64
+}
+
+func (s *blockingServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := s.now.Add(1)
+	for {
+		p := s.peak.Load()
+		if n <= p || s.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	s.arrived <- struct{}{}
+	<-s.release
+	s.now.Add(-1)
+	_, _ = io.WriteString(w, "ok")
+}
+
+func TestInFlightBoundsRequests(t *testing.T) {
+	const limit, total = 3, 12
+	srv := &blockingServer{release: make(chan struct{}), arrived: make(chan struct{}, total)}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	rt := limitInFlight(limit)(http.DefaultTransport)
+
+	var wg sync.WaitGroup
+	errs := make(chan error, total)
+	for range total {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, ts.URL+"/api/v1/pods", nil)
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			errs <- resp.Body.Close()
+		})
+	}
+	// `limit` requests reach the server and stay there; the peak below
+	// shows that no other got past the bound meanwhile.
+	for range limit {
+		<-srv.arrived
+	}
+	close(srv.release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("request: %v", err)
+		}
+	}
+	if got := srv.peak.Load(); got != limit {
+		t.Fatalf("peak in flight = %d, want %d", got, limit)
+	}
+}
+
+func TestInFlightLetsWatchesThrough(t *testing.T) {
+	srv := &blockingServer{release: make(chan struct{}), arrived: make(chan struct{}, 4)}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	rt := limitInFlight(1)(http.DefaultTransport)
+
+	done := make(chan error, 2)
+	for _, path := range []string{"/api/v1/pods?watch=true", "/api/v1/nodes?watch=1&resourceVersion=5"} {
+		go func() {
+			req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
+			resp, err := rt.RoundTrip(req)
+			if err == nil {
+				err = resp.Body.Close()
+			}
+			done <- err
+		}()
+	}
+	// Both watches are in the server at once although the bound is 1.
+	<-srv.arrived
+	<-srv.arrived
+	close(srv.release)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestInFlightSlotHeldUntilBodyClosed(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer ts.Close()
+	rt := limitInFlight(1)(http.DefaultTransport)
+
+	req, _ := http.NewRequest(http.MethodGet, ts.URL, nil)
+	first, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first body is open: a second request waits, and gives up with
+	// its context.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req2, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL, nil)
+	if _, err := rt.RoundTrip(req2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second request with the slot taken: err = %v, want deadline exceeded", err)
+	}
+	// Closing twice gives the slot back once.
+	_ = first.Body.Close()
+	_ = first.Body.Close()
+	req3, _ := http.NewRequest(http.MethodGet, ts.URL, nil)
+	third, err := rt.RoundTrip(req3)
+	if err != nil {
+		t.Fatalf("after the first body closed: %v", err)
+	}
+	_ = third.Body.Close()
+	if got := len(rt.(*inFlight).slots); got != 0 {
+		t.Fatalf("slots held after every body closed = %d, want 0", got)
+	}
+}
+
+func TestInFlightReleasesOnTransportError(t *testing.T) {
+	ts := httptest.NewServer(http.NotFoundHandler())
+	url := ts.URL
+	ts.Close() // nothing listens: every round trip fails
+	rt := limitInFlight(1)(http.DefaultTransport)
+	for range 3 {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if _, err := rt.RoundTrip(req); err == nil {
+			t.Fatal("round trip to a closed server succeeded")
+		}
+	}
+	if got := len(rt.(*inFlight).slots); got != 0 {
+		t.Fatalf("slots held after failed requests = %d, want 0", got)
+	}
+}
