@@ -41,6 +41,10 @@ func isWatch(req *http.Request) bool {
 	return w == "true" || w == "1"
 }
 
+// WrappedRoundTripper lets client-go reach the transport underneath (it
+// cancels requests and closes idle connections through it).
+func (l *inFlight) WrappedRoundTripper() http.RoundTripper { return l.next }
+
 func (l *inFlight) RoundTrip(req *http.Request) (*http.Response, error) {
 	if isWatch(req) {
 		return l.next.RoundTrip(req)

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
 // blockingServer answers every request once release is closed and counts
@@ -133,6 +135,14 @@ func TestInFlightSlotHeldUntilBodyClosed(t *testing.T) {
 	_ = third.Body.Close()
 	if got := len(rt.(*inFlight).slots); got != 0 {
 		t.Fatalf("slots held after every body closed = %d, want 0", got)
+	}
+}
+
+func TestInFlightWrapsForClientGo(t *testing.T) {
+	rt := limitInFlight(1)(http.DefaultTransport)
+	w, ok := rt.(utilnet.RoundTripperWrapper)
+	if !ok || w.WrappedRoundTripper() != http.DefaultTransport {
+		t.Fatal("the in-flight bound does not expose the transport it wraps: client-go cannot cancel requests through it")
 	}
 }
 
