@@ -2,16 +2,21 @@ package kube
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // blockingServer answers every request once release is closed and counts
@@ -159,5 +164,82 @@ func TestInFlightReleasesOnTransportError(t *testing.T) {
 	}
 	if got := len(rt.(*inFlight).slots); got != 0 {
 		t.Fatalf("slots held after failed requests = %d, want 0", got)
+	}
+}
+
+// TestClientBurstSharesOneConnection sends 200 requests at once through a
+// Client made by New to an HTTP/2 server that allows 100 streams per
+// connection (kube-apiserver's default): at most DefaultMaxInFlight reach
+// it at once, all succeed, and they share the one TLS connection (without
+// the bound: a new connection and handshake for each request past the
+// server's 100 streams).
+func TestClientBurstSharesOneConnection(t *testing.T) {
+	const total = 200
+	release := make(chan struct{})
+	arrived := make(chan struct{}, total)
+	var now, peak atomic.Int64
+	var conns atomic.Int64
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/warm") {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"warm","namespace":"ns"}}`)
+			return
+		}
+		n := now.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		arrived <- struct{}{}
+		<-release
+		now.Add(-1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"ns"}}`)
+	}))
+	ts.EnableHTTP2 = true
+	ts.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 100}
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	ts.StartTLS()
+	defer ts.Close()
+
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
+	writeKubeconfigFile(t, kubeconfig, ts.URL, caPEM, &clientcmdapi.AuthInfo{Token: "t"})
+	c, err := New("n1", Options{Kubeconfig: kubeconfig, QPS: 10000, Burst: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The agent's connection is up before a burst (its informers made it):
+	// one request first.
+	if _, err := c.GetPod(context.Background(), "ns", "warm"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, total)
+	for range total {
+		wg.Go(func() {
+			_, err := c.GetPod(context.Background(), "ns", "p")
+			errs <- err
+		})
+	}
+	for range DefaultMaxInFlight {
+		<-arrived
+	}
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("get pod: %v", err)
+		}
+	}
+	if got := peak.Load(); got != DefaultMaxInFlight {
+		t.Fatalf("requests in the server at once = %d, want %d", got, DefaultMaxInFlight)
+	}
+	if got := conns.Load(); got != 1 {
+		t.Fatalf("TLS connections = %d, want 1", got)
 	}
 }
