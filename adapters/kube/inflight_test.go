@@ -19,6 +19,10 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
+// podJSON is what blockingServer answers: a pod, so that a Client can
+// decode it.
+const podJSON = `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"ns"}}`
+
 // blockingServer answers every request once release is closed and counts
 // how many were in its handler at once.
 type blockingServer struct {
@@ -28,47 +32,35 @@ type blockingServer struct {
 	peak    atomic.Int64
 }
 
+func newBlockingServer(capacity int) *blockingServer {
+	return &blockingServer{release: make(chan struct{}), arrived: make(chan struct{}, capacity)}
+}
+
 func (s *blockingServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := s.now.Add(1)
-	for {
-		p := s.peak.Load()
-		if n <= p || s.peak.CompareAndSwap(p, n) {
-			break
-		}
+	for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
 	}
 	s.arrived <- struct{}{}
 	<-s.release
 	s.now.Add(-1)
-	_, _ = io.WriteString(w, "ok")
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, podJSON)
 }
 
-func TestInFlightBoundsRequests(t *testing.T) {
-	const limit, total = 3, 12
-	srv := &blockingServer{release: make(chan struct{}), arrived: make(chan struct{}, total)}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
-	rt := limitInFlight(limit)(http.DefaultTransport)
-
+// burst runs do total times at once, lets the server answer once held
+// requests are in it (they stay there until then, so the peak shows that
+// no other got past the bound meanwhile), and fails on any error.
+func (s *blockingServer) burst(t *testing.T, total, held int, do func() error) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, total)
 	for range total {
-		wg.Go(func() {
-			req, _ := http.NewRequest(http.MethodGet, ts.URL+"/api/v1/pods", nil)
-			resp, err := rt.RoundTrip(req)
-			if err != nil {
-				errs <- err
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			errs <- resp.Body.Close()
-		})
+		wg.Go(func() { errs <- do() })
 	}
-	// `limit` requests reach the server and stay there; the peak below
-	// shows that no other got past the bound meanwhile.
-	for range limit {
-		<-srv.arrived
+	for range held {
+		<-s.arrived
 	}
-	close(srv.release)
+	close(s.release)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -76,13 +68,31 @@ func TestInFlightBoundsRequests(t *testing.T) {
 			t.Fatalf("request: %v", err)
 		}
 	}
+}
+
+func TestInFlightBoundsRequests(t *testing.T) {
+	const limit, total = 3, 12
+	srv := newBlockingServer(total)
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	rt := limitInFlight(limit)(http.DefaultTransport)
+
+	srv.burst(t, total, limit, func() error {
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+"/api/v1/pods", nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.Body.Close()
+	})
 	if got := srv.peak.Load(); got != limit {
 		t.Fatalf("peak in flight = %d, want %d", got, limit)
 	}
 }
 
 func TestInFlightLetsWatchesThrough(t *testing.T) {
-	srv := &blockingServer{release: make(chan struct{}), arrived: make(chan struct{}, 4)}
+	srv := newBlockingServer(4)
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	rt := limitInFlight(1)(http.DefaultTransport)
@@ -175,24 +185,15 @@ func TestInFlightReleasesOnTransportError(t *testing.T) {
 // server's 100 streams).
 func TestClientBurstSharesOneConnection(t *testing.T) {
 	const total = 200
-	release := make(chan struct{})
-	arrived := make(chan struct{}, total)
-	var now, peak atomic.Int64
+	srv := newBlockingServer(total)
 	var conns atomic.Int64
 	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/warm") {
 			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"warm","namespace":"ns"}}`)
+			_, _ = io.WriteString(w, podJSON)
 			return
 		}
-		n := now.Add(1)
-		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-		}
-		arrived <- struct{}{}
-		<-release
-		now.Add(-1)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"ns"}}`)
+		srv.ServeHTTP(w, r)
 	}))
 	ts.EnableHTTP2 = true
 	ts.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 100}
@@ -217,26 +218,11 @@ func TestClientBurstSharesOneConnection(t *testing.T) {
 	if _, err := c.GetPod(context.Background(), "ns", "warm"); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, total)
-	for range total {
-		wg.Go(func() {
-			_, err := c.GetPod(context.Background(), "ns", "p")
-			errs <- err
-		})
-	}
-	for range DefaultMaxInFlight {
-		<-arrived
-	}
-	close(release)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("get pod: %v", err)
-		}
-	}
-	if got := peak.Load(); got != DefaultMaxInFlight {
+	srv.burst(t, total, DefaultMaxInFlight, func() error {
+		_, err := c.GetPod(context.Background(), "ns", "p")
+		return err
+	})
+	if got := srv.peak.Load(); got != DefaultMaxInFlight {
 		t.Fatalf("requests in the server at once = %d, want %d", got, DefaultMaxInFlight)
 	}
 	if got := conns.Load(); got != 1 {
