@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/actorlet/actorlet/internal/plainfile"
 	"github.com/actorlet/actorlet/podspec"
 )
 
@@ -82,12 +83,12 @@ func (f *Files) Hosts(uid types.UID, content []byte) (string, error) {
 // alone when it holds content, else replaced atomically.
 func writeHosts(path string, content []byte) error {
 	const perm = 0o644
-	fd, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	fd, err := plainfile.Open(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 			return err
 		}
-		fd, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		fd, err = plainfile.Open(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	}
 	if errors.Is(err, fs.ErrExist) {
 		if holds(path, content) {
@@ -111,7 +112,7 @@ func writeHosts(path string, content []byte) error {
 // holds tells whether path is a regular file (not a symlink) with exactly
 // content: a read of one byte more says it.
 func holds(path string, content []byte) bool {
-	fd, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	fd, err := plainfile.Open(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return false
 	}
@@ -387,12 +388,12 @@ func createEmptyFile(path string, dirFirst bool) error {
 			return err
 		}
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o666)
+	f, err := plainfile.Open(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o666)
 	if errors.Is(err, fs.ErrNotExist) && !dirFirst {
 		if err := mkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		f, err = os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o666)
+		f, err = plainfile.Open(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o666)
 	}
 	if err != nil {
 		return err

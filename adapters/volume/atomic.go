@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/actorlet/actorlet/internal/plainfile"
 	"github.com/actorlet/actorlet/podspec"
 )
 
@@ -319,7 +320,7 @@ func ownDir(dir string, gid int64) {
 // volume), with the group read bits SetOwnership would add.
 func writeFile(p string, f podspec.VolumeFile, fresh bool, group *int64) error {
 	mode := f.Mode & os.ModePerm
-	fd, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	fd, err := plainfile.Open(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
