@@ -24,6 +24,9 @@ func shrinkProcessRegistry(sys *actor.ActorSystem) {
 		sm.LocalPIDs[i] = cmap.New()
 	}
 	for _, bucket := range old.LocalPIDs {
+		if bucket.IsEmpty() { // Items would start a goroutine per shard
+			continue
+		}
 		for id, p := range bucket.Items() {
 			sm.GetBucket(id).Set(id, p)
 		}
