@@ -371,7 +371,8 @@ func parseKB(v string) uint64 {
 // metricsSnapshot is the part of /metrics the bench reports.
 type metricsSnapshot struct {
 	goroutines    int
-	heapAlloc     float64 // go_memstats_heap_alloc_bytes: live heap and garbage not yet collected
+	heapAlloc     float64            // go_memstats_heap_alloc_bytes: live heap and garbage not yet collected
+	memstats      map[string]float64 // the go_memstats_*_bytes gauges, by name without the prefix
 	actors        map[string]int
 	actorRestarts float64
 	probeTotal    map[string]float64 // pod name -> probe executions (prober_probe_total, readiness)
@@ -381,7 +382,7 @@ type metricsSnapshot struct {
 
 // scrapeMetrics reads the agent's /metrics (text format).
 func (a *agent) scrapeMetrics(ctx context.Context) (metricsSnapshot, error) {
-	ms := metricsSnapshot{actors: map[string]int{}, probeTotal: map[string]float64{}, runtimeOps: map[string]float64{}}
+	ms := metricsSnapshot{actors: map[string]int{}, probeTotal: map[string]float64{}, runtimeOps: map[string]float64{}, memstats: map[string]float64{}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.roURL+"/metrics", nil)
 	if err != nil {
 		return ms, err
@@ -404,6 +405,9 @@ func (a *agent) scrapeMetrics(ctx context.Context) (metricsSnapshot, error) {
 		name, labels, val, ok := parseSample(line)
 		if !ok {
 			continue
+		}
+		if k, ok := strings.CutPrefix(name, "go_memstats_"); ok && strings.HasSuffix(k, "_bytes") {
+			ms.memstats[k] = val
 		}
 		switch name {
 		case "go_goroutines":

@@ -121,7 +121,8 @@ func TestBenchStandaloneAfterDelete(t *testing.T) {
 		t.Fatal("no memory figures")
 	}
 	for name, s := range map[string]bench.MemorySample{"idle": m.Idle, "ready": m.Ready, "steady": m.Steady, "after_delete": m.AfterDelete} {
-		if s.RSSBytes == 0 || s.RSSAnonBytes == 0 || s.HeapBytes == 0 || s.RSSAnonBytes > s.RSSBytes {
+		if s.RSSBytes == 0 || s.RSSAnonBytes == 0 || s.HeapBytes == 0 || s.RSSAnonBytes > s.RSSBytes ||
+			s.HeapInuseBytes < s.HeapBytes || s.StackBytes == 0 || s.RuntimeBytes == 0 {
 			t.Errorf("%s: %+v", name, s)
 		}
 	}

@@ -38,7 +38,24 @@ type MemorySample struct {
 	RSSAnonBytes uint64 `json:"rss_anon_bytes"`
 	RSSFileBytes uint64 `json:"rss_file_bytes"`
 	HeapBytes    uint64 `json:"heap_bytes"`
+	// The Go runtime's own split of what it holds from the OS (from the
+	// go_memstats_* gauges of /metrics; 0 without them), most of
+	// RssAnon: HeapInuseBytes is the heap's spans in use (live objects,
+	// garbage not yet collected, and the free slots of spans that hold any
+	// of them: a span is returned whole or not at all); HeapFreeBytes the
+	// free spans kept and not yet returned to the OS; StackBytes the
+	// goroutine stacks; RuntimeBytes the runtime's metadata (span and
+	// cache structures, GC metadata, profiling buckets, the rest of
+	// other_sys).
+	HeapInuseBytes uint64 `json:"heap_inuse_bytes,omitempty"`
+	HeapFreeBytes  uint64 `json:"heap_free_bytes,omitempty"`
+	StackBytes     uint64 `json:"stack_bytes,omitempty"`
+	RuntimeBytes   uint64 `json:"runtime_bytes,omitempty"`
 }
+
+// runtimeMemstats are the go_memstats_ gauges (without the prefix) that
+// sum to MemorySample.RuntimeBytes.
+var runtimeMemstats = []string{"mspan_inuse_bytes", "mcache_inuse_bytes", "gc_sys_bytes", "other_sys_bytes", "buck_hash_sys_bytes"}
 
 // afterDeleteSettle is how long the after-delete reading waits once the
 // agent runs no pod: the same for every agent and build, long enough for
@@ -70,6 +87,12 @@ func readMemory(ctx context.Context, a *agent) MemorySample {
 	if a.roURL != "" {
 		if ms, err := a.scrapeMetrics(ctx); err == nil {
 			s.HeapBytes = uint64(ms.heapAlloc)
+			s.HeapInuseBytes = uint64(ms.memstats["heap_inuse_bytes"])
+			s.HeapFreeBytes = uint64(max(0, ms.memstats["heap_idle_bytes"]-ms.memstats["heap_released_bytes"]))
+			s.StackBytes = uint64(ms.memstats["stack_inuse_bytes"])
+			for _, k := range runtimeMemstats {
+				s.RuntimeBytes += uint64(ms.memstats[k])
+			}
 		}
 	}
 	return s
