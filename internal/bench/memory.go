@@ -46,7 +46,9 @@ type MemorySample struct {
 	// free spans kept and not yet returned to the OS; StackBytes the
 	// goroutine stacks; RuntimeBytes the runtime's metadata (span and
 	// cache structures, GC metadata, profiling buckets, the rest of
-	// other_sys).
+	// other_sys) as the runtime counts it: mapped, of which only the
+	// touched pages are resident, so an upper bound of its part of
+	// RssAnon.
 	HeapInuseBytes uint64 `json:"heap_inuse_bytes,omitempty"`
 	HeapFreeBytes  uint64 `json:"heap_free_bytes,omitempty"`
 	StackBytes     uint64 `json:"stack_bytes,omitempty"`
