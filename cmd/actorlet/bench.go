@@ -41,7 +41,7 @@ func runBench(ctx context.Context, args []string) int {
 	fs.DurationVar(&o.SampleEvery, "sample-interval", 0, "soak: how often to sample the agent's RSS, goroutines, open files, disk entries, pods and actors (default 10s)")
 	fs.Int64Var(&o.ChaosSeed, "chaos-seed", 0, "chaos: seed (default 42)")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "how long to wait for the pods to reach their goal (default 10m)")
-	fs.StringVar(&o.RootDir, "root-dir", "", "the agent's --root-dir (default a temporary directory)")
+	fs.StringVar(&o.RootDir, "root-dir", "", "the agent's --root-dir (default a temporary directory); --against upstream: the directory under which each agent gets its own")
 	fs.BoolVar(&o.KeepDir, "keep", false, "keep the temporary root dir (agent log, sim socket)")
 	fs.StringSliceVar(&o.AgentArgs, "agent-arg", nil, "extra flag for the agent (repeatable), e.g. --agent-arg=--pleg-relist-period=2s")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "cluster-sim: admin kubeconfig of the control plane (default: deploy/local/controlplane.sh up)")

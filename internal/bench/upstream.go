@@ -442,7 +442,7 @@ func runAgentLoad(ctx context.Context, o *Options, kind, node, nodeIP, kubelet s
 	if err != nil {
 		return f, err
 	}
-	dir, err := os.MkdirTemp("", "actorlet-against-"+kind+"-")
+	dir, err := againstDir(o.RootDir, kind)
 	if err != nil {
 		return f, err
 	}
@@ -1155,4 +1155,17 @@ func WriteMarkdown(path, tag, text string) error {
 	}
 	s = s[:i+len(open)] + text + s[j:]
 	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// againstDir makes the directory of one agent's run against upstream (its
+// root, its fake runtime's socket and logs) under parent, the bench's
+// --root-dir, or the system's temporary directory when parent is "": each
+// agent gets its own, so the two never share a pod directory.
+func againstDir(parent, kind string) (string, error) {
+	if parent != "" {
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return "", fmt.Errorf("--root-dir: %w", err)
+		}
+	}
+	return os.MkdirTemp(parent, "actorlet-against-"+kind+"-")
 }

@@ -134,3 +134,41 @@ func TestHomeRelative(t *testing.T) {
 		t.Errorf("homeRelative elsewhere = %q", got)
 	}
 }
+
+// TestAgainstDirUnderRootDir: --root-dir places each agent's directory
+// under it (the file system the pods' directories land on is the user's
+// choice), a temporary directory otherwise; the two agents never share.
+func TestAgainstDirUnderRootDir(t *testing.T) {
+	parent := filepath.Join(t.TempDir(), "made")
+	a, err := againstDir(parent, "actorlet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := againstDir(parent, "upstream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(a) != parent || filepath.Dir(u) != parent || a == u {
+		t.Errorf("dirs %q and %q, want two apart under %q", a, u, parent)
+	}
+	for _, d := range []string{a, u} {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			t.Errorf("%s: %v", d, err)
+		}
+	}
+	tmp, err := againstDir("", "actorlet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	if filepath.Dir(tmp) != filepath.Clean(os.TempDir()) {
+		t.Errorf("default dir %q, want it under %q", tmp, os.TempDir())
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := againstDir(file, "actorlet"); err == nil || !strings.Contains(err.Error(), "--root-dir") {
+		t.Errorf("a file as --root-dir: %v, want an error naming the flag", err)
+	}
+}
