@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Issue 14's scaling curve: the standalone-sim start of PODS pods at each
+# GOMAXPROCS in LIST (the agent's and the bench's alike), one run each, in
+# order; a JSON per run in OUTDIR and one line per run on stdout, then the
+# ratio of the largest GOMAXPROCS to 2. Built to run as one command on a
+# machine lent for a short while (16 cores: ~5 minutes for the default
+# list at 10,000 pods), so it takes a binary built elsewhere:
+#
+#   hack/scaling-curve.sh [BINARY] [PODS] [OUTDIR] [LIST]
+#   (defaults: bin/actorlet 10000 ./scaling "1 2 4 8 16")
+#
+# A GOMAXPROCS above the machine's CPUs is run and marked "oversubscribed":
+# on such a machine only the values up to its CPUs say anything.
+set -euo pipefail
+BIN=$(realpath "${1:-bin/actorlet}")
+PODS=${2:-10000}
+OUT=${3:-./scaling}
+LIST=${4:-1 2 4 8 16}
+mkdir -p "$OUT"
+cpus=$(nproc)
+field() { sed -n "s/^ *\"$1\": *\([0-9.]*\).*/\1/p" "$2" | head -1; }
+printf '%-10s %-9s %-8s %-10s %-10s %-12s %s\n' gomaxprocs pods/s seconds p50_ms p99_ms cpu/pod_ms load1
+declare -A rate
+for n in $LIST; do
+  f="$OUT/standalone-sim-$PODS-gomaxprocs$n.json"
+  # node-memory: the sim's node must admit every pod (requests of the
+  # bench's pods times PODS); --timeout: a 1-core run of 10,000 pods takes
+  # ~30 s on 16 cores' worth of machine, ~5 min on a loaded 2-core VM.
+  if ! "$BIN" bench --quiet --scenario standalone-sim --pods "$PODS" --gomaxprocs "$n" \
+    --sim node-memory=256Gi --timeout 20m --out "$f"; then
+    echo "gomaxprocs $n: the bench failed (JSON, if any, in $f)" >&2
+    continue
+  fi
+  rate[$n]=$(field pods_per_second "$f")
+  note=""
+  [ "$n" -gt "$cpus" ] && note="oversubscribed ($cpus CPUs)"
+  printf '%-10s %-9s %-8s %-10s %-10s %-12s %s %s\n' "$n" "${rate[$n]}" "$(field seconds "$f")" \
+    "$(field p50 "$f")" "$(field p99 "$f")" "$(field cpu_per_pod_ms "$f")" "$(field load_avg_1m "$f")" "$note"
+done
+top=$(tr ' ' '\n' <<<"$LIST" | sort -n | tail -1)
+if [ -n "${rate[2]:-}" ] && [ -n "${rate[$top]:-}" ] && [ "$top" != 2 ]; then
+  awk -v a="${rate[$top]}" -v b="${rate[2]}" -v n="$top" 'BEGIN { printf "gomaxprocs %d / 2: %.2fx pods/s\n", n, a / b }'
+fi
