@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/actorlet/actorlet/adapters/cri"
+	"github.com/actorlet/actorlet/internal/bench"
 )
 
 func TestFakeCRIUsage(t *testing.T) {
@@ -30,15 +34,26 @@ func TestFakeCRIUsage(t *testing.T) {
 }
 
 // TestFakeCRIServes: a CRI client sees upstream's fake runtime, ready, with
-// a pulled image of the configured size; the socket goes at the end.
+// a pulled image of the configured size; the socket goes at the end. At
+// each SIGUSR1 it writes the calls it served, by method, with a sequence
+// number.
 func TestFakeCRIServes(t *testing.T) {
+	// The process catches SIGUSR1 from here on: the fake registers its own
+	// catch inside runFakeCRI, and a signal before that must not end the
+	// test binary.
+	caught := make(chan os.Signal, 8)
+	signal.Notify(caught, syscall.SIGUSR1)
+	defer signal.Stop(caught)
+	calls := filepath.Join(t.TempDir(), "calls.json")
 	sock := filepath.Join(t.TempDir(), "fake.sock")
 	if err := os.WriteFile(sock, nil, 0o600); err != nil { // a socket left by a killed run
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- runFakeCRI(ctx, []string{"--listen", "unix://" + sock, "--image-size", "4096"}) }()
+	go func() {
+		done <- runFakeCRI(ctx, []string{"--listen", "unix://" + sock, "--image-size", "4096", "--calls-file", calls})
+	}()
 	var c *cri.Client
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -72,11 +87,44 @@ func TestFakeCRIServes(t *testing.T) {
 	if err != nil || img.GetSize() != 4096 {
 		t.Fatalf("image %v, err %v", img, err)
 	}
+	first := signalCalls(t, calls, 0)
+	if first.Calls["PullImage"] != 1 || first.Calls["ImageStatus"] != 1 || first.Calls["Status"] != 1 || first.Calls["Version"] < 1 {
+		t.Errorf("calls %v, want PullImage, ImageStatus and Status once, Version at least once", first.Calls)
+	}
+	if _, err := c.ImageStatus(ctx, "localhost/x:1"); err != nil {
+		t.Fatal(err)
+	}
+	if second := signalCalls(t, calls, first.Seq); second.Calls["ImageStatus"] != 2 || second.Calls["PullImage"] != 1 {
+		t.Errorf("calls after one more ImageStatus %v", second.Calls)
+	}
 	cancel()
 	if code := <-done; code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("socket left: %v", err)
+	}
+}
+
+// signalCalls sends SIGUSR1 to this process until the fake-cri in it has
+// written calls with a sequence number past after (the first signals may
+// come before the fake catches them), at most 10 s.
+func signalCalls(t *testing.T, path string, after int) bench.FakeCRICalls {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+		for range 10 {
+			var c bench.FakeCRICalls
+			if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &c) == nil && c.Seq > after {
+				return c
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no calls past seq %d written to %s in 10 s", after, path)
+		}
 	}
 }

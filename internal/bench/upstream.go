@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -195,9 +196,14 @@ type AgentFigures struct {
 	// through a limiter of their own, EventRecordQPS).
 	APIWritesPerPodNoEvents float64            `json:"api_writes_per_pod_excluding_events"`
 	APIRequestsPerPod       map[string]float64 `json:"api_requests_per_pod,omitempty"`
-	Recovery                *Recovery          `json:"recovery,omitempty"`
-	LoadAvg1                float64            `json:"load_avg_1m"`
-	Error                   string             `json:"error,omitempty"`
+	// CRICallsPerPod counts the CRI calls the shared fake runtime served
+	// from the first create to the last Ready, by method, over pods: the
+	// calls of a pod start, and the relists and status polls of the
+	// window (those grow with its length, not with the pods).
+	CRICallsPerPod map[string]float64 `json:"cri_calls_per_pod,omitempty"`
+	Recovery       *Recovery          `json:"recovery,omitempty"`
+	LoadAvg1       float64            `json:"load_avg_1m"`
+	Error          string             `json:"error,omitempty"`
 }
 
 // Recovery is the agent killed with SIGKILL while RecoveryPods pods run,
@@ -482,7 +488,7 @@ func (ar *agentRun) startFake(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ar.fake = exec.Command(ar.o.Binary, "fake-cri", "--listen", ar.fakeEP)
+	ar.fake = exec.Command(ar.o.Binary, "fake-cri", "--listen", ar.fakeEP, "--calls-file", ar.callsFile())
 	ar.fake.Stdout, ar.fake.Stderr = logf, logf
 	ar.fake.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := ar.fake.Start(); err != nil {
@@ -578,6 +584,7 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	cpu0 := s.samp.last.cpu
 	s.samp.mu.Unlock()
 	cp0 := controlPlaneCPU(o.Kubeconfig)
+	cri0, crierr := ar.criCalls(ctx)
 	specs := make([]podSpec, o.Pods)
 	for i := range specs {
 		specs[i] = podSpec{name: fmt.Sprintf("%s-%05d", ar.node, i), image: o.Image, noToken: o.NoToken}
@@ -592,6 +599,15 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 		f.CPUToReadyPerPodMS = round((ps.cpu - cpu0) * 1000 / float64(o.Pods))
 	}
 	mem.Ready = readMemory(ctx, ar.a)
+	if crierr == nil {
+		var cri map[string]float64
+		if cri, crierr = ar.criCalls(ctx); crierr == nil {
+			f.CRICallsPerPod = diffCounts(cri, cri0, float64(o.Pods))
+		}
+	}
+	if crierr != nil {
+		o.Log.Warn("CRI call counts failed", "agent", ar.kind, "err", crierr)
+	}
 	if o.HeapOut != "" {
 		// At its peak: every pod Ready.
 		if err := fetch(ctx, ar.a.client(0, 0), ar.a.mainURL+"/debug/pprof/heap", perAgent(o.HeapOut, ar.kind)); err != nil {
@@ -1168,4 +1184,58 @@ func againstDir(parent, kind string) (string, error) {
 		}
 	}
 	return os.MkdirTemp(parent, "actorlet-against-"+kind+"-")
+}
+
+// FakeCRICalls is what `actorlet fake-cri --calls-file` writes at each
+// SIGUSR1: the CRI calls it served so far by method, and how many signals
+// it answered (Seq).
+type FakeCRICalls struct {
+	Seq   int            `json:"seq"`
+	Calls map[string]int `json:"calls"`
+}
+
+func (ar *agentRun) callsFile() string { return filepath.Join(ar.dir, "cri-calls.json") }
+
+// criCalls asks the fake runtime for its call counts (SIGUSR1) and waits,
+// at most 10 s, for the answer that follows the last one read.
+func (ar *agentRun) criCalls(ctx context.Context) (map[string]float64, error) {
+	if ar.fake == nil || ar.fake.Process == nil {
+		return nil, errors.New("no fake CRI runtime")
+	}
+	last := 0
+	if c, err := readFakeCRICalls(ar.callsFile()); err == nil {
+		last = c.Seq
+	}
+	if err := ar.fake.Process.Signal(syscall.SIGUSR1); err != nil {
+		return nil, fmt.Errorf("ask the fake CRI runtime for its calls: %w", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err := readFakeCRICalls(ar.callsFile()); err == nil && c.Seq > last {
+			out := make(map[string]float64, len(c.Calls))
+			for k, v := range c.Calls {
+				out[k] = float64(v)
+			}
+			return out, nil
+		}
+		select {
+		case <-ar.fakeEnd:
+			return nil, errors.New("the fake CRI runtime exited")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.New("the fake CRI runtime did not write its calls in 10 s")
+		}
+	}
+}
+
+func readFakeCRICalls(path string) (FakeCRICalls, error) {
+	var c FakeCRICalls
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, err
+	}
+	return c, json.Unmarshal(b, &c)
 }

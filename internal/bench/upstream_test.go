@@ -95,6 +95,11 @@ func TestBenchAgainstUpstream(t *testing.T) {
 			if f.APIRequestsPerPod["patch pods/status"] < 1 || f.APIRequestsPerPod["create serviceaccounts/token"] < 1 || f.APIWritesPerPod < 2 {
 				t.Errorf("API requests per pod %v (writes %v)", f.APIRequestsPerPod, f.APIWritesPerPod)
 			}
+			// Every pod start went through the shared fake runtime: one
+			// sandbox and one container each, whatever else each agent asks.
+			if c := f.CRICallsPerPod; c["RunPodSandbox"] != 1 || c["CreateContainer"] != 1 || c["StartContainer"] != 1 {
+				t.Errorf("CRI calls per pod %v, want one RunPodSandbox, CreateContainer and StartContainer", c)
+			}
 			rec := f.Recovery
 			if rec == nil || !rec.Recovered || rec.Pods != 10 || rec.Seconds < rec.HealthySeconds || rec.HealthySeconds <= 0 {
 				t.Fatalf("recovery %+v", rec)
