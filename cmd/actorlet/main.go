@@ -6,8 +6,9 @@
 //	                                       run the simulated CRI runtime alone
 //	actorlet bench --scenario NAME [--pods N] [--duration D] [--out FILE.json]
 //	                                       measure a real actorlet process
-//	actorlet fake-cri --listen unix:///path/fake.sock
-//	                                       serve upstream's in-memory fake CRI runtime (the bench against upstream)
+//	actorlet fake-cri --listen unix:///path/fake.sock [--calls-file F]
+//	                                       serve upstream's in-memory fake CRI runtime (the bench against upstream;
+//	                                       its CRI calls counted by method into F at each SIGUSR1)
 package main
 
 import (
