@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -132,15 +130,12 @@ func chaosCrashes(t *testing.T, a *agent) int {
 
 func actorRestarts(t *testing.T, a *agent) int {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", a.roPort))
+	byKind, err := readRestartsByKind(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(resp.Body)
 	total := 0
-	for _, m := range regexp.MustCompile(`(?m)^actorlet_actor_restarts_total\{kind="[a-z]+"\} (\d+)`).FindAllSubmatch(b, -1) {
-		n, _ := strconv.Atoi(string(m[1]))
+	for _, n := range byKind {
 		total += n
 	}
 	return total

@@ -283,15 +283,20 @@ func TestE2ESimGPUHealth(t *testing.T) {
 	a.waitPod(time.Minute, "d-e2e-node", "Failed with OutOfnvidia.com/gpu", rejectedWith("OutOfnvidia.com/gpu"))
 }
 
-// metrics reads the read-only /metrics.
+// metrics reads the read-only /metrics ("" when it does not answer).
 func (a *agent) metrics() string {
+	b, _ := a.readMetrics()
+	return string(b)
+}
+
+// readMetrics reads the read-only /metrics.
+func (a *agent) readMetrics() ([]byte, error) {
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", a.roPort))
 	if err != nil {
-		return ""
+		return nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
+	return io.ReadAll(resp.Body)
 }
 
 // widgetPlugin is a vendor's device plugin as written against the kubelet

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"regexp"
 	"sort"
@@ -190,12 +188,7 @@ func restartsByKind(t *testing.T, a *agent) map[string]int {
 // readRestartsByKind reads actorlet_actor_restarts_total by actor kind
 // once.
 func readRestartsByKind(a *agent) (map[string]int, error) {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", a.roPort))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
+	b, err := a.readMetrics()
 	if err != nil {
 		return nil, err
 	}
