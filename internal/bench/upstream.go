@@ -497,12 +497,21 @@ func (ar *agentRun) startFake(ctx context.Context) error {
 	}
 	ar.fakeEnd = make(chan struct{})
 	go func() { _ = ar.fake.Wait(); _ = logf.Close(); close(ar.fakeEnd) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if c, err := net.Dial("unix", path); err == nil {
+	return ar.untilFake(ctx, 30*time.Second, "listen", func() bool {
+		c, err := net.Dial("unix", path)
+		if err == nil {
 			_ = c.Close()
-			return nil
 		}
+		return err == nil
+	})
+}
+
+// untilFake polls done every 20 ms until it holds, the fake runtime
+// exits (an error with its log), ctx ends or limit passes (an error
+// saying the fake did not do what).
+func (ar *agentRun) untilFake(ctx context.Context, limit time.Duration, what string, done func() bool) error {
+	deadline := time.Now().Add(limit)
+	for !done() {
 		select {
 		case <-ar.fakeEnd:
 			b, _ := os.ReadFile(filepath.Join(ar.dir, "fake-cri.log"))
@@ -512,9 +521,10 @@ func (ar *agentRun) startFake(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return errors.New("the fake CRI runtime did not listen in 30 s")
+			return fmt.Errorf("the fake CRI runtime did not %s in %s", what, limit)
 		}
 	}
+	return nil
 }
 
 // start starts the agent (again after a kill: same root dir and flags).
@@ -1209,26 +1219,20 @@ func (ar *agentRun) criCalls(ctx context.Context) (map[string]float64, error) {
 	if err := ar.fake.Process.Signal(syscall.SIGUSR1); err != nil {
 		return nil, fmt.Errorf("ask the fake CRI runtime for its calls: %w", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if c, err := readFakeCRICalls(ar.callsFile()); err == nil && c.Seq > last {
-			out := make(map[string]float64, len(c.Calls))
-			for k, v := range c.Calls {
-				out[k] = float64(v)
-			}
-			return out, nil
-		}
-		select {
-		case <-ar.fakeEnd:
-			return nil, errors.New("the fake CRI runtime exited")
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return nil, errors.New("the fake CRI runtime did not write its calls in 10 s")
-		}
+	var c FakeCRICalls
+	err := ar.untilFake(ctx, 10*time.Second, "write its calls", func() bool {
+		var err error
+		c, err = readFakeCRICalls(ar.callsFile())
+		return err == nil && c.Seq > last
+	})
+	if err != nil {
+		return nil, err
 	}
+	out := make(map[string]float64, len(c.Calls))
+	for k, v := range c.Calls {
+		out[k] = float64(v)
+	}
+	return out, nil
 }
 
 func readFakeCRICalls(path string) (FakeCRICalls, error) {
