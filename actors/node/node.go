@@ -71,7 +71,9 @@ type Config struct {
 	// PodActor stopped by its supervisor stays down (respawn.go).
 	RespawnBackoff, RespawnBackoffMax time.Duration
 	// Events records events about pods (a PodActor stopped for failing
-	// too often); nil: none.
+	// too often); nil: none. A recorder that remembers objects (cluster
+	// mode's, which counts repeated events) and has Forget(uid) is told
+	// when a pod's actor has stopped for good.
 	Events Recorder
 	// Devices is the DevicesActor: pods are admitted against the extended
 	// resources it reports, and it is told when a pod's devices are free
@@ -685,6 +687,9 @@ func (a *Actor) stopped(ctx actor.Context, uid types.UID, e *entry) {
 	}
 	a.track(e, -1)
 	delete(a.pods, uid)
+	if f, ok := a.cfg.Events.(eventForgetter); ok {
+		f.Forget(uid) // after the pod's last event: its actor has stopped
+	}
 	if e.respawn != nil {
 		a.upsert(ctx, e.respawn, e.respawnSource)
 	}

@@ -791,6 +791,26 @@ func TestPodReaddedWhileKilling(t *testing.T) {
 	}
 }
 
+// TestRecorderForgetsAPodOnceItsActorStopped: the recorder (cluster mode's
+// keeps what it knows per pod) is told a pod is gone after its PodActor
+// stopped, so after its last event; not before, and not for a pod re-added
+// meanwhile until its second actor stops too.
+func TestRecorderForgetsAPodOnceItsActorStopped(t *testing.T) {
+	ev := &fakeEvents{}
+	h := newHarness(t, Config{NodeName: "n1", Events: ev})
+	h.send(set(messages.SourceFile, mkPod("a", "img:1"), mkPod("b", "img:1")))
+	h.send(set(messages.SourceFile, mkPod("b", "img:1")))
+	h.quiesce()
+	if got := ev.all(); len(got) != 0 {
+		t.Fatalf("told %q before a's actor stopped", got)
+	}
+	h.terminated("a")
+	h.quiesce()
+	if got := ev.all(); !slices.Equal(got, []string{"forget a"}) {
+		t.Errorf("told %q, want [forget a]", got)
+	}
+}
+
 // After a respawn the desired-pods gauge must count the pod again.
 func TestDesiredPodsAfterRespawn(t *testing.T) {
 	h := newHarness(t, Config{NodeName: "n1"})

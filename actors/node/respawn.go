@@ -45,6 +45,12 @@ type Recorder interface {
 	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{})
 }
 
+// eventForgetter is a Recorder that keeps what it knows per object, to be
+// told when a pod is gone (node.go, stopped).
+type eventForgetter interface {
+	Forget(uid types.UID)
+}
+
 // worker is what the NodeActor knows of an entry's PodActor beyond its PID:
 // whether it is down (stopped by its supervisor) and the back-off.
 type worker struct {

@@ -36,6 +36,13 @@ func (f *fakeEvents) Eventf(obj runtime.Object, eventtype, reason, format string
 	f.events = append(f.events, fmt.Sprintf("%s %s %s: %s", eventtype, reason, name, fmt.Sprintf(format, args...)))
 }
 
+// Forget records "forget <uid>": the node's recorder is told a pod is gone.
+func (f *fakeEvents) Forget(uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, "forget "+string(uid))
+}
+
 func (f *fakeEvents) all() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -7,22 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 )
-
-// Recorder returns an event recorder writing core/v1 Events as the node
-// (source component "kubelet", host = node name, as upstream, so kubectl
-// describe shows them as usual) and a function that stops it. Events are
-// rate-limited and aggregated by client-go; a full queue drops events rather
-// than block the caller.
-func (c *Client) Recorder() (record.EventRecorder, func()) {
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.events.CoreV1().Events("")})
-	r := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: c.nodeName})
-	return r, b.Shutdown
-}
 
 // LogRecorder is the standalone mode's recorder: events go to the log.
 type LogRecorder struct{ Log *slog.Logger }

@@ -9,7 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 
 	"github.com/actorlet/actorlet/actors/nodestatus"
 	"github.com/actorlet/actorlet/actors/pod"
@@ -26,10 +26,9 @@ import (
 // say what each mode gives the actor tree, so the mode is decided once, in
 // newCluster.
 type clusterParts struct {
-	client     *kube.Client
-	objects    *kube.ObjectCache
-	events     record.EventRecorder
-	stopEvents func()
+	client  *kube.Client
+	objects *kube.ObjectCache
+	events  *kube.Events
 }
 
 // newCluster connects to the API server named by --kubeconfig, or returns
@@ -52,8 +51,7 @@ func newCluster(ctx context.Context, o *options, nodeName string, log *slog.Logg
 	}
 	objects := kc.NewObjectCache(0)
 	go objects.Run(ctx)
-	events, stopEvents := kc.Recorder()
-	return &clusterParts{client: kc, objects: objects, events: events, stopEvents: stopEvents}, nil
+	return &clusterParts{client: kc, objects: objects, events: kc.NewEvents(clock.RealClock{}, log)}, nil
 }
 
 // close stops the event recorder (the object cache stops with ctx).
@@ -61,7 +59,7 @@ func (c *clusterParts) close() {
 	if c == nil {
 		return
 	}
-	c.stopEvents()
+	c.events.Stop()
 }
 
 // kubeClient is the API server client for the node API's webhook

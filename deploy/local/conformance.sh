@@ -455,6 +455,7 @@ start_agent() {
     --authentication-token-webhook --authorization-mode=Webhook \
     </dev/null >"$DIR/actorlet.log" 2>&1 9>&- &
   echo $! >"$DIR/actorlet.pid"
+  exec_wait $!
   printf 'NODE_NAME=%s\nNODE_IP=%s\nNODE_PORT=%s\nKUBELET_ROOT=%s\nAGENT_COMMIT=%s\n' \
     "$NODE_NAME" "$NODE_IP" "$port" "$DIR/root" "$AGENT_COMMIT" >"$DIR/node.env"
 }

@@ -383,6 +383,7 @@ start() {
   shift
   setsid "$@" </dev/null >"$DIR/$name.log" 2>&1 9>&- &
   echo $! >"$DIR/$name.pid"
+  exec_wait $!
 }
 
 # wait_until WHAT SECONDS PROC CMD...: poll CMD every 0.1s while PROC lives.

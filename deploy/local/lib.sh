@@ -54,6 +54,18 @@ EOF
   mv "$out.tmp" "$out"
 }
 
+# exec_wait PID: wait, up to 5 s, until the background child PID no longer runs this shell's
+# program. Between the fork and its exec a child's command line is the script's own, so pid_for,
+# asked at once, would take a child that is starting for one that exited (seen on a loaded machine).
+exec_wait() {
+  local pid=$1 me i
+  me=$(readlink "/proc/$$/exe")
+  for ((i = 0; i < 500; i++)); do
+    [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$me" ] || return 0
+    sleep 0.01
+  done
+}
+
 # pid_for PIDFILE DIR: the pid in PIDFILE, if that process is alive (not a zombie) and was started
 # for DIR (its command line names a path in DIR).
 pid_for() {

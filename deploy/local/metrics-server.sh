@@ -341,6 +341,7 @@ start_proc() {
     --metric-resolution="$RESOLUTION" --v=2 \
     </dev/null >"$LOGFILE" 2>&1 9>&- &
   echo $! >"$PIDFILE"
+  exec_wait $!
   printf 'APISERVER=%s\nIP=%s\nPORT=%s\nVERSION=%s\n' "$APISERVER" "$IP" "$PORT" "$MS_VERSION" >"$STATE"
   apply "the APIService $APISERVICE, its Service and EndpointSlice" < <(registration)
   for ((i = 0; i < 1200; i++)); do
