@@ -85,6 +85,13 @@ func compactContainer(st *runtimeapi.ContainerStatus, message string) *runtimeap
 // later answers).
 const internMax = 4096
 
+// internAnnotationsMax bounds the annotations' table lower: their key holds
+// the spec's hash, which is the pod's own where its spec is (a projected
+// token volume's name has a random suffix), so that a thousand pods gone
+// left a thousand maps no one shares, 0.56 MB, held until the table
+// filled. Pods of one spec still share one map.
+const internAnnotationsMax = 256
+
 // shared is the interner of the PodActors' kept statuses (they run
 // inspections concurrently: it locks).
 var shared interner
@@ -137,7 +144,7 @@ func (in *interner) annotations(ann map[string]string) map[string]string {
 			m[k] = key[i]
 		}
 	}
-	if in.anns == nil || len(in.anns) >= internMax {
+	if in.anns == nil || len(in.anns) >= internAnnotationsMax {
 		in.anns = map[[len(keptAnnotations)]string]map[string]string{}
 	}
 	in.anns[key] = m

@@ -202,8 +202,8 @@ func TestInternerSharesAndStaysBounded(t *testing.T) {
 			t.Fatalf("str(%d) = %q", i, s)
 		}
 	}
-	if len(in.anns) > internMax || len(in.strs) > internMax {
-		t.Errorf("tables of %d and %d entries, bound %d", len(in.anns), len(in.strs), internMax)
+	if len(in.anns) > internAnnotationsMax || len(in.strs) > internMax {
+		t.Errorf("tables of %d and %d entries, bounds %d and %d", len(in.anns), len(in.strs), internAnnotationsMax, internMax)
 	}
 }
 
