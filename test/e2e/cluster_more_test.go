@@ -17,6 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/actorlet/actorlet/internal/testenv"
@@ -323,4 +324,51 @@ func TestE2EClusterKubectl(t *testing.T) {
 	if out := kubectl("get", "pods", "--field-selector", "spec.nodeName=e2e-kubectl", "--no-headers", "--ignore-not-found"); strings.Contains(out, "kweb") {
 		t.Fatalf("pod still listed: %q", out)
 	}
+}
+
+// TestE2EClusterRepeatedEventsAreCounted: a container that restarts is
+// Created and Started again, and the node counts the repeats on one Event
+// each, as upstream's recorder (kubectl describe: "x3 over 20s"), rather
+// than writing an Event per start.
+func TestE2EClusterRepeatedEventsAreCounted(t *testing.T) {
+	c := newCluster(t)
+	const node = "e2e-events"
+	c.startNode(t, node, agentOpts{extra: []string{"--crashloop-backoff-initial", "1s", "--crashloop-backoff-max", "1s"}})
+	c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
+	ctx := context.Background()
+	pod := apiPod("restarts", node, simImage, "sh", "-c", "exit 1")
+	created, err := c.cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := func(uid types.UID) (evs []v1.Event, err error) {
+		l, err := c.cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=restarts,reason=Started"})
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range l.Items {
+			if e.InvolvedObject.UID == uid {
+				evs = append(evs, e)
+			}
+		}
+		return evs, nil
+	}
+	testenv.WaitFor(t, time.Minute, "one Started event counted 3 times", func() (bool, error) {
+		evs, err := started(created.UID)
+		if err != nil {
+			return false, err
+		}
+		if len(evs) > 1 {
+			t.Fatalf("%d Started Events for one container, want one counted: %v", len(evs), evs)
+		}
+		if len(evs) == 0 {
+			return false, fmt.Errorf("no Started event")
+		}
+		e := evs[0]
+		if e.Source.Component != "kubelet" || e.Source.Host != node || e.InvolvedObject.Kind != "Pod" || e.Message != "Started container main" {
+			t.Fatalf("Started event %+v from %+v: %q", e.InvolvedObject, e.Source, e.Message)
+		}
+		return e.Count >= 3 && e.LastTimestamp.After(e.FirstTimestamp.Time), fmt.Errorf("count %d, first %v last %v", e.Count, e.FirstTimestamp, e.LastTimestamp)
+	})
+
 }
