@@ -74,8 +74,7 @@ func BenchmarkRuntimeCacheBytes(b *testing.B) {
 		before := liveHeap()
 		v := protos(n)
 		withList := liveHeap()
-		m := v.relist(t0)
-		v = view{}
+		m := v.relist(t0) // v is dead past here: the GC in liveHeap frees its lists
 		withRelist := liveHeap()
 		a := &Actor{}
 		a.cache(m, a.diff(m))

@@ -314,11 +314,7 @@ func objectRef(object runtime.Object) (v1.ObjectReference, error) {
 		if o == nil {
 			return v1.ObjectReference{}, errors.New("nil reference")
 		}
-		r := *o
-		if r.APIVersion == "" && (r.Kind == "Node" || r.Kind == "Pod") {
-			r.APIVersion = "v1"
-		}
-		return r, nil
+		return *o, nil // as given: upstream's Node events carry no apiVersion either
 	}
 	r, err := reference.GetReference(scheme.Scheme, object)
 	if err != nil {

@@ -101,7 +101,7 @@ func TestEventsAsUpstreamWritesThem(t *testing.T) {
 	// A node's event: a reference without a namespace goes to default.
 	e.Eventf(&v1.ObjectReference{Kind: "Node", Name: "node-a", UID: "node-a"}, v1.EventTypeNormal, "NodeReady", "Node %s status is now: %s", "node-a", "NodeReady")
 	node := listEvents(t, cs, "default", 1)[0]
-	if node.InvolvedObject.Kind != "Node" || node.InvolvedObject.APIVersion != "v1" || node.Message != "Node node-a status is now: NodeReady" {
+	if node.InvolvedObject.Kind != "Node" || node.InvolvedObject.Name != "node-a" || node.Message != "Node node-a status is now: NodeReady" {
 		t.Errorf("node event %+v %q", node.InvolvedObject, node.Message)
 	}
 }
