@@ -35,9 +35,9 @@ func newTestEvents(t *testing.T) (*Events, *fake.Clientset, *clocktesting.FakeCl
 	return e, cs, clk
 }
 
-// listEvents lists the Events of ns once n of them are there (or fails at
-// the deadline).
-func listEvents(t *testing.T, cs *fake.Clientset, ns string, n int) []v1.Event {
+// pollEvents lists the Events of ns until done accepts them (or fails at
+// the deadline), calling between lists step if any.
+func pollEvents(t *testing.T, cs *fake.Clientset, ns, what string, step func(), done func([]v1.Event) bool) []v1.Event {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -45,35 +45,39 @@ func listEvents(t *testing.T, cs *fake.Clientset, ns string, n int) []v1.Event {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(l.Items) >= n {
+		if done(l.Items) {
 			return l.Items
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d Events in %s, want %d: %v", len(l.Items), ns, n, l.Items)
+			t.Fatalf("no Events %s in %s: %v", what, ns, l.Items)
+		}
+		if step != nil {
+			step()
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
+// listEvents lists the Events of ns once n of them are there.
+func listEvents(t *testing.T, cs *fake.Clientset, ns string, n int) []v1.Event {
+	t.Helper()
+	return pollEvents(t, cs, ns, fmt.Sprintf("(%d of them)", n), nil, func(evs []v1.Event) bool { return len(evs) >= n })
+}
+
 // untilEvent waits for an Event of ns that ok accepts.
 func untilEvent(t *testing.T, cs *fake.Clientset, ns string, what string, ok func(*v1.Event) bool) v1.Event {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		l, err := cs.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range l.Items {
-			if ok(&l.Items[i]) {
-				return l.Items[i]
+	var found v1.Event
+	pollEvents(t, cs, ns, what, nil, func(evs []v1.Event) bool {
+		for i := range evs {
+			if ok(&evs[i]) {
+				found = evs[i]
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no Event %s in %s: %v", what, ns, l.Items)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
+	return found
 }
 
 func TestEventsAsUpstreamWritesThem(t *testing.T) {
@@ -248,26 +252,15 @@ func TestEventsWriteErrors(t *testing.T) {
 			// The pod's next event is written after the first is done with
 			// (one shard, in order); step the clock through the retries.
 			e.Eventf(pod, v1.EventTypeNormal, "Next", "%s", "m")
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				l, err := cs.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if slices.ContainsFunc(l.Items, func(ev v1.Event) bool { return ev.Reason == "Next" }) {
-					written := slices.ContainsFunc(l.Items, func(ev v1.Event) bool { return ev.Reason == "Pulled" })
-					if written != tc.written {
-						t.Errorf("written %v, want %v", written, tc.written)
-					}
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the next event not written; %d tries", tries.Load())
-				}
+			evs := pollEvents(t, cs, "ns", "Next", func() {
 				if clk.HasWaiters() {
 					clk.Step(eventRetryEvery)
 				}
-				time.Sleep(time.Millisecond)
+			}, func(evs []v1.Event) bool {
+				return slices.ContainsFunc(evs, func(ev v1.Event) bool { return ev.Reason == "Next" })
+			})
+			if written := slices.ContainsFunc(evs, func(ev v1.Event) bool { return ev.Reason == "Pulled" }); written != tc.written {
+				t.Errorf("written %v, want %v", written, tc.written)
 			}
 			if got := tries.Load(); got != tc.wantTries {
 				t.Errorf("%d tries, want %d", got, tc.wantTries)
