@@ -50,7 +50,7 @@ func runBench(ctx context.Context, args []string) int {
 	fs.StringVar(&o.Node, "node-name", "", "cluster-sim: the agent's node name (default bench-node)")
 	fs.DurationVar(&o.ProfileCPU, "cpu-profile-seconds", 0, "take a CPU profile of the agent for this long while pods start (needs /debug/pprof)")
 	fs.StringVar(&o.ProfileOut, "cpu-profile", "", "file for the CPU profile")
-	fs.StringVar(&o.HeapOut, "heap-profile", "", "write the agent's heap profile at the end of the run to this file (needs /debug/pprof)")
+	fs.StringVar(&o.HeapOut, "heap-profile", "", "write the agent's heap profile at the end of the run to this file (needs /debug/pprof); with --against upstream, actorlet's: FILE-actorlet when every pod is Ready, FILE-actorlet-idle before the pods, FILE-actorlet-after-delete after them")
 	fs.StringVar(&o.MutexOut, "mutex-profile", "", "write the agent's mutex profile (lock contention since it started) at the end of the run to this file (needs /debug/pprof; the agent the bench starts gets --contention-profiling, one given by --endpoint needs it)")
 	fs.StringVar(&o.BlockOut, "block-profile", "", "write the agent's block profile (waits on locks and channels since it started) at the end of the run to this file (needs /debug/pprof; the agent the bench starts gets --contention-profiling, one given by --endpoint needs it)")
 	fs.BoolVar(&o.AfterDelete, "after-delete", false, "standalone-sim: once every pod runs, hold them 30 s, delete them all and report the agent's memory idle, at the last pod running, 30 s later (steady) and 30 s after it runs none (JSON memory); with --heap-profile FILE the profiles, after a GC, are FILE (steady) and FILE-after-delete")

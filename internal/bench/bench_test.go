@@ -1,7 +1,9 @@
 package bench_test
 
 import (
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,9 +135,26 @@ func TestBenchStandaloneAfterDelete(t *testing.T) {
 		t.Errorf("after_delete_settle_seconds %v", m.AfterDeleteSettleSeconds)
 	}
 	for _, f := range []string{heap, strings.TrimSuffix(heap, ".pprof") + "-after-delete.pprof"} {
-		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
-			t.Errorf("heap profile %s: %v", f, err)
-		}
+		checkProfile(t, f)
+	}
+}
+
+// checkProfile: path is a pprof profile (gzip-compressed, not empty).
+func checkProfile(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Errorf("profile: %v", err)
+		return
+	}
+	defer func() { _ = f.Close() }()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Errorf("profile %s: %v", path, err)
+		return
+	}
+	if b, err := io.ReadAll(z); err != nil || len(b) == 0 {
+		t.Errorf("profile %s: %d bytes, %v", path, len(b), err)
 	}
 }
 

@@ -588,6 +588,13 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	}
 	mem := &MemoryFigures{Idle: readMemory(ctx, ar.a)}
 	f.Memory = mem
+	if o.HeapOut != "" && ar.kind == AgentActorlet {
+		// At rest, after a GC: the base of the after-deletion profile
+		// (go tool pprof -diff_base FILE-actorlet-idle FILE-actorlet-after-delete).
+		if err := fetch(ctx, ar.a.client(0, 0), ar.a.mainURL+"/debug/pprof/heap?gc=1", perAgent(o.HeapOut, ar.kind+"-idle")); err != nil {
+			o.Log.Warn("heap profile failed", "agent", ar.kind, "err", err)
+		}
+	}
 	s, stop := ar.observe(ctx, true)
 	defer stop()
 	s.samp.mu.Lock()

@@ -59,10 +59,16 @@ func TestBenchAgainstUpstream(t *testing.T) {
 	}
 	before := sysctls()
 	const prefix = "bench-test-against"
+	heap := filepath.Join(t.TempDir(), "heap.pprof")
 	r, code, stderr := runBench(t, "--against", "upstream", "--pods", "10", "--recovery-pods", "10",
-		"--node-name", prefix, "--kubeconfig", env.AdminKubeconfig, "--kubelet", kubelet, "--timeout", "3m")
+		"--node-name", prefix, "--kubeconfig", env.AdminKubeconfig, "--kubelet", kubelet, "--timeout", "3m",
+		"--heap-profile", heap)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	// actorlet's heap at rest, at its peak and after the deletion.
+	for _, name := range []string{"actorlet-idle", "actorlet", "actorlet-after-delete"} {
+		checkProfile(t, strings.TrimSuffix(heap, ".pprof")+"-"+name+".pprof")
 	}
 	a := r.Against
 	if r.Scenario != bench.ScenarioAgainstUpstream || a == nil || a.Actorlet == nil || a.Upstream == nil {
