@@ -106,6 +106,13 @@ func TestExposition(t *testing.T) {
 			r.SetActorCounts(map[string]int{"pod": 4})
 		}, want: []string{`actorlet_actors{kind="pod"} 4`}},
 		{name: "go and process collectors", call: func(*Registry) {}, want: []string{"go_goroutines ", "process_start_time_seconds "}},
+		{name: "events dropped, read at each scrape", call: func(r *Registry) {
+			n := uint64(3)
+			if err := r.SetEventsDropped(func() uint64 { return n }); err != nil {
+				panic(err)
+			}
+			n = 5
+		}, want: []string{"# TYPE actorlet_events_dropped_total counter", "actorlet_events_dropped_total 5"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -150,6 +150,9 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		return err
 	}
 	defer cluster.close()
+	if err := cluster.exportMetrics(m); err != nil {
+		return err
+	}
 	gpus, err := openGPUs(o, log)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/actorlet/actorlet/actors/volume"
 	"github.com/actorlet/actorlet/adapters/host"
 	"github.com/actorlet/actorlet/adapters/kube"
+	"github.com/actorlet/actorlet/adapters/metrics"
 )
 
 // clusterParts is what cluster mode (--kubeconfig) adds to the agent: the
@@ -60,6 +61,15 @@ func (c *clusterParts) close() {
 		return
 	}
 	c.events.Stop()
+}
+
+// exportMetrics adds cluster mode's own metrics to m: the events the
+// recorder dropped.
+func (c *clusterParts) exportMetrics(m *metrics.Registry) error {
+	if c == nil {
+		return nil
+	}
+	return m.SetEventsDropped(c.events.Dropped)
 }
 
 // kubeClient is the API server client for the node API's webhook

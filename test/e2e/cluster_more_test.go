@@ -333,7 +333,7 @@ func TestE2EClusterKubectl(t *testing.T) {
 func TestE2EClusterRepeatedEventsAreCounted(t *testing.T) {
 	c := newCluster(t)
 	const node = "e2e-events"
-	c.startNode(t, node, agentOpts{extra: []string{"--crashloop-backoff-initial", "1s", "--crashloop-backoff-max", "1s"}})
+	a := c.startNode(t, node, agentOpts{extra: []string{"--crashloop-backoff-initial", "1s", "--crashloop-backoff-max", "1s"}})
 	c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
 	ctx := context.Background()
 	pod := apiPod("restarts", node, simImage, "sh", "-c", "exit 1")
@@ -370,5 +370,8 @@ func TestE2EClusterRepeatedEventsAreCounted(t *testing.T) {
 		}
 		return e.Count >= 3 && e.LastTimestamp.After(e.FirstTimestamp.Time), fmt.Errorf("count %d, first %v last %v", e.Count, e.FirstTimestamp, e.LastTimestamp)
 	})
-
+	// None was dropped at this rate, and the node says so.
+	if m := a.metrics(); !strings.Contains(m, "\nactorlet_events_dropped_total 0\n") {
+		t.Errorf("no actorlet_events_dropped_total 0 in /metrics:\n%s", m)
+	}
 }
