@@ -237,7 +237,13 @@ func (e *Events) record(s *eventShard, it *eventItem) {
 			return
 		}
 		if !retriable(err) {
-			e.log.Warn("event refused by the API server, dropped", "reason", ev.Reason, "object", ev.InvolvedObject.Namespace+"/"+ev.InvolvedObject.Name, "err", err)
+			// A namespace being deleted refuses its pods' last events: as
+			// upstream, that is no news (nor is a name taken).
+			level := slog.LevelWarn
+			if apierrors.IsAlreadyExists(err) || apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause) {
+				level = slog.LevelDebug
+			}
+			e.log.Log(e.ctx, level, "event refused by the API server, dropped", "reason", ev.Reason, "object", ev.InvolvedObject.Namespace+"/"+ev.InvolvedObject.Name, "err", err)
 			return
 		}
 		if try >= eventTries {

@@ -229,6 +229,10 @@ func TestEventsWriteErrors(t *testing.T) {
 			fails: 100, wantTries: 1},
 		{name: "invalid: dropped at once", err: apierrors.NewInvalid(schema.GroupKind{Kind: "Event"}, "x", nil),
 			fails: 100, wantTries: 1},
+		{name: "namespace terminating: dropped at once", err: &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden,
+			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: v1.NamespaceTerminatingCause}}}}},
+			fails: 100, wantTries: 1},
 		{name: "not answered: tried again until written", err: errors.New("dial tcp: connection refused"),
 			fails: 2, wantTries: 3, written: true},
 		{name: "unavailable: tried again until written", err: apierrors.NewServiceUnavailable("etcd"),
