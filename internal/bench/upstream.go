@@ -571,6 +571,23 @@ func (ar *agentRun) close() {
 
 // load creates o.Pods pods, waits until all are Ready, then deletes them
 // and waits until all are gone.
+// heapProfile writes the agent's heap profile to HeapOut-<kind><moment>,
+// after a GC if gc; without HeapOut it does nothing, and a failure is
+// only logged.
+func (ar *agentRun) heapProfile(ctx context.Context, moment string, gc bool) {
+	o := ar.o
+	if o.HeapOut == "" {
+		return
+	}
+	url := ar.a.mainURL + "/debug/pprof/heap"
+	if gc {
+		url += "?gc=1"
+	}
+	if err := fetch(ctx, ar.a.client(0, 0), url, perAgent(o.HeapOut, ar.kind+moment)); err != nil {
+		o.Log.Warn("heap profile failed", "agent", ar.kind, "moment", moment, "err", err)
+	}
+}
+
 func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	o := ar.o
 	apf := &apfCounter{cs: ar.cs, node: ar.node}
@@ -588,12 +605,10 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	}
 	mem := &MemoryFigures{Idle: readMemory(ctx, ar.a)}
 	f.Memory = mem
-	if o.HeapOut != "" && ar.kind == AgentActorlet {
+	if ar.kind == AgentActorlet {
 		// At rest, after a GC: the base of the after-deletion profile
 		// (go tool pprof -diff_base FILE-actorlet-idle FILE-actorlet-after-delete).
-		if err := fetch(ctx, ar.a.client(0, 0), ar.a.mainURL+"/debug/pprof/heap?gc=1", perAgent(o.HeapOut, ar.kind+"-idle")); err != nil {
-			o.Log.Warn("heap profile failed", "agent", ar.kind, "err", err)
-		}
+		ar.heapProfile(ctx, "-idle", true)
 	}
 	s, stop := ar.observe(ctx, true)
 	defer stop()
@@ -625,12 +640,7 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	if crierr != nil {
 		o.Log.Warn("CRI call counts failed", "agent", ar.kind, "err", crierr)
 	}
-	if o.HeapOut != "" {
-		// At its peak: every pod Ready.
-		if err := fetch(ctx, ar.a.client(0, 0), ar.a.mainURL+"/debug/pprof/heap", perAgent(o.HeapOut, ar.kind)); err != nil {
-			o.Log.Warn("heap profile failed", "agent", ar.kind, "err", err)
-		}
-	}
+	ar.heapProfile(ctx, "", false) // at its peak: every pod Ready
 	f.Ready = len(lat)
 	f.StartLatencyMS = Summarize(lat)
 	if !last.IsZero() {
@@ -680,11 +690,7 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	s.samp.mu.Unlock()
 	if ar.kind == AgentActorlet && f.Deleted == len(names) {
 		mem.AfterDelete, mem.AfterDeleteSettleSeconds = memoryAfterDelete(ctx, ar.a, time.Minute)
-		if o.HeapOut != "" {
-			if err := fetch(ctx, ar.a.client(0, 0), ar.a.mainURL+"/debug/pprof/heap?gc=1", perAgent(o.HeapOut, ar.kind+"-after-delete")); err != nil {
-				o.Log.Warn("heap profile failed", "agent", ar.kind, "err", err)
-			}
-		}
+		ar.heapProfile(ctx, "-after-delete", true)
 	}
 	if cerr != nil {
 		return fmt.Errorf("creating pods: %w", cerr)
