@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/actorlet/actorlet/internal/actorkit"
 )
 
 var eventSeed = maphash.MakeSeed()
@@ -14,8 +16,8 @@ var eventSeed = maphash.MakeSeed()
 // eventCorrelator is one shard's memory of the events it wrote, by object.
 // Only the shard's goroutine uses it.
 type eventCorrelator struct {
-	objs map[string]*objEvents
-	peak int // len(objs) at its largest since the map was made
+	objs   map[string]*objEvents
+	shrink actorkit.Shrinker // a thousand pods gone must not keep their map's room
 }
 
 // objEvents is what is known of one object's events: a few entries per
@@ -71,7 +73,7 @@ func (c *eventCorrelator) correlate(it *eventItem, source v1.EventSource) (*v1.E
 	if o == nil {
 		o = &objEvents{}
 		c.objs[key] = o
-		c.peak = max(c.peak, len(c.objs))
+		c.objs = actorkit.Shrink(&c.shrink, c.objs) // sees the peak
 	}
 	o.last = now
 	msg := it.message
@@ -189,7 +191,7 @@ func (b *tokenBucket) allow(now time.Time) bool {
 // forget drops an object.
 func (c *eventCorrelator) forget(key string) {
 	delete(c.objs, key)
-	c.shrink()
+	c.objs = actorkit.Shrink(&c.shrink, c.objs)
 }
 
 // sweep drops the objects without an event for eventIdleForget.
@@ -199,23 +201,5 @@ func (c *eventCorrelator) sweep(now time.Time) {
 			delete(c.objs, k)
 		}
 	}
-	c.shrink()
+	c.objs = actorkit.Shrink(&c.shrink, c.objs)
 }
-
-// shrink makes the map again when it holds a quarter of what it held at
-// most: a Go map does not give back the room of deleted keys, and a
-// thousand pods gone would keep theirs.
-func (c *eventCorrelator) shrink() {
-	if c.peak <= 64 || len(c.objs) > c.peak/4 {
-		return
-	}
-	objs := make(map[string]*objEvents, len(c.objs))
-	for k, o := range c.objs {
-		objs[k] = o
-	}
-	c.objs = objs
-	c.peak = len(objs)
-}
-
-// objects is the number of objects remembered (tests).
-func (c *eventCorrelator) objects() int { return len(c.objs) }

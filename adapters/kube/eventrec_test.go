@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -322,8 +323,8 @@ func TestEventCorrelatorMemory(t *testing.T) {
 			c.correlate(item(fmt.Sprint(i), r, r+" app", eventsT0), src)
 		}
 	}
-	if c.objects() != 1000 {
-		t.Fatalf("%d objects, want 1000", c.objects())
+	if len(c.objs) != 1000 {
+		t.Fatalf("%d objects, want 1000", len(c.objs))
 	}
 	// A pod with more distinct events than eventSeenMax keeps the most
 	// recent ones.
@@ -333,18 +334,19 @@ func TestEventCorrelatorMemory(t *testing.T) {
 	if n := len(c.objs["u0"].seen); n != eventSeenMax {
 		t.Errorf("%d events remembered for one pod, want %d", n, eventSeenMax)
 	}
+	full := reflect.ValueOf(c.objs).UnsafePointer()
 	for i := 1; i < 1000; i++ {
 		c.forget("u" + fmt.Sprint(i))
 	}
-	if c.objects() != 1 || c.peak > 64 {
-		t.Errorf("after forgetting 999: %d objects, peak %d; want 1, and the map made again", c.objects(), c.peak)
+	if len(c.objs) != 1 || reflect.ValueOf(c.objs).UnsafePointer() == full {
+		t.Errorf("after forgetting 999: %d objects; want 1, and the map made again", len(c.objs))
 	}
 	c.sweep(eventsT0.Add(eventIdleForget - time.Minute))
-	if c.objects() != 1 {
+	if len(c.objs) != 1 {
 		t.Error("swept an object within the hour")
 	}
 	c.sweep(eventsT0.Add(eventIdleForget + 2*time.Minute))
-	if c.objects() != 0 {
+	if len(c.objs) != 0 {
 		t.Error("an object idle for over an hour is kept")
 	}
 }
