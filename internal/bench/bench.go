@@ -257,6 +257,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	r := &Result{Scenario: o.Scenario, Pods: o.Pods, Goal: GoalRunning, Concurrency: o.Concurrency,
 		Source: o.Source, Machine: machine(), StartedAt: time.Now().UTC().Truncate(time.Second)}
+	if o.Endpoint == "" {
+		r.FileSystem = measureFileSystem(o.RootDir, o.Log)
+	}
 	var err error
 	switch o.Scenario {
 	case ScenarioStandaloneSim:

@@ -151,6 +151,9 @@ type Result struct {
 	AgentArgs   []string  `json:"agent_args,omitempty"`
 	Machine     Machine   `json:"machine"`
 	StartedAt   time.Time `json:"started_at"`
+	// FileSystem is the file system of the agent's directories at the
+	// start (nil when it could not be measured: a warning says why).
+	FileSystem *FileSystem `json:"file_system,omitempty"`
 
 	// Series for charts: pods Running over time, agent RSS over time,
 	// every pod's start latency (sorted, ms).

@@ -203,7 +203,11 @@ type AgentFigures struct {
 	CRICallsPerPod map[string]float64 `json:"cri_calls_per_pod,omitempty"`
 	Recovery       *Recovery          `json:"recovery,omitempty"`
 	LoadAvg1       float64            `json:"load_avg_1m"`
-	Error          string             `json:"error,omitempty"`
+	// FileSystem is the file system of this agent's directories when its
+	// run started (the other agent's run before it leaves its deleted
+	// inodes there).
+	FileSystem *FileSystem `json:"file_system,omitempty"`
+	Error      string      `json:"error,omitempty"`
 }
 
 // Recovery is the agent killed with SIGKILL while RecoveryPods pods run,
@@ -438,7 +442,7 @@ type agentRun struct {
 }
 
 func runAgentLoad(ctx context.Context, o *Options, kind, node, nodeIP, kubelet string) (*AgentFigures, error) {
-	f := &AgentFigures{Agent: kind, Node: node, LoadAvg1: machine().LoadAvg1}
+	f := &AgentFigures{Agent: kind, Node: node, LoadAvg1: machine().LoadAvg1, FileSystem: measureFileSystem(o.RootDir, o.Log)}
 	admin, nodeCfg, err := clusterKubeconfigs(ctx, &Options{Kubeconfig: o.Kubeconfig, Log: o.Log}, node)
 	if err != nil {
 		return f, err
@@ -1071,6 +1075,10 @@ func (a *Against) Markdown(r *Result, jsonLink string) string {
 	mib := func(v uint64) string { return strconv.FormatFloat(float64(v)/(1<<20), 'f', 0, 64) + " MiB" }
 	fmt.Fprintf(&b, "%d pods, %s, %d CPUs, client QPS %d / burst %d; 1-minute load average at the start of each agent's run: upstream %.2f, actorlet %.2f.",
 		r.Pods, r.StartedAt.Format("2006-01-02 15:04 UTC"), r.Machine.CPUs, a.APIQPS, a.APIBurst, u.LoadAvg1, x.LoadAvg1)
+	if u.FileSystem != nil && x.FileSystem != nil {
+		fmt.Fprintf(&b, " CPU per inode made on the agents' file system (%s) at the start of each run: upstream %.0f us, actorlet %.0f us.",
+			x.FileSystem.Type, u.FileSystem.InodeCPUMicros, x.FileSystem.InodeCPUMicros)
+	}
 	if a.NoToken {
 		b.WriteString(" Pods without a service account token.")
 	}
