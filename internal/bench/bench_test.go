@@ -101,6 +101,9 @@ func TestBenchStandaloneSim(t *testing.T) {
 			if r.Goal != bench.GoalRunning || r.Violations != 0 {
 				t.Errorf("goal %q, violations %d", r.Goal, r.Violations)
 			}
+			if fs := r.FileSystem; fs == nil || fs.Type == "" || fs.InodeCPUMicros <= 0 {
+				t.Errorf("file system of the agent's directories %+v, want its type and CPU per inode", fs)
+			}
 			if !strings.Contains(stderr, "20/20 pods Running") {
 				t.Errorf("no summary on stderr:\n%s", stderr)
 			}

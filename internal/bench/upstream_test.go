@@ -92,6 +92,9 @@ func TestBenchAgainstUpstream(t *testing.T) {
 			if f.RSSPeakBytes < f.RSSIdleBytes || f.RSSIdleBytes == 0 || f.CPUPerPodMS <= 0 {
 				t.Errorf("rss idle %d peak %d, cpu per pod %v", f.RSSIdleBytes, f.RSSPeakBytes, f.CPUPerPodMS)
 			}
+			if fs := f.FileSystem; fs == nil || fs.Type == "" || fs.InodeCPUMicros <= 0 {
+				t.Errorf("file system of the agent's directories %+v, want its type and CPU per inode", fs)
+			}
 			// Until the last Ready is a part of the whole window.
 			if f.CPUToReadyPerPodMS <= 0 || f.CPUToReadyPerPodMS > f.CPUPerPodMS {
 				t.Errorf("cpu per pod until the last Ready %v, in all %v", f.CPUToReadyPerPodMS, f.CPUPerPodMS)
