@@ -17,14 +17,14 @@ import (
 // log directories), and on a file system that has made and deleted many
 // inodes in the minutes before (ext4 without a journal skips each inode
 // freed recently, reading its table block to see when) one inode costs
-// 10-30 times what it costs on a fresh one: the same build's CPU per pod
+// up to 25 times what it costs on a fresh one: the same build's CPU per pod
 // moves with the bench's own history. This says how much, so that two
 // runs can be compared; put --root-dir on a tmpfs to take it out.
 type FileSystem struct {
 	// Type is the statfs type of the directory: ext4, xfs, btrfs, tmpfs,
 	// overlay, or the magic number in hex.
 	Type string `json:"type"`
-	// InodeCPUMicros is the CPU (user + system, of the measuring thread)
+	// InodeCPUMicros is the CPU (user and system, of the measuring thread)
 	// per inode made, over fsProbeInodes directories and files made as a
 	// pod's are (a directory, and a file in it), then removed.
 	InodeCPUMicros float64 `json:"inode_cpu_us"`
@@ -83,13 +83,15 @@ func probeFileSystem(dir string) (FileSystem, error) {
 	return fs, nil
 }
 
-// threadCPU is the calling thread's user and system CPU.
+// threadCPU is the calling thread's CPU time (user and system), as the
+// scheduler counts it now: getrusage's figure for a running thread lags
+// by up to a tick, longer than the whole probe on a fast file system.
 func threadCPU() (time.Duration, error) {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
-		return 0, fmt.Errorf("file system probe: getrusage: %w", err)
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0, fmt.Errorf("file system probe: thread CPU clock: %w", err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+	return time.Duration(ts.Nano()), nil
 }
 
 func fsTypeName(magic int64) string {
