@@ -49,6 +49,7 @@ func runBench(ctx context.Context, args []string) int {
 	fs.StringVar(&o.NodeKubeconfig, "node-kubeconfig", "", "cluster-sim: the agent's kubeconfig, system:node:<node> (default: deploy/local/controlplane.sh node-kubeconfig)")
 	fs.StringVar(&o.Node, "node-name", "", "cluster-sim: the agent's node name (default bench-node)")
 	fs.DurationVar(&o.ProfileCPU, "cpu-profile-seconds", 0, "take a CPU profile of the agent for this long while pods start (needs /debug/pprof)")
+	fs.DurationVar(&o.ProfileAfterReady, "cpu-profile-after-ready", 0, "--against upstream: a CPU profile of each agent for this long from its last pod Ready, at most 30 s (the pods are deleted then), into --cpu-profile's FILE-<agent>-after-ready: the events draining, the node at rest")
 	fs.StringVar(&o.ProfileOut, "cpu-profile", "", "file for the CPU profile")
 	fs.StringVar(&o.HeapOut, "heap-profile", "", "write the agent's heap profile at the end of the run to this file (needs /debug/pprof); with --against upstream, actorlet's: FILE-actorlet when every pod is Ready, FILE-actorlet-idle before the pods, FILE-actorlet-after-delete after them")
 	fs.StringVar(&o.MutexOut, "mutex-profile", "", "write the agent's mutex profile (lock contention since it started) at the end of the run to this file (needs /debug/pprof; the agent the bench starts gets --contention-profiling, one given by --endpoint needs it)")
@@ -76,8 +77,12 @@ func runBench(ctx context.Context, args []string) int {
 		level = slog.LevelError
 	}
 	o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if o.ProfileCPU > 0 && o.ProfileOut == "" {
+	if (o.ProfileCPU > 0 || o.ProfileAfterReady > 0) && o.ProfileOut == "" {
 		o.ProfileOut = "actorlet-cpu.pprof"
+	}
+	if o.ProfileAfterReady > 0 && o.Against == "" {
+		fmt.Fprintln(os.Stderr, "actorlet bench: --cpu-profile-after-ready needs --against upstream")
+		return exitUsage
 	}
 
 	res, err := bench.Run(ctx, o)

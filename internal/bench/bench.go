@@ -99,6 +99,12 @@ type Options struct {
 	// agent's /debug/pprof/profile while pods start, into ProfileOut.
 	ProfileCPU time.Duration
 	ProfileOut string
+	// ProfileAfterReady (--against upstream), when > 0 with ProfileOut,
+	// also fetches a CPU profile of that length from each agent once its
+	// last pod is Ready, into ProfileOut-<agent>-after-ready: what it does
+	// while the events drain and at rest, the part of CPU per pod that
+	// CPU per pod until the last Ready leaves out.
+	ProfileAfterReady time.Duration
 	// HeapOut, when set, receives the agent's heap profile
 	// (/debug/pprof/heap) at the end of the run, before it stops.
 	HeapOut string

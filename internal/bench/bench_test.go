@@ -365,6 +365,10 @@ func TestBenchGOMAXPROCSAndLockProfiles(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "--gomaxprocs must not be negative") {
 		t.Errorf("--gomaxprocs -1: exit %d, want 2 and the reason\n%s", code, stderr)
 	}
+	_, code, stderr = runBench(t, "--scenario", "standalone-sim", "--pods", "1", "--cpu-profile-after-ready", "1s")
+	if code != 2 || !strings.Contains(stderr, "--cpu-profile-after-ready needs --against upstream") {
+		t.Errorf("--cpu-profile-after-ready without --against: exit %d, want 2 and the reason\n%s", code, stderr)
+	}
 }
 
 func sizeOf(st os.FileInfo) int64 {

@@ -634,6 +634,13 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	if ps, err := readProc(ar.a.pid); err == nil {
 		f.CPUToReadyPerPodMS = round((ps.cpu - cpu0) * 1000 / float64(o.Pods))
 	}
+	var afterReady sync.WaitGroup
+	if o.ProfileAfterReady > 0 && o.ProfileOut != "" {
+		afterReady.Go(func() {
+			profileTo(ctx, ar.a, o.ProfileAfterReady, afterReadyProfile(o.ProfileOut, ar.kind), o)
+		})
+	}
+	defer afterReady.Wait()
 	mem.Ready = readMemory(ctx, ar.a)
 	if crierr == nil {
 		var cri map[string]float64
@@ -1167,6 +1174,12 @@ func homeRelative(path string) string {
 }
 
 // perAgent is path with "-<agent>" before its extension.
+// afterReadyProfile is the file of an agent's CPU profile after its last
+// pod was Ready.
+func afterReadyProfile(path, kind string) string {
+	return strings.TrimSuffix(perAgent(path, kind), filepath.Ext(path)) + "-after-ready" + filepath.Ext(path)
+}
+
 func perAgent(path, kind string) string {
 	ext := filepath.Ext(path)
 	return strings.TrimSuffix(path, ext) + "-" + kind + ext

@@ -60,15 +60,21 @@ func TestBenchAgainstUpstream(t *testing.T) {
 	before := sysctls()
 	const prefix = "bench-test-against"
 	heap := filepath.Join(t.TempDir(), "heap.pprof")
+	cpu := filepath.Join(t.TempDir(), "cpu.pprof")
 	r, code, stderr := runBench(t, "--against", "upstream", "--pods", "10", "--recovery-pods", "10",
 		"--node-name", prefix, "--kubeconfig", env.AdminKubeconfig, "--kubelet", kubelet, "--timeout", "3m",
-		"--heap-profile", heap)
+		"--heap-profile", heap, "--cpu-profile", cpu, "--cpu-profile-after-ready", "2s")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	// actorlet's heap at rest, at its peak and after the deletion.
 	for _, name := range []string{"actorlet-idle", "actorlet", "actorlet-after-delete"} {
 		checkProfile(t, strings.TrimSuffix(heap, ".pprof")+"-"+name+".pprof")
+	}
+	// Each agent's CPU once its last pod was Ready (both serve
+	// /debug/pprof on their authenticated port).
+	for _, name := range []string{"actorlet", "upstream-kubelet"} {
+		checkProfile(t, strings.TrimSuffix(cpu, ".pprof")+"-"+name+"-after-ready.pprof")
 	}
 	a := r.Against
 	if r.Scenario != bench.ScenarioAgainstUpstream || a == nil || a.Actorlet == nil || a.Upstream == nil {
