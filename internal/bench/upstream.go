@@ -1174,15 +1174,15 @@ func homeRelative(path string) string {
 }
 
 // perAgent is path with "-<agent>" before its extension.
-// afterReadyProfile is the file of an agent's CPU profile after its last
-// pod was Ready.
-func afterReadyProfile(path, kind string) string {
-	return strings.TrimSuffix(perAgent(path, kind), filepath.Ext(path)) + "-after-ready" + filepath.Ext(path)
-}
-
 func perAgent(path, kind string) string {
 	ext := filepath.Ext(path)
 	return strings.TrimSuffix(path, ext) + "-" + kind + ext
+}
+
+// afterReadyProfile is the file of an agent's CPU profile after its last
+// pod was Ready: path with "-<agent>-after-ready" before its extension.
+func afterReadyProfile(path, kind string) string {
+	return strings.TrimSuffix(perAgent(path, kind), filepath.Ext(path)) + "-after-ready" + filepath.Ext(path)
 }
 
 // MarkdownTag names the run's table in docs/BENCHMARKS.md:
