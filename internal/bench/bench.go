@@ -263,7 +263,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	r := &Result{Scenario: o.Scenario, Pods: o.Pods, Goal: GoalRunning, Concurrency: o.Concurrency,
 		Source: o.Source, Machine: machine(), StartedAt: time.Now().UTC().Truncate(time.Second)}
-	if o.Endpoint == "" {
+	if o.Endpoint == "" && o.Against == "" {
+		// Against upstream, each agent's figures carry their own, taken
+		// just before its run.
 		r.FileSystem = measureFileSystem(o.RootDir, o.Log)
 	}
 	var err error

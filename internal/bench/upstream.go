@@ -573,8 +573,6 @@ func (ar *agentRun) close() {
 	}
 }
 
-// load creates o.Pods pods, waits until all are Ready, then deletes them
-// and waits until all are gone.
 // heapProfile writes the agent's heap profile to HeapOut-<kind><moment>,
 // after a GC if gc; without HeapOut it does nothing, and a failure is
 // only logged.
@@ -592,6 +590,8 @@ func (ar *agentRun) heapProfile(ctx context.Context, moment string, gc bool) {
 	}
 }
 
+// load creates o.Pods pods, waits until all are Ready, then deletes them
+// and waits until all are gone.
 func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	o := ar.o
 	apf := &apfCounter{cs: ar.cs, node: ar.node}
@@ -637,7 +637,7 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	var afterReady sync.WaitGroup
 	if o.ProfileAfterReady > 0 && o.ProfileOut != "" {
 		afterReady.Go(func() {
-			profileTo(ctx, ar.a, o.ProfileAfterReady, afterReadyProfile(o.ProfileOut, ar.kind), o)
+			profileTo(ctx, ar.a, o.ProfileAfterReady, perAgent(o.ProfileOut, ar.kind+"-after-ready"), o)
 		})
 	}
 	defer afterReady.Wait()
@@ -1177,12 +1177,6 @@ func homeRelative(path string) string {
 func perAgent(path, kind string) string {
 	ext := filepath.Ext(path)
 	return strings.TrimSuffix(path, ext) + "-" + kind + ext
-}
-
-// afterReadyProfile is the file of an agent's CPU profile after its last
-// pod was Ready: path with "-<agent>-after-ready" before its extension.
-func afterReadyProfile(path, kind string) string {
-	return strings.TrimSuffix(perAgent(path, kind), filepath.Ext(path)) + "-after-ready" + filepath.Ext(path)
 }
 
 // MarkdownTag names the run's table in docs/BENCHMARKS.md:
