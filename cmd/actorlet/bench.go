@@ -51,6 +51,7 @@ func runBench(ctx context.Context, args []string) int {
 	fs.DurationVar(&o.ProfileCPU, "cpu-profile-seconds", 0, "take a CPU profile of the agent for this long while pods start (needs /debug/pprof)")
 	fs.DurationVar(&o.ProfileAfterReady, "cpu-profile-after-ready", 0, "--against upstream: a CPU profile of each agent for this long from its last pod Ready, at most 30 s (the pods are deleted then), into --cpu-profile's FILE-<agent>-after-ready: the events draining, the node at rest")
 	fs.StringVar(&o.ProfileOut, "cpu-profile", "", "file for the CPU profile")
+	fs.BoolVar(&o.ProfileAPIServer, "api-server-profile", false, "--against upstream: also profile kube-apiserver's CPU (its /debug/pprof, with the admin kubeconfig) from each agent's first pod create to its last pod Ready, in 2 s profiles into --cpu-profile's FILE-apiserver-<agent>-NNN (go tool pprof FILE-apiserver-<agent>-*: all of them as one): what the API server does for each agent's pods")
 	fs.StringVar(&o.HeapOut, "heap-profile", "", "write the agent's heap profile at the end of the run to this file (needs /debug/pprof); with --against upstream, actorlet's: FILE-actorlet when every pod is Ready, FILE-actorlet-idle before the pods, FILE-actorlet-after-delete after them")
 	fs.StringVar(&o.MutexOut, "mutex-profile", "", "write the agent's mutex profile (lock contention since it started) at the end of the run to this file (needs /debug/pprof; the agent the bench starts gets --contention-profiling, one given by --endpoint needs it)")
 	fs.StringVar(&o.BlockOut, "block-profile", "", "write the agent's block profile (waits on locks and channels since it started) at the end of the run to this file (needs /debug/pprof; the agent the bench starts gets --contention-profiling, one given by --endpoint needs it)")
@@ -77,8 +78,12 @@ func runBench(ctx context.Context, args []string) int {
 		level = slog.LevelError
 	}
 	o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if (o.ProfileCPU > 0 || o.ProfileAfterReady > 0) && o.ProfileOut == "" {
+	if (o.ProfileCPU > 0 || o.ProfileAfterReady > 0 || o.ProfileAPIServer) && o.ProfileOut == "" {
 		o.ProfileOut = "actorlet-cpu.pprof"
+	}
+	if o.ProfileAPIServer && o.Against == "" {
+		fmt.Fprintln(os.Stderr, "actorlet bench: --api-server-profile needs --against upstream")
+		return exitUsage
 	}
 	if o.ProfileAfterReady > 0 && o.Against == "" {
 		fmt.Fprintln(os.Stderr, "actorlet bench: --cpu-profile-after-ready needs --against upstream")

@@ -27,6 +27,11 @@
 #   controlplane.sh gomod                 regenerate deploy/controlplane/go.mod from k8s.io/kubernetes's
 #                                         own go.mod (after changing K8S_VERSION below), then go mod tidy
 #
+# kube-apiserver serves /debug/pprof (its default; only system:masters may read it, as the admin
+# kubeconfig): `actorlet bench --against upstream --api-server-profile` profiles it while each agent's
+# pods start (what a node agent costs the API server, by request; see docs/BENCHMARKS.md).
+# kube-controller-manager and kube-scheduler keep --profiling=false.
+#
 # On success `up` and `status` print exactly these lines on stdout (everything else goes to stderr):
 #   ADMIN_KUBECONFIG=<path>    system:masters; certificates embedded
 #   KUBECTL=<path>
@@ -108,8 +113,8 @@ STAGING_SKIP='k8s.io/sample-cli-plugin|k8s.io/sample-controller' # replaced upst
 # control plane up to date in place (see upgrade). 2: kubelet client cert + RBAC, preferred addresses.
 # 3: the aggregation layer (front-proxy CA and client cert, --requestheader-*, aggregator routing).
 # 4: TLS bootstrapping (--enable-bootstrap-token-auth, bootstrapsigner and tokencleaner, bootstrap RBAC;
-# kube-controller-manager restarts too).
-CONFIG_VERSION=4
+# kube-controller-manager restarts too). 5: kube-apiserver's /debug/pprof on (--profiling=true).
+CONFIG_VERSION=5
 STAMP=$DIR/config.version
 KUBELET_CLIENT_CN=kube-apiserver-kubelet-client
 SIGNING_DURATION=${ACTORLET_SIGNING_DURATION:-}
@@ -434,7 +439,7 @@ start_apiserver() {
     --proxy-client-cert-file="$PKI/front-proxy-client.crt" --proxy-client-key-file="$PKI/front-proxy-client.key" \
     --enable-aggregator-routing=true \
     --enable-bootstrap-token-auth=true \
-    --allow-privileged=true --profiling=false
+    --allow-privileged=true --profiling=true
   wait_until "kube-apiserver /readyz" 120 kube-apiserver api_ready
   log "kube-apiserver ready on 127.0.0.1:$API_PORT in $(($(now_ms) - t1)) ms"
 }

@@ -105,6 +105,10 @@ type Options struct {
 	// while the events drain and at rest, the part of CPU per pod that
 	// CPU per pod until the last Ready leaves out.
 	ProfileAfterReady time.Duration
+	// ProfileAPIServer (--against upstream) also profiles kube-apiserver's
+	// CPU from each agent's first pod create to its last pod Ready, in
+	// 2 s profiles into ProfileOut-apiserver-<agent>-NNN.
+	ProfileAPIServer bool
 	// HeapOut, when set, receives the agent's heap profile
 	// (/debug/pprof/heap) at the end of the run, before it stops.
 	HeapOut string

@@ -369,6 +369,10 @@ func TestBenchGOMAXPROCSAndLockProfiles(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "--cpu-profile-after-ready needs --against upstream") {
 		t.Errorf("--cpu-profile-after-ready without --against: exit %d, want 2 and the reason\n%s", code, stderr)
 	}
+	_, code, stderr = runBench(t, "--scenario", "standalone-sim", "--pods", "1", "--api-server-profile")
+	if code != 2 || !strings.Contains(stderr, "--api-server-profile needs --against upstream") {
+		t.Errorf("--api-server-profile without --against: exit %d, want 2 and the reason\n%s", code, stderr)
+	}
 }
 
 func sizeOf(st os.FileInfo) int64 {

@@ -590,6 +590,43 @@ func (ar *agentRun) heapProfile(ctx context.Context, moment string, gc bool) {
 	}
 }
 
+// apiServerProfileChunk is the length of each of the API server's CPU
+// profiles apiServerProfile takes one after the other.
+const apiServerProfileChunk = 2 * time.Second
+
+// apiServerProfile takes kube-apiserver's CPU profile (its
+// /debug/pprof/profile, read with the admin credentials) from now until
+// filled is closed (every pod Ready), in profiles of
+// apiServerProfileChunk one after the other (a profile cannot be cut
+// short), written to ProfileOut-apiserver-<kind>-001, -002, ...: what the
+// API server does for the agent's pods through the fill (their creation
+// by the bench, the agent's token requests, status patches and events,
+// the watches that carry them). `go tool pprof` reads them as one profile
+// when given them all. A failure is only logged, and ends the profiling.
+func (ar *agentRun) apiServerProfile(ctx context.Context, filled <-chan struct{}) {
+	o := ar.o
+	secs := strconv.Itoa(int(apiServerProfileChunk.Seconds()))
+	for i := 1; ; i++ {
+		select {
+		case <-filled:
+			o.Log.Info("API server cpu profiles written", "agent", ar.kind, "files", i-1,
+				"pattern", perAgent(o.ProfileOut, "apiserver-"+ar.kind+"-*"))
+			return
+		case <-ctx.Done():
+			return
+		default:
+		}
+		raw, err := ar.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", secs).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(perAgent(o.ProfileOut, fmt.Sprintf("apiserver-%s-%03d", ar.kind, i)), raw, 0o644)
+		}
+		if err != nil {
+			o.Log.Warn("API server cpu profile failed (is kube-apiserver's --profiling on? deploy/local/controlplane.sh up turns it on)", "agent", ar.kind, "err", err)
+			return
+		}
+	}
+}
+
 // load creates o.Pods pods, waits until all are Ready, then deletes them
 // and waits until all are gone.
 func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
@@ -629,8 +666,15 @@ func (ar *agentRun) load(ctx context.Context, f *AgentFigures) error {
 	if o.ProfileCPU > 0 && o.ProfileOut != "" {
 		go profileTo(ctx, ar.a, o.ProfileCPU, perAgent(o.ProfileOut, ar.kind), o)
 	}
+	var apiProfile sync.WaitGroup
+	filled := make(chan struct{})
+	if o.ProfileAPIServer {
+		apiProfile.Go(func() { ar.apiServerProfile(ctx, filled) })
+	}
+	defer apiProfile.Wait()
 	created, names, cerr := s.createAll(ctx, specs)
 	lat, last := s.waitAll(ctx, created, o.Timeout)
+	close(filled)
 	if ps, err := readProc(ar.a.pid); err == nil {
 		f.CPUToReadyPerPodMS = round((ps.cpu - cpu0) * 1000 / float64(o.Pods))
 	}

@@ -63,7 +63,7 @@ func TestBenchAgainstUpstream(t *testing.T) {
 	cpu := filepath.Join(t.TempDir(), "cpu.pprof")
 	r, code, stderr := runBench(t, "--against", "upstream", "--pods", "10", "--recovery-pods", "10",
 		"--node-name", prefix, "--kubeconfig", env.AdminKubeconfig, "--kubelet", kubelet, "--timeout", "3m",
-		"--heap-profile", heap, "--cpu-profile", cpu, "--cpu-profile-after-ready", "2s")
+		"--heap-profile", heap, "--cpu-profile", cpu, "--cpu-profile-after-ready", "2s", "--api-server-profile")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
@@ -75,6 +75,9 @@ func TestBenchAgainstUpstream(t *testing.T) {
 	// /debug/pprof on their authenticated port).
 	for _, name := range []string{"actorlet", "upstream-kubelet"} {
 		checkProfile(t, strings.TrimSuffix(cpu, ".pprof")+"-"+name+"-after-ready.pprof")
+		// kube-apiserver's CPU through each agent's fill, in 2 s profiles
+		// (10 pods: one or two).
+		checkProfile(t, strings.TrimSuffix(cpu, ".pprof")+"-apiserver-"+name+"-001.pprof")
 	}
 	a := r.Against
 	if r.Scenario != bench.ScenarioAgainstUpstream || a == nil || a.Actorlet == nil || a.Upstream == nil {
