@@ -2,10 +2,12 @@ package bench_test
 
 import (
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -79,6 +81,7 @@ func TestBenchAgainstUpstream(t *testing.T) {
 		// (10 pods: one or two).
 		checkProfile(t, strings.TrimSuffix(cpu, ".pprof")+"-apiserver-"+name+"-001.pprof")
 	}
+	checkAPIServerSplit(t, strings.TrimSuffix(cpu, ".pprof")+"-apiserver-actorlet-*.pprof")
 	a := r.Against
 	if r.Scenario != bench.ScenarioAgainstUpstream || a == nil || a.Actorlet == nil || a.Upstream == nil {
 		t.Fatalf("scenario %q, against %+v", r.Scenario, a)
@@ -163,5 +166,51 @@ func TestBenchAgainstUpstream(t *testing.T) {
 	}
 	if out := kubectl("get", "flowschemas", "-o", "name"); strings.Contains(out, "actorlet-bench-"+prefix) {
 		t.Errorf("FlowSchemas left behind: %s", out)
+	}
+}
+
+// checkAPIServerSplit runs hack/apiserver-split.sh over the API server's
+// profiles of one agent's fill (a glob): a line per kind of work, whose
+// CPU seconds add up to the line "all", which is more than nothing.
+func checkAPIServerSplit(t *testing.T, glob string) {
+	t.Helper()
+	files, err := filepath.Glob(glob)
+	if err != nil || len(files) == 0 {
+		t.Errorf("API server profiles %s: %v %v", glob, files, err)
+		return
+	}
+	out, err := exec.Command(filepath.Join(testenv.RepoRoot(t), "hack/apiserver-split.sh"), append([]string{"10"}, files...)...).CombinedOutput()
+	if err != nil {
+		t.Errorf("apiserver-split.sh: %v\n%s", err, out)
+		return
+	}
+	secs := map[string]float64{}
+	var sum float64
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name, rest, ok := strings.Cut(l, "  ")
+		f := strings.Fields(rest)
+		if !ok || len(f) < 2 || f[1] != "s" {
+			t.Errorf("apiserver-split.sh line %q", l)
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			t.Errorf("apiserver-split.sh line %q: %v", l, err)
+			continue
+		}
+		name = strings.TrimSpace(name)
+		secs[name] = v
+		if name != "all" {
+			sum += v
+		}
+	}
+	for _, k := range []string{"gc", "status patches", "token requests", "creates", "watch fan-out", "request filters", "HTTP/2, TLS", "the rest", "all"} {
+		if _, ok := secs[k]; !ok {
+			t.Errorf("apiserver-split.sh: no line %q\n%s", k, out)
+		}
+	}
+	// Each line is rounded to 10 ms.
+	if secs["all"] <= 0 || math.Abs(sum-secs["all"]) > 0.01*float64(len(secs)) {
+		t.Errorf("apiserver-split.sh: the kinds add up to %.2f s, all %.2f s\n%s", sum, secs["all"], out)
 	}
 }
