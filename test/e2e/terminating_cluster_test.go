@@ -101,11 +101,15 @@ func TestE2EClusterMassDeleteUnderChaos(t *testing.T) {
 	parallel(t, names, 50, func(name string) error {
 		return c.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
 	})
-	// A limit to the wait, not a measure: under this chaos the status
-	// actor spends much of the tail in its restart back-off (2,000 pods
-	// took 4m05s and 6m14s on a slow 2-core machine, 64 and 97 status/node
-	// restarts).
-	bound := 3*time.Minute + time.Duration(n)*time.Second/5
+	// What must hold is that the node converges, not how fast: under
+	// this chaos the status actor spends much of the tail in its restart
+	// back-off (2,000 pods took 4m05s and 6m14s on a slow 2-core machine,
+	// 64 and 97 status/node restarts, and over 9m40s on a slower one, pods
+	// still leaving the API at the end). So the wait goes on while pods
+	// keep leaving the API, and fails once none has left for stall (the
+	// node stuck), or at bound.
+	const stall = 3 * time.Minute
+	bound := 5*time.Minute + time.Duration(n)*time.Second/3
 	var left []v1.Pod
 	defer func() {
 		if t.Failed() && len(left) > 0 {
@@ -113,6 +117,7 @@ func TestE2EClusterMassDeleteUnderChaos(t *testing.T) {
 		}
 	}()
 	var listed time.Time
+	fewest, progressed := n+1, time.Now()
 	testenv.WaitFor(t, bound, fmt.Sprintf("every one of %d deleted pods gone from the API", n), func() (bool, error) {
 		if time.Since(listed) < time.Second {
 			return false, nil // a list of 2,000 pods costs the API server: once a second
@@ -123,6 +128,11 @@ func TestE2EClusterMassDeleteUnderChaos(t *testing.T) {
 			return false, err
 		}
 		left = pods
+		if len(left) < fewest {
+			fewest, progressed = len(left), time.Now()
+		} else if time.Since(progressed) > stall {
+			t.Fatalf("no deleted pod left the API in %v: %d of %d still there after %v", stall, len(left), n, time.Since(t0).Round(time.Second))
+		}
 		return len(left) == 0, fmt.Errorf("%d pods left", len(left))
 	})
 	gone := time.Since(t0)
