@@ -81,13 +81,15 @@ func runBench(ctx context.Context, args []string) int {
 	if (o.ProfileCPU > 0 || o.ProfileAfterReady > 0 || o.ProfileAPIServer) && o.ProfileOut == "" {
 		o.ProfileOut = "actorlet-cpu.pprof"
 	}
-	if o.ProfileAPIServer && o.Against == "" {
-		fmt.Fprintln(os.Stderr, "actorlet bench: --api-server-profile needs --against upstream")
-		return exitUsage
-	}
-	if o.ProfileAfterReady > 0 && o.Against == "" {
-		fmt.Fprintln(os.Stderr, "actorlet bench: --cpu-profile-after-ready needs --against upstream")
-		return exitUsage
+	// The flags that only the against-upstream scenario reads.
+	for flag, set := range map[string]bool{
+		"--api-server-profile":      o.ProfileAPIServer,
+		"--cpu-profile-after-ready": o.ProfileAfterReady > 0,
+	} {
+		if set && o.Against == "" {
+			fmt.Fprintf(os.Stderr, "actorlet bench: %s needs --against upstream\n", flag)
+			return exitUsage
+		}
 	}
 
 	res, err := bench.Run(ctx, o)
