@@ -181,7 +181,7 @@ soak: build
 # written there.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./adapters/manifest:FuzzDecodeAndValidate ./adapters/httpapi:FuzzNodeAPI \
-	./podspec:FuzzCRILabels ./adapters/cri/sim:FuzzShellParser \
+	./podspec:FuzzCRILabels ./runtimes/sim:FuzzShellParser \
 	./adapters/cri:FuzzLeanDecode ./adapters/kube:FuzzPodStatusPatch
 .PHONY: fuzz
 fuzz:

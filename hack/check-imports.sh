@@ -3,7 +3,9 @@
 # .golangci.yml states the same rules for golangci-lint):
 #   actors/*            never import adapters/, supervisors/ or cmd/
 #   adapters/*          never import actors/, supervisors/ or cmd/
-#   outbound adapters   (adapters/cri incl. cri/sim, nvml, metrics, host, kube,
+#   runtimes/*          (the sim runtime) import neither actors, messages,
+#                       supervisors nor cmd: a runtime knows nothing of the agent
+#   outbound adapters   (adapters/cri, nvml, metrics, host, kube,
 #                       volume, prober) import neither actors/ nor messages/
 #   messages/           imports nothing of the project (plain values)
 #   podspec/            imports nothing of the project (pure functions)
@@ -43,6 +45,7 @@ outbound='adapters/cri|adapters/nvml|adapters/metrics|adapters/host|adapters/kub
 rule actors 'adapters|supervisors|cmd' 'actors import neither adapters, supervisors nor cmd'
 rule adapters 'actors|supervisors|cmd' 'adapters import neither actors, supervisors nor cmd'
 rule "$outbound" 'actors|messages' 'outbound adapters import neither actors nor messages'
+rule runtimes 'actors|messages|supervisors|cmd' 'runtimes import neither actors, messages, supervisors nor cmd'
 rule messages '.*' 'messages are plain values: they import nothing of the project'
 rule podspec '.*' 'podspec is pure: it imports nothing of the project'
 rule errdefs '.*' 'errdefs imports nothing of the project'

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/actorlet/actorlet/adapters/cri/sim"
+	"github.com/actorlet/actorlet/runtimes/sim"
 	"github.com/actorlet/actorlet/errdefs"
 	"github.com/actorlet/actorlet/podspec"
 )

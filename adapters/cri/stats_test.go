@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/actorlet/actorlet/adapters/cri/sim"
+	"github.com/actorlet/actorlet/runtimes/sim"
 	"github.com/actorlet/actorlet/errdefs"
 )
 

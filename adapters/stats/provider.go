@@ -10,7 +10,7 @@
 // serves upstream's /metrics/resource from a Summary (resource.go).
 //
 // The interfaces it needs are declared here and satisfied by adapters/cri's
-// Client, adapters/host's Stats and adapters/cri/sim's Runtime.
+// Client, adapters/host's Stats and runtimes/sim's Runtime.
 package stats
 
 import (

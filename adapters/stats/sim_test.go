@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/actorlet/actorlet/adapters/cri"
-	"github.com/actorlet/actorlet/adapters/cri/sim"
+	"github.com/actorlet/actorlet/runtimes/sim"
 )
 
 // simNode is the simulated runtime served on a socket, with a CRI client

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/actorlet/actorlet/adapters/cri"
-	"github.com/actorlet/actorlet/adapters/cri/sim"
+	"github.com/actorlet/actorlet/runtimes/sim"
 	"github.com/actorlet/actorlet/adapters/metrics"
 	"github.com/actorlet/actorlet/internal/actorkit"
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/actorlet/actorlet/adapters/cri/sim"
+	"github.com/actorlet/actorlet/runtimes/sim"
 )
 
 // runSimRuntime serves the simulated runtime as its own process, so any CRI
