@@ -25,7 +25,7 @@ var allowedTree = map[string]string{
 	"adapters/httpapi/httpapi.go": pkg("httpapi", "messages", "errdefs"),
 	"adapters/manifest/m.go":      pkg("manifest", "messages", "podspec"),
 	"adapters/cri/cri.go":         pkg("cri", "errdefs", "podspec"),
-	"runtimes/sim/sim.go":     pkg("sim", "adapters/cri"),
+	"runtimes/sim/sim.go":         pkg("sim", "adapters/cri"),
 	"adapters/kube/kube.go":       pkg("kube", "errdefs"),
 	"supervisors/supervisors.go":  pkg("supervisors", "messages"),
 	// Test files may use anything (fakes, live trees).
