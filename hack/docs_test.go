@@ -345,6 +345,17 @@ func checkRefs(root, doc, text string, topLevel map[string]bool, docs []string) 
 	for _, d := range docs {
 		known[path.Base(d)] = true
 	}
+	// Link targets were checked above: blank them (keeping the lines).
+	for _, re := range []*regexp.Regexp{inlineLink, refLink, htmlLink} {
+		prose = re.ReplaceAllStringFunc(prose, func(m string) string {
+			return strings.Map(func(r rune) rune {
+				if r == '\n' {
+					return r
+				}
+				return ' '
+			}, m)
+		})
+	}
 	for _, src := range append([]ref{{1, prose}}, spans...) {
 		for _, m := range bareDoc.FindAllStringSubmatchIndex(src.text, -1) {
 			if name := src.text[m[2]:m[3]]; !known[name] {
@@ -440,3 +451,222 @@ func TestDocsMatchTheTree(t *testing.T) {
 		t.Error(p)
 	}
 }
+
+// copyTree makes a copy of the repository at root under a temporary
+// directory that checkDocs sees as it sees root: the documents and
+// .gitignore with their content, every other file empty (only its
+// existence matters).
+func copyTree(t *testing.T, root string) string {
+	t.Helper()
+	dst := t.TempDir()
+	ignored := rootIgnores(root)
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		if rel == "." {
+			return nil
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" || (!strings.Contains(filepath.ToSlash(rel), "/") && ignored(d.Name())) {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		var body []byte
+		if strings.HasSuffix(rel, ".md") || rel == ".gitignore" {
+			if body, err = os.ReadFile(p); err != nil {
+				return err
+			}
+		}
+		return os.WriteFile(filepath.Join(dst, rel), body, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// edit replaces old with new in the file rel of the tree at root (old must
+// be there) or, with old "", appends new.
+func edit(t *testing.T, root, rel, old, new string) {
+	t.Helper()
+	p := filepath.Join(root, filepath.FromSlash(rel))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	switch {
+	case old == "":
+		s += new
+	case strings.Contains(s, old):
+		s = strings.Replace(s, old, new, 1)
+	default:
+		t.Fatalf("%s has no %q", rel, old)
+	}
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// addToLayout adds line as the first entry of doc's Layout block.
+func addToLayout(t *testing.T, root, doc, line string) {
+	t.Helper()
+	p := filepath.Join(root, filepath.FromSlash(doc))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	for i, l := range lines {
+		if layoutHeading.MatchString(l) {
+			for j := i + 1; j < len(lines); j++ {
+				if isFence(lines[j]) {
+					lines = slices.Insert(lines, j+1, line)
+					if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("%s has no Layout block", doc)
+}
+
+// The checker finds what it is for: each planted fault is reported, with
+// its file, and nothing else is (the copy's other problems are those of
+// the repository itself, whatever they are).
+func TestDocsCheckerCatchesPlantedFaults(t *testing.T) {
+	base, err := checkDocs(copyTree(t, ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, err := checkDocs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(base, real) {
+		t.Fatalf("the copy is checked unlike the repository:\ncopy: %q\nrepository: %q", base, real)
+	}
+	tests := []struct {
+		name  string
+		plant func(t *testing.T, root string)
+		want  []string // one new problem per entry, containing it
+	}{
+		{name: "stale Layout entry", plant: func(t *testing.T, root string) {
+			addToLayout(t, root, "README.md", "adapters/gone/     a package removed long ago")
+		}, want: []string{"README.md:", "Layout names adapters/gone, which does not exist"}},
+		{name: "Layout entry naming a file", plant: func(t *testing.T, root string) {
+			addToLayout(t, root, "docs/ARCHITECTURE.md", "go.mod     the module")
+		}, want: []string{"docs/ARCHITECTURE.md:", "Layout names go.mod, which is not a directory"}},
+		{name: "Layout entry twice", plant: func(t *testing.T, root string) {
+			addToLayout(t, root, "README.md", "messages/    again")
+		}, want: []string{"README.md:", "Layout names messages more than once"}},
+		{name: "Layout entry without its job", plant: func(t *testing.T, root string) {
+			if err := os.MkdirAll(filepath.Join(root, "deploy", "newdir"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			addToLayout(t, root, "README.md", "deploy/newdir/")
+		}, want: []string{"README.md:", "Layout names deploy/newdir without a line on its job"}},
+		{name: "package missing from both Layouts", plant: func(t *testing.T, root string) {
+			if err := os.MkdirAll(filepath.Join(root, "actors", "newactor"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "actors", "newactor", "a.go"), []byte("package newactor\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, want: []string{
+			"README.md: Layout does not name the package directory actors/newactor",
+			"docs/ARCHITECTURE.md: Layout does not name the package directory actors/newactor",
+		}},
+		{name: "broken link", plant: func(t *testing.T, root string) {
+			edit(t, root, "docs/ARCHITECTURE.md", "", "\nSee [the plan](PLAN.md#first) and [the tree](../cmd/actorlet/).\n")
+		}, want: []string{"docs/ARCHITECTURE.md:", "link PLAN.md#first: docs/PLAN.md is not in the repository"}},
+		{name: "link out of the repository", plant: func(t *testing.T, root string) {
+			edit(t, root, "README.md", "", "\n[notes][n]\n\n[n]: ../notes/DESIGN.md\n")
+		}, want: []string{"README.md:", "link ../notes/DESIGN.md points outside the repository"}},
+		{name: "missing path in backticks", plant: func(t *testing.T, root string) {
+			edit(t, root, "README.md", "", "\nRun `hack/gone.sh --all` then `cmd/actorlet/main.go:12`.\n")
+		}, want: []string{"README.md:", "names hack/gone.sh, which is not in the repository"}},
+		{name: "document named alone", plant: func(t *testing.T, root string) {
+			edit(t, root, "docs/ARCHITECTURE.md", "", "\nThe design notes (NOTES.md) say so; README.md agrees.\n")
+		}, want: []string{"docs/ARCHITECTURE.md:", "names NOTES.md, which is not a document of the repository"}},
+		{name: "no Layout section", plant: func(t *testing.T, root string) {
+			if err := os.WriteFile(filepath.Join(root, "README.md"), []byte("# actorlet\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, want: []string{"README.md: no Layout section"}},
+		{name: "not paths: temp dirs, globs, placeholders, build outputs, URLs, code", plant: func(t *testing.T, root string) {
+			edit(t, root, "README.md", "", "\n`/tmp/actorlet/pods`, `docs/bench/*.json`, `actors/<name>/`, "+
+				"`bin/actorlet`, `$ROOT/hack/x`, `~/.cache/actorlet/tools`, `k8s.io/cri-api/pkg/apis`, "+
+				"[site](https://example.com/a.md), [top](#layout), `pods/<uid>/volumes`, `hack/...`.\n"+
+				"\n```\nhack/gone.sh [x](gone.md) GONE.md\n```\n")
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := copyTree(t, "..")
+			tc.plant(t, root)
+			got, err := checkDocs(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// New problems: those the repository does not have, line numbers
+			// aside (a planted line moves the lines below it).
+			old := map[string]int{}
+			for _, p := range base {
+				old[noLine(p)]++
+			}
+			var added []string
+			for _, p := range got {
+				if old[noLine(p)] > 0 {
+					old[noLine(p)]--
+					continue
+				}
+				added = append(added, p)
+			}
+			if tc.name == "no Layout section" {
+				// The README's own problems go with its content.
+				added = slices.DeleteFunc(added, func(p string) bool { return !strings.HasPrefix(p, "README.md") })
+			}
+			wants := tc.want
+			if len(wants) == 2 && strings.HasSuffix(wants[0], ":") {
+				wants = []string{wants[0] + "*" + wants[1]} // file prefix, then the fault
+			}
+			if len(added) != len(wants) {
+				t.Fatalf("new problems %q, want %d matching %q", added, len(wants), wants)
+			}
+			for i, w := range wants {
+				if !matches(added[i], w) {
+					t.Errorf("problem %q does not match %q", added[i], w)
+				}
+			}
+		})
+	}
+}
+
+// matches reports whether p holds w, where a * in w stands for any text.
+func matches(p, w string) bool {
+	parts := strings.Split(w, "*")
+	if !strings.HasPrefix(p, parts[0]) && len(parts) > 1 {
+		return false
+	}
+	for _, part := range parts {
+		i := strings.Index(p, part)
+		if i < 0 {
+			return false
+		}
+		p = p[i+len(part):]
+	}
+	return true
+}
+
+var problemLine = regexp.MustCompile(`^([^: ]+):\d+:`)
+
+func noLine(p string) string { return problemLine.ReplaceAllString(p, "$1:") }
