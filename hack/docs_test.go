@@ -46,7 +46,18 @@ func checkDocs(root string) ([]string, error) {
 		}
 		problems = append(problems, checkRefs(root, doc, string(b), t.topLevel, t.docs)...)
 	}
-	sort.Strings(problems)
+	// By file, then by line.
+	sort.SliceStable(problems, func(i, j int) bool {
+		fi, li := fileLine(problems[i])
+		fj, lj := fileLine(problems[j])
+		if fi != fj {
+			return fi < fj
+		}
+		if li != lj {
+			return li < lj
+		}
+		return problems[i] < problems[j]
+	})
 	return problems, nil
 }
 
@@ -57,10 +68,10 @@ type tree struct {
 	topLevel map[string]bool // names of the root's entries that a path may start with
 }
 
-// scanTree walks root as the go command does: directories whose name
-// begins with "." or "_" and testdata directories are not part of the
-// tree; neither are the root's entries that .gitignore names (build
-// outputs) nor a Go module cache (a directory holding cache/download).
+// scanTree walks root. .git, testdata directories, the root's entries that
+// .gitignore names (build outputs) and a Go module cache (a directory
+// holding cache/download) are not part of the tree; as for the go command,
+// a directory whose name begins with "." or "_" holds no package.
 func scanTree(root string) (tree, error) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -88,7 +99,7 @@ func scanTree(root string) (tree, error) {
 				return nil
 			}
 			name := d.Name()
-			if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" ||
+			if name == ".git" || name == "testdata" ||
 				(!strings.Contains(rel, "/") && ignored(name)) || isModCache(p) {
 				return filepath.SkipDir
 			}
@@ -96,7 +107,11 @@ func scanTree(root string) (tree, error) {
 		}
 		switch {
 		case strings.HasSuffix(rel, ".go"):
-			pkgs[path.Dir(rel)] = true
+			if !slices.ContainsFunc(strings.Split(path.Dir(rel), "/"), func(seg string) bool {
+				return strings.HasPrefix(seg, ".") || strings.HasPrefix(seg, "_")
+			}) {
+				pkgs[path.Dir(rel)] = true
+			}
 		case strings.HasSuffix(rel, ".md"):
 			t.docs = append(t.docs, rel)
 		}
@@ -670,3 +685,16 @@ func matches(p, w string) bool {
 var problemLine = regexp.MustCompile(`^([^: ]+):\d+:`)
 
 func noLine(p string) string { return problemLine.ReplaceAllString(p, "$1:") }
+
+// fileLine splits "file:line: what" (or "file: what", line 0).
+func fileLine(p string) (string, int) {
+	file, rest, _ := strings.Cut(p, ":")
+	n := 0
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return file, n
+}
