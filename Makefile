@@ -64,12 +64,13 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 # golangci-lint (pinned, built once into the cache outside the repo) with
-# the linters of STYLE.md and depguard for DESIGN.md's import rules.
+# the linters of docs/CONTRIBUTING.md and depguard for docs/DESIGN.md's
+# import rules.
 lint: vet lint-imports
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	./hack/lint.sh
 
-# DESIGN.md's import rules (what depguard would enforce).
+# docs/DESIGN.md's import rules (what depguard would enforce).
 lint-imports:
 	@./hack/check-imports.sh
 

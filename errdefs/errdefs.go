@@ -4,7 +4,7 @@
 // HTTP status, an errno) by wrapping them with one of these sentinels; actors
 // branch with errors.Is and never look at transport details. The package has
 // no dependencies so that both sides may import it without breaking the import
-// rules in DESIGN.md.
+// rules in docs/DESIGN.md.
 package errdefs
 
 import "errors"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Enforces the import rules of DESIGN.md on non-test Go files (depguard in
+# Enforces the import rules of docs/DESIGN.md on non-test Go files (depguard in
 # .golangci.yml states the same rules for golangci-lint):
 #   actors/*            never import adapters/, supervisors/ or cmd/
 #   adapters/*          never import actors/, supervisors/ or cmd/

@@ -1,5 +1,5 @@
 // Package hack holds the repository's scripts; this test checks that
-// check-imports.sh catches every import DESIGN.md forbids, on a small
+// check-imports.sh catches every import docs/DESIGN.md forbids, on a small
 // module made for each case.
 package hack
 
@@ -14,7 +14,7 @@ import (
 
 const mod = "github.com/actorlet/actorlet"
 
-// allowedTree follows every rule: the imports DESIGN.md allows.
+// allowedTree follows every rule: the imports docs/DESIGN.md allows.
 var allowedTree = map[string]string{
 	"go.mod":                      "module " + mod + "\n\ngo 1.22\n",
 	"errdefs/errdefs.go":          "package errdefs\n",
@@ -25,7 +25,7 @@ var allowedTree = map[string]string{
 	"adapters/httpapi/httpapi.go": pkg("httpapi", "messages", "errdefs"),
 	"adapters/manifest/m.go":      pkg("manifest", "messages", "podspec"),
 	"adapters/cri/cri.go":         pkg("cri", "errdefs", "podspec"),
-	"runtimes/sim/sim.go":     pkg("sim", "adapters/cri"),
+	"runtimes/sim/sim.go":         pkg("sim", "adapters/cri"),
 	"adapters/kube/kube.go":       pkg("kube", "errdefs"),
 	"supervisors/supervisors.go":  pkg("supervisors", "messages"),
 	// Test files may use anything (fakes, live trees).

@@ -42,7 +42,8 @@ var (
 var serverModels = map[string]serverModel{
 	"dgxa100": {build: dgxa100.New, machine: "DGXA100", busIDs: dgxA100Bus,
 		powerLimit: 400000, idlePower: 55000, idleTemp: 31},
-	// memoryTotal, powerLimit: measured on an H100 80GB HBM3 (FACTS.md).
+	// memoryTotal, powerLimit: measured on an H100 80GB HBM3
+	// (docs/CONTRIBUTING.md, "GPUs through NVML").
 	"dgxh100": {build: dgxh100.New, machine: "DGXH100", busIDs: dgxH100Bus,
 		memoryTotal: 85520809984, powerLimit: 700000, idlePower: 70000, idleTemp: 30},
 	"dgxh200": {build: dgxh200.New, machine: "DGXH200", busIDs: dgxH100Bus,

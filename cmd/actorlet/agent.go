@@ -188,7 +188,7 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		err = nil
 	case err = <-errc:
 	case <-t.gone:
-		// The root gave up (DESIGN.md: bounded restart intensity): a live
+		// The root gave up (docs/DESIGN.md: bounded restart intensity): a live
 		// process without a tree would answer 503 forever. Exit non-zero
 		// so that systemd restarts actorlet, which adopts what runs.
 		err = t.cause()

@@ -38,7 +38,7 @@ import (
 	"github.com/actorlet/actorlet/supervisors"
 )
 
-// treeActors is the actor tree under the root, in spawn order (DESIGN.md
+// treeActors is the actor tree under the root, in spawn order (docs/DESIGN.md
 // draws it): adding an actor to actorlet is adding its line here and its
 // build function below.
 func treeActors(w *wiring) []treeActor {
