@@ -19,9 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/actorlet/actorlet/runtimes/sim"
 	"github.com/actorlet/actorlet/errdefs"
 	"github.com/actorlet/actorlet/podspec"
+	"github.com/actorlet/actorlet/runtimes/sim"
 )
 
 // leanObject is what the lean listing gives of a sandbox (sandboxID

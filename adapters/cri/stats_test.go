@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/actorlet/actorlet/runtimes/sim"
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/runtimes/sim"
 )
 
 // serveSim serves a fresh simulated runtime and returns a connected client.

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/actorlet/actorlet/adapters/cri"
-	"github.com/actorlet/actorlet/runtimes/sim"
 	"github.com/actorlet/actorlet/adapters/metrics"
 	"github.com/actorlet/actorlet/internal/actorkit"
+	"github.com/actorlet/actorlet/runtimes/sim"
 )
 
 // runtimeConn is the container runtime actorlet talks to.
