@@ -28,6 +28,7 @@ func helpOutput(t *testing.T, args ...string) string {
 
 // Issue 28: --help had lines of up to ~400 characters.
 func TestHelpWrapsAt100Columns(t *testing.T) {
+	const maxColumns = 100 // the issue's, whatever helpWidth says
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"simruntime", "--help"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			out := helpOutput(t, args...)
@@ -36,8 +37,8 @@ func TestHelpWrapsAt100Columns(t *testing.T) {
 				t.Fatalf("%d lines of help, want the flags:\n%s", len(lines), out)
 			}
 			for i, l := range lines {
-				if n := utf8.RuneCountInString(l); n > helpWidth {
-					t.Errorf("line %d is %d columns (max %d): %q", i+1, n, helpWidth, l)
+				if n := utf8.RuneCountInString(l); n > maxColumns {
+					t.Errorf("line %d is %d columns (max %d): %q", i+1, n, maxColumns, l)
 				}
 				if strings.TrimRight(l, " ") != l {
 					t.Errorf("line %d ends in spaces: %q", i+1, l)
