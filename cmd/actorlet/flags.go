@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -200,83 +199,107 @@ func defaultOptions() *options {
 	}
 }
 
+// flagSections are the agent's flags, section by section: addFlags
+// registers each section's flags and tags them with its name, which
+// agentUsage prints them under.
+var flagSections = []struct {
+	name string
+	add  func(*options, *pflag.FlagSet)
+}{
+	{"Generic", (*options).addGenericFlags},
+	{"Container runtime", (*options).addRuntimeFlags},
+	{"Cluster and API server", (*options).addClusterFlags},
+	{"Node registration and status", (*options).addNodeFlags},
+	{"Node API and auth", (*options).addNodeAPIFlags},
+	{"Pod and static pod", (*options).addPodFlags},
+	{"DNS", (*options).addDNSFlags},
+	{"Image", (*options).addImageFlags},
+	{"Resource and eviction", (*options).addResourceFlags},
+	{"Device", (*options).addDeviceFlags},
+	{"Health check", (*options).addHealthFlags},
+	{"Logging and debugging", (*options).addLoggingFlags},
+	{"Actor supervision", (*options).addSupervisionFlags},
+	{"Chaos testing", (*options).addChaosFlags},
+}
+
+// addFlags registers the agent's flags on fs, each tagged with its help
+// section. A flag registered twice panics (pflag's "flag redefined").
 func (o *options) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.PodManifestPath, "pod-manifest-path", o.PodManifestPath, "Directory of static pod manifests (YAML or JSON, one or many pods per file).")
-	fs.StringVar(&o.ManifestURL, "manifest-url", o.ManifestURL, "URL of pod manifests to run.")
-	fs.DurationVar(&o.FileCheckFrequency, "file-check-frequency", o.FileCheckFrequency, "How often to check the manifest directory.")
-	fs.DurationVar(&o.HTTPCheckFrequency, "http-check-frequency", o.HTTPCheckFrequency, "How often to fetch the manifest URL.")
-	fs.StringVar(&o.ContainerRuntimeEndpoint, "container-runtime-endpoint", o.ContainerRuntimeEndpoint, "CRI v1 endpoint (unix:///path), or sim:// for the embedded simulated runtime (options as query: sim://?start-latency=50ms&fault-rate=0.01).")
+	for _, s := range flagSections {
+		sfs := pflag.NewFlagSet(s.name, pflag.ContinueOnError)
+		s.add(o, sfs)
+		sfs.VisitAll(func(f *pflag.Flag) {
+			setHelpSection(f, s.name)
+			fs.AddFlag(f)
+		})
+	}
+}
+
+// addGenericFlags registers the flags of the configuration file, the state directory, the version.
+func (o *options) addGenericFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Config, "config", o.Config,
+		"A KubeletConfiguration file (kubelet.config.k8s.io/v1beta1; unknown fields are an error). Its fields take the place of the matching flags' defaults, "+
+			"with v1beta1's defaults for what it leaves out (anonymous auth off, webhook authentication and authorization on, no read-only port); "+
+			"flags given on the command line win over the file. Relative paths in it are relative to its directory.")
 	fs.StringVar(&o.RootDir, "root-dir", o.RootDir, "Directory for actorlet's files (the embedded sim runtime's socket, checkpoints).")
-	fs.StringVar(&o.PodLogsDir, "pod-logs-dir", o.PodLogsDir, "Root of the pods' container logs (KubeletConfiguration podLogsDir).")
-	fs.Int32Var(&o.ImageGCHighThreshold, "image-gc-high-threshold", o.ImageGCHighThreshold,
-		"Percent of the image filesystem's capacity used at which image garbage collection runs (0-100; 100 turns it off).")
-	fs.Int32Var(&o.ImageGCLowThreshold, "image-gc-low-threshold", o.ImageGCLowThreshold,
-		"Percent of the image filesystem's capacity image garbage collection frees down to (below the high threshold).")
-	fs.DurationVar(&o.ImageMinimumGCAge, "image-minimum-gc-age", o.ImageMinimumGCAge, "Minimum age of an unused image before it may be garbage collected.")
-	fs.DurationVar(&o.ImageMaximumGCAge, "image-maximum-gc-age", o.ImageMaximumGCAge, "An image unused this long is garbage collected whatever the disk usage (0: off).")
-	fs.Var(&o.EvictionHard, "eviction-hard", "Hard eviction thresholds, signal<value,... (default memory.available<100Mi,nodefs.available<10%,imagefs.available<15%,nodefs.inodesFree<5%; empty: none).")
-	fs.Var(&o.EvictionSoft, "eviction-soft", "Soft eviction thresholds, signal<value,... (each needs --eviction-soft-grace-period).")
-	fs.StringToStringVar(&o.EvictionSoftGracePeriod, "eviction-soft-grace-period", o.EvictionSoftGracePeriod, "Grace periods of the soft thresholds, signal=duration,...")
-	fs.StringToStringVar(&o.EvictionMinimumReclaim, "eviction-minimum-reclaim", o.EvictionMinimumReclaim, "What an eviction reclaims beyond the threshold, signal=quantity,...")
-	fs.DurationVar(&o.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", o.EvictionPressureTransitionPeriod,
-		"How long a pressure condition stays true after its last threshold cleared.")
-	fs.Int32Var(&o.EvictionMaxPodGracePeriod, "eviction-max-pod-grace-period", o.EvictionMaxPodGracePeriod,
-		"Grace period (seconds) cap of pods evicted for a soft threshold (0: kill at once, as upstream's default; negative: the pod's own).")
-	fs.StringVar(&o.GPUs, "gpus", o.GPUs, "Built-in GPUs (nvidia.com/gpu): auto (NVML when the NVIDIA driver is there), nvml, none, "+
-		"or simulated ones on go-nvml's mock servers: mock:dgxa100|dgxh100|dgxh200|dgxb200[?count=N&xid-every=D].")
-	fs.StringVar(&o.GPUDeviceRoot, "gpu-device-root", o.GPUDeviceRoot, "Host directory of the GPUs' device nodes (nvidia0, nvidiactl, ...) given to containers.")
-	fs.DurationVar(&o.DeviceMetricsPeriod, "device-metrics-period", o.DeviceMetricsPeriod, "How often the GPUs' utilization, memory, temperature and power are sampled (DCGM_FI_* gauges).")
-	fs.StringVar(&o.HostnameOverride, "hostname-override", o.HostnameOverride, "The node name to use instead of the hostname.")
-	fs.StringVar(&o.NodeIP, "node-ip", o.NodeIP, "The node's IP address (hostIP of pods). Default: the first non-loopback IPv4 address, else 127.0.0.1.")
-	fs.StringVar(&o.Address, "address", o.Address, "IP address to serve the node API on.")
-	fs.Int32Var(&o.Port, "port", o.Port, "Port of the node API (0 disables).")
-	fs.Int32Var(&o.ReadOnlyPort, "read-only-port", o.ReadOnlyPort, "Read-only port of the node API, no authentication (0 disables).")
-	fs.Int32Var(&o.HealthzPort, "healthz-port", o.HealthzPort, "Port of the healthz endpoint (0 disables).")
-	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "IP address of the healthz endpoint.")
-	fs.DurationVar(&o.HealthzProbeTimeout, "healthz-probe-timeout", o.HealthzProbeTimeout,
-		"/healthz fails when a singleton actor (node, status, pleg, ...) does not answer a probe within this.")
-	fs.Int32Var(&o.MaxPods, "max-pods", o.MaxPods, "Number of pods that can run on this node.")
-	fs.DurationVar(&o.SyncFrequency, "sync-frequency", o.SyncFrequency, "Max period between re-inspections of each running pod.")
+	fs.BoolVar(&o.Version, "version", o.Version, "Print version information and quit.")
+}
+
+// addRuntimeFlags registers the flags of the CRI runtime, its timeouts and its relists.
+func (o *options) addRuntimeFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.ContainerRuntimeEndpoint, "container-runtime-endpoint", o.ContainerRuntimeEndpoint, "CRI v1 endpoint (unix:///path), or sim:// for the embedded simulated runtime (options as query: sim://?start-latency=50ms&fault-rate=0.01).")
 	fs.DurationVar(&o.RuntimeRequestTimeout, "runtime-request-timeout", o.RuntimeRequestTimeout, "Timeout of every runtime request (except long-running ones).")
 	fs.DurationVar(&o.PLEGRelistPeriod, "pleg-relist-period", o.PLEGRelistPeriod, "How often the PLEG relists the runtime.")
 	fs.DurationVar(&o.PLEGThreshold, "pleg-relist-threshold", o.PLEGThreshold, "A relist older than this makes /healthz fail.")
-	fs.DurationVar(&o.BackoffInitial, "crashloop-backoff-initial", o.BackoffInitial, "First delay before restarting a crashed container (doubles up to --crashloop-backoff-max).")
-	fs.DurationVar(&o.BackoffMax, "crashloop-backoff-max", o.BackoffMax, "Cap of the container restart back-off.")
-	fs.DurationVar(&o.ImagePullBackoffInitial, "image-pull-backoff-initial", o.ImagePullBackoffInitial, "First delay after a failed image pull (doubles up to --image-pull-backoff-max).")
-	fs.DurationVar(&o.ImagePullBackoffMax, "image-pull-backoff-max", o.ImagePullBackoffMax, "Cap of the image pull back-off.")
-	fs.Float64Var(&o.ChaosKillRate, "chaos-kill-rate", o.ChaosKillRate, "Chaos: panics injected per second into random live actors (0 disables).")
-	fs.Int64Var(&o.ChaosSeed, "chaos-seed", o.ChaosSeed, "Chaos: random seed (0 = time-based).")
-	fs.DurationVar(&o.ChaosDuration, "chaos-duration", o.ChaosDuration, "Chaos: stop injecting after this long (0 = until actorlet stops).")
-	fs.Int32Var(&o.ActorMaxRestarts, "actor-max-restarts", o.ActorMaxRestarts,
-		"Restarts an actor may have within --actor-restart-window; one more failure stops a pod or probe actor (spawned again after --actor-respawn-backoff-initial) "+
-			"and escalates any other to its parent; when the root fails too often actorlet exits with status 1.")
-	fs.DurationVar(&o.ActorRestartWindow, "actor-restart-window", o.ActorRestartWindow, "Sliding window in which --actor-max-restarts is counted.")
-	fs.DurationVar(&o.ActorRespawnBackoffInitial, "actor-respawn-backoff-initial", o.ActorRespawnBackoffInitial,
-		"First delay before a pod or probe actor stopped for failing too often is spawned again (doubles up to --actor-respawn-backoff-max); its containers keep running meanwhile.")
-	fs.DurationVar(&o.ActorRespawnBackoffMax, "actor-respawn-backoff-max", o.ActorRespawnBackoffMax, "Cap of the actor respawn back-off.")
-	fs.StringVar(&o.ChaosKinds, "chaos-kinds", o.ChaosKinds, "Chaos: actor kinds to crash, comma separated (pod,probe,pleg,image,status,node,source).")
+	fs.StringVar(&o.CgroupDriver, "cgroup-driver", o.CgroupDriver,
+		"How pods' cgroups are named, as the container runtime's: cgroupfs (/kubepods/burstable/pod<uid>) or systemd (kubepods-burstable-pod<uid>.slice).")
+	fs.StringVar(&o.PodLogsDir, "pod-logs-dir", o.PodLogsDir, "Root of the pods' container logs (KubeletConfiguration podLogsDir).")
+}
+
+// addClusterFlags registers the flags of joining a cluster, the node's credentials and its
+// request rates towards the API server.
+func (o *options) addClusterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the node's credentials: joins the cluster (cluster mode). Empty: standalone.")
-	fs.StringToStringVar(&o.NodeLabels, "node-labels", o.NodeLabels, "Labels to add when registering the node, key=value,...")
-	fs.StringToStringVar(&o.KubeReserved, "kube-reserved", o.KubeReserved, "Resources reserved for Kubernetes components, e.g. cpu=100m,memory=256Mi (subtracted from allocatable).")
-	fs.StringToStringVar(&o.SystemReserved, "system-reserved", o.SystemReserved, "Resources reserved for the system, e.g. cpu=100m,memory=256Mi (subtracted from allocatable).")
-	fs.DurationVar(&o.NodeStatusUpdateFrequency, "node-status-update-frequency", o.NodeStatusUpdateFrequency, "How often the node status is computed (and posted when it changed).")
-	fs.DurationVar(&o.NodeStatusReportFrequency, "node-status-report-frequency", o.NodeStatusReportFrequency, "How often the node status is posted when nothing changed.")
-	fs.Int32Var(&o.NodeLeaseDurationSeconds, "node-lease-duration-seconds", o.NodeLeaseDurationSeconds, "Duration of the node's Lease (renewed every quarter of it).")
+	fs.StringVar(&o.BootstrapKubeconfig, "bootstrap-kubeconfig", o.BootstrapKubeconfig,
+		"Kubeconfig with a bootstrap token: when --kubeconfig is missing or its client certificate is no longer valid, actorlet requests one "+
+			"(a CSR the cluster approves), keeps it in --cert-dir and writes --kubeconfig to use it.")
+	fs.BoolVar(&o.RotateCertificates, "rotate-certificates", o.RotateCertificates,
+		"Renew the client certificate through the API server (CSR) before it expires.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS towards the API server.")
 	fs.Int32Var(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst towards the API server.")
 	fs.Float32Var(&o.EventQPS, "event-qps", o.EventQPS, "QPS of event writes (their own limit, not --kube-api-qps).")
 	fs.Int32Var(&o.EventBurst, "event-burst", o.EventBurst, "Burst of event writes.")
-	fs.Int32Var(&o.MaxParallelPodStarts, "max-parallel-pod-starts", o.MaxParallelPodStarts,
-		"Pods starting at once (sandbox and first container); the others queue in arrival order. 0 (default): no bound, as upstream (see docs/BENCHMARKS.md for measurements).")
-	fs.BoolVar(&o.EnableDebuggingHandlers, "enable-debugging-handlers", o.EnableDebuggingHandlers,
-		"Serve /debug/actors (the live supervision tree, HTML and ?format=json) and /debug/pprof/ on --port.")
-	fs.BoolVar(&o.ContentionProfiling, "contention-profiling", o.ContentionProfiling,
-		"Sample lock contention and blocking for /debug/pprof/mutex and /debug/pprof/block, if the debugging handlers are enabled (costs some CPU on a busy node).")
+}
+
+// addNodeFlags registers the flags of the Node object: name, address, labels, taints,
+// status and lease.
+func (o *options) addNodeFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.HostnameOverride, "hostname-override", o.HostnameOverride, "The node name to use instead of the hostname.")
+	fs.StringVar(&o.NodeIP, "node-ip", o.NodeIP, "The node's IP address (hostIP of pods). Default: the first non-loopback IPv4 address, else 127.0.0.1.")
+	fs.StringToStringVar(&o.NodeLabels, "node-labels", o.NodeLabels, "Labels to add when registering the node, key=value,...")
+	fs.Var(&taintsFlag{&o.RegisterWithTaints}, "register-with-taints",
+		"Taints the Node registers with, comma-separated key[=value]:Effect (Effect: NoSchedule, PreferNoSchedule or NoExecute). At registration only, as upstream.")
+	fs.DurationVar(&o.NodeStatusUpdateFrequency, "node-status-update-frequency", o.NodeStatusUpdateFrequency, "How often the node status is computed (and posted when it changed).")
+	fs.DurationVar(&o.NodeStatusReportFrequency, "node-status-report-frequency", o.NodeStatusReportFrequency, "How often the node status is posted when nothing changed.")
+	fs.Int32Var(&o.NodeStatusMaxImages, "node-status-max-images", o.NodeStatusMaxImages,
+		"Most images reported in the Node's status.images (largest first); -1: no cap.")
+	fs.Int32Var(&o.NodeLeaseDurationSeconds, "node-lease-duration-seconds", o.NodeLeaseDurationSeconds, "Duration of the node's Lease (renewed every quarter of it).")
+}
+
+// addNodeAPIFlags registers the flags of the node API on --port: listeners, TLS,
+// authentication and authorization.
+func (o *options) addNodeAPIFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Address, "address", o.Address, "IP address to serve the node API on.")
+	fs.Int32Var(&o.Port, "port", o.Port, "Port of the node API (0 disables).")
+	fs.Int32Var(&o.ReadOnlyPort, "read-only-port", o.ReadOnlyPort, "Read-only port of the node API, no authentication (0 disables).")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile,
 		"x509 certificate of the node API on --port (intermediates after it). Without it and --tls-private-key-file, a self-signed kubelet.crt/kubelet.key in --cert-dir is made once and reused.")
 	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "Private key of --tls-cert-file.")
 	fs.StringVar(&o.CertDir, "cert-dir", o.CertDir,
 		"Directory of the self-signed serving certificate (ignored with --tls-cert-file). Default <root-dir>/pki, which is upstream's /var/lib/kubelet/pki with the default --root-dir.")
+	fs.BoolVar(&o.ServerTLSBootstrap, "rotate-server-certificates", o.ServerTLSBootstrap,
+		"Serve --port with a certificate the cluster signs (a kubernetes.io/kubelet-serving CSR, approved by an admin or an approver), renewed before it expires "+
+			"(KubeletConfiguration serverTLSBootstrap).")
 	fs.BoolVar(&o.AnonymousAuth, "anonymous-auth", o.AnonymousAuth,
 		"Requests to --port that no other method authenticates pass as system:anonymous (group system:unauthenticated); false: they get 401.")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile,
@@ -295,49 +318,105 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"DANGEROUS. With --anonymous-auth and --authorization-mode=AlwaysAllow, let requests without credentials from any address, "+
 			"not only loopback, push and delete pods, exec, attach, port-forward and use /debug/ on --port: anyone who reaches it can run a privileged pod. "+
 			"Off by default (reads stay open to anonymous requests from anywhere, as upstream).")
-	fs.StringVar(&o.Config, "config", o.Config,
-		"A KubeletConfiguration file (kubelet.config.k8s.io/v1beta1; unknown fields are an error). Its fields take the place of the matching flags' defaults, "+
-			"with v1beta1's defaults for what it leaves out (anonymous auth off, webhook authentication and authorization on, no read-only port); "+
-			"flags given on the command line win over the file. Relative paths in it are relative to its directory.")
+}
+
+// addPodFlags registers the flags of where pods come from, how many run and start at
+// once, container restarts, sysctls.
+func (o *options) addPodFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.PodManifestPath, "pod-manifest-path", o.PodManifestPath, "Directory of static pod manifests (YAML or JSON, one or many pods per file).")
+	fs.StringVar(&o.ManifestURL, "manifest-url", o.ManifestURL, "URL of pod manifests to run.")
+	fs.DurationVar(&o.FileCheckFrequency, "file-check-frequency", o.FileCheckFrequency, "How often to check the manifest directory.")
+	fs.DurationVar(&o.HTTPCheckFrequency, "http-check-frequency", o.HTTPCheckFrequency, "How often to fetch the manifest URL.")
+	fs.Int32Var(&o.MaxPods, "max-pods", o.MaxPods, "Number of pods that can run on this node.")
+	fs.Int32Var(&o.MaxParallelPodStarts, "max-parallel-pod-starts", o.MaxParallelPodStarts,
+		"Pods starting at once (sandbox and first container); the others queue in arrival order. 0 (default): no bound, as upstream (see docs/BENCHMARKS.md for measurements).")
+	fs.DurationVar(&o.SyncFrequency, "sync-frequency", o.SyncFrequency, "Max period between re-inspections of each running pod.")
+	fs.DurationVar(&o.BackoffInitial, "crashloop-backoff-initial", o.BackoffInitial, "First delay before restarting a crashed container (doubles up to --crashloop-backoff-max).")
+	fs.DurationVar(&o.BackoffMax, "crashloop-backoff-max", o.BackoffMax, "Cap of the container restart back-off.")
+	fs.StringSliceVar(&o.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", o.AllowedUnsafeSysctls,
+		"Comma-separated unsafe sysctls or sysctl patterns (ending in *) pods may set besides the safe ones; a pod asking for any other is rejected (SysctlForbidden). Use at your own risk.")
+}
+
+// addDNSFlags registers the flags of the pods' resolver configuration.
+func (o *options) addDNSFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.ClusterDNS, "cluster-dns", o.ClusterDNS,
 		"Comma-separated IP addresses of the cluster's DNS servers, the nameservers of pods with dnsPolicy ClusterFirst (all must serve the same records).")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", o.ClusterDomain,
 		"The cluster's domain: with it, pods search <namespace>.svc.<domain>, svc.<domain> and <domain> besides the host's search paths.")
 	fs.StringVar(&o.ResolvConf, "resolv-conf", o.ResolvConf,
 		"The host's resolver configuration, the base of the pods' DNS configuration (dnsPolicy Default, and the search paths of ClusterFirst). Empty: none.")
-	fs.StringSliceVar(&o.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", o.AllowedUnsafeSysctls,
-		"Comma-separated unsafe sysctls or sysctl patterns (ending in *) pods may set besides the safe ones; a pod asking for any other is rejected (SysctlForbidden). Use at your own risk.")
-	fs.Var(&taintsFlag{&o.RegisterWithTaints}, "register-with-taints",
-		"Taints the Node registers with, comma-separated key[=value]:Effect (Effect: NoSchedule, PreferNoSchedule or NoExecute). At registration only, as upstream.")
-	fs.Int32Var(&o.NodeStatusMaxImages, "node-status-max-images", o.NodeStatusMaxImages,
-		"Most images reported in the Node's status.images (largest first); -1: no cap.")
-	fs.StringVar(&o.CgroupDriver, "cgroup-driver", o.CgroupDriver,
-		"How pods' cgroups are named, as the container runtime's: cgroupfs (/kubepods/burstable/pod<uid>) or systemd (kubepods-burstable-pod<uid>.slice).")
-	fs.StringVar(&o.BootstrapKubeconfig, "bootstrap-kubeconfig", o.BootstrapKubeconfig,
-		"Kubeconfig with a bootstrap token: when --kubeconfig is missing or its client certificate is no longer valid, actorlet requests one "+
-			"(a CSR the cluster approves), keeps it in --cert-dir and writes --kubeconfig to use it.")
-	fs.BoolVar(&o.RotateCertificates, "rotate-certificates", o.RotateCertificates,
-		"Renew the client certificate through the API server (CSR) before it expires.")
-	fs.BoolVar(&o.ServerTLSBootstrap, "rotate-server-certificates", o.ServerTLSBootstrap,
-		"Serve --port with a certificate the cluster signs (a kubernetes.io/kubelet-serving CSR, approved by an admin or an approver), renewed before it expires "+
-			"(KubeletConfiguration serverTLSBootstrap).")
-	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "Log verbosity (0 info, 4 and up debug).")
-	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "Log format: text or json.")
-	fs.BoolVar(&o.Version, "version", o.Version, "Print version information and quit.")
 }
 
-// agentUsage is `actorlet --help`: the commands, then the agent's flags.
-func agentUsage(w io.Writer, fs *pflag.FlagSet) {
-	fmt.Fprintf(w, `actorlet: a Kubernetes node agent (a kubelet) built as an actor system.
+// addImageFlags registers the flags of image pull back-off and image garbage collection.
+func (o *options) addImageFlags(fs *pflag.FlagSet) {
+	fs.Int32Var(&o.ImageGCHighThreshold, "image-gc-high-threshold", o.ImageGCHighThreshold,
+		"Percent of the image filesystem's capacity used at which image garbage collection runs (0-100; 100 turns it off).")
+	fs.Int32Var(&o.ImageGCLowThreshold, "image-gc-low-threshold", o.ImageGCLowThreshold,
+		"Percent of the image filesystem's capacity image garbage collection frees down to (below the high threshold).")
+	fs.DurationVar(&o.ImageMinimumGCAge, "image-minimum-gc-age", o.ImageMinimumGCAge, "Minimum age of an unused image before it may be garbage collected.")
+	fs.DurationVar(&o.ImageMaximumGCAge, "image-maximum-gc-age", o.ImageMaximumGCAge, "An image unused this long is garbage collected whatever the disk usage (0: off).")
+	fs.DurationVar(&o.ImagePullBackoffInitial, "image-pull-backoff-initial", o.ImagePullBackoffInitial, "First delay after a failed image pull (doubles up to --image-pull-backoff-max).")
+	fs.DurationVar(&o.ImagePullBackoffMax, "image-pull-backoff-max", o.ImagePullBackoffMax, "Cap of the image pull back-off.")
+}
 
-Usage:
-  actorlet [flags]               run the node agent (flags below)
-  actorlet simruntime [flags]    run the simulated CRI runtime alone (actorlet simruntime --help)
-  actorlet bench [flags]         measure a real actorlet process (actorlet bench --help)
-  actorlet --version             print the version
+// addResourceFlags registers the flags of reservations and eviction thresholds.
+func (o *options) addResourceFlags(fs *pflag.FlagSet) {
+	fs.StringToStringVar(&o.KubeReserved, "kube-reserved", o.KubeReserved, "Resources reserved for Kubernetes components, e.g. cpu=100m,memory=256Mi (subtracted from allocatable).")
+	fs.StringToStringVar(&o.SystemReserved, "system-reserved", o.SystemReserved, "Resources reserved for the system, e.g. cpu=100m,memory=256Mi (subtracted from allocatable).")
+	fs.Var(&o.EvictionHard, "eviction-hard", "Hard eviction thresholds, signal<value,... (default memory.available<100Mi,nodefs.available<10%,imagefs.available<15%,nodefs.inodesFree<5%; empty: none).")
+	fs.Var(&o.EvictionSoft, "eviction-soft", "Soft eviction thresholds, signal<value,... (each needs --eviction-soft-grace-period).")
+	fs.StringToStringVar(&o.EvictionSoftGracePeriod, "eviction-soft-grace-period", o.EvictionSoftGracePeriod, "Grace periods of the soft thresholds, signal=duration,...")
+	fs.StringToStringVar(&o.EvictionMinimumReclaim, "eviction-minimum-reclaim", o.EvictionMinimumReclaim, "What an eviction reclaims beyond the threshold, signal=quantity,...")
+	fs.DurationVar(&o.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", o.EvictionPressureTransitionPeriod,
+		"How long a pressure condition stays true after its last threshold cleared.")
+	fs.Int32Var(&o.EvictionMaxPodGracePeriod, "eviction-max-pod-grace-period", o.EvictionMaxPodGracePeriod,
+		"Grace period (seconds) cap of pods evicted for a soft threshold (0: kill at once, as upstream's default; negative: the pod's own).")
+}
 
-Flags:
-%s`, fs.FlagUsages())
+// addDeviceFlags registers the flags of the built-in GPUs.
+func (o *options) addDeviceFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.GPUs, "gpus", o.GPUs, "Built-in GPUs (nvidia.com/gpu): auto (NVML when the NVIDIA driver is there), nvml, none, "+
+		"or simulated ones on go-nvml's mock servers, mock:MACHINE[?count=N&xid-every=D] with MACHINE "+
+		"dgxa100, dgxh100, dgxh200 or dgxb200.")
+	fs.StringVar(&o.GPUDeviceRoot, "gpu-device-root", o.GPUDeviceRoot, "Host directory of the GPUs' device nodes (nvidia0, nvidiactl, ...) given to containers.")
+	fs.DurationVar(&o.DeviceMetricsPeriod, "device-metrics-period", o.DeviceMetricsPeriod, "How often the GPUs' utilization, memory, temperature and power are sampled (DCGM_FI_* gauges).")
+}
+
+// addHealthFlags registers the flags of the /healthz endpoint.
+func (o *options) addHealthFlags(fs *pflag.FlagSet) {
+	fs.Int32Var(&o.HealthzPort, "healthz-port", o.HealthzPort, "Port of the healthz endpoint (0 disables).")
+	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "IP address of the healthz endpoint.")
+	fs.DurationVar(&o.HealthzProbeTimeout, "healthz-probe-timeout", o.HealthzProbeTimeout,
+		"/healthz fails when a singleton actor (node, status, pleg, ...) does not answer a probe within this.")
+}
+
+// addLoggingFlags registers the flags of logs, the /debug/ handlers, profiling.
+func (o *options) addLoggingFlags(fs *pflag.FlagSet) {
+	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "Log verbosity (0 info, 4 and up debug).")
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "Log format: text or json.")
+	fs.BoolVar(&o.EnableDebuggingHandlers, "enable-debugging-handlers", o.EnableDebuggingHandlers,
+		"Serve /debug/actors (the live supervision tree, HTML and ?format=json) and /debug/pprof/ on --port.")
+	fs.BoolVar(&o.ContentionProfiling, "contention-profiling", o.ContentionProfiling,
+		"Sample lock contention and blocking for /debug/pprof/mutex and /debug/pprof/block, if the debugging handlers are enabled (costs some CPU on a busy node).")
+}
+
+// addSupervisionFlags registers the flags of restarts of failing actors.
+func (o *options) addSupervisionFlags(fs *pflag.FlagSet) {
+	fs.Int32Var(&o.ActorMaxRestarts, "actor-max-restarts", o.ActorMaxRestarts,
+		"Restarts an actor may have within --actor-restart-window; one more failure stops a pod or probe actor (spawned again after --actor-respawn-backoff-initial) "+
+			"and escalates any other to its parent; when the root fails too often actorlet exits with status 1.")
+	fs.DurationVar(&o.ActorRestartWindow, "actor-restart-window", o.ActorRestartWindow, "Sliding window in which --actor-max-restarts is counted.")
+	fs.DurationVar(&o.ActorRespawnBackoffInitial, "actor-respawn-backoff-initial", o.ActorRespawnBackoffInitial,
+		"First delay before a pod or probe actor stopped for failing too often is spawned again (doubles up to --actor-respawn-backoff-max); its containers keep running meanwhile.")
+	fs.DurationVar(&o.ActorRespawnBackoffMax, "actor-respawn-backoff-max", o.ActorRespawnBackoffMax, "Cap of the actor respawn back-off.")
+}
+
+// addChaosFlags registers the flags of panics injected into live actors.
+func (o *options) addChaosFlags(fs *pflag.FlagSet) {
+	fs.Float64Var(&o.ChaosKillRate, "chaos-kill-rate", o.ChaosKillRate, "Chaos: panics injected per second into random live actors (0 disables).")
+	fs.Int64Var(&o.ChaosSeed, "chaos-seed", o.ChaosSeed, "Chaos: random seed (0 = time-based).")
+	fs.StringVar(&o.ChaosKinds, "chaos-kinds", o.ChaosKinds, "Chaos: actor kinds to crash, comma separated (pod,probe,pleg,image,status,node,source).")
+	fs.DurationVar(&o.ChaosDuration, "chaos-duration", o.ChaosDuration, "Chaos: stop injecting after this long (0 = until actorlet stops).")
 }
 
 // validate checks the flags together; every problem is reported at once.

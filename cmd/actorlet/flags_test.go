@@ -98,7 +98,7 @@ func TestVersionAndHelp(t *testing.T) {
 			want: []string{`^actorlet v1\.2\.3 \(` + goVersion + `\)\n$`}},
 		{name: "version wins over the other flags", args: []string{"--max-pods", "-1", "--version"}, want: []string{`^actorlet `}},
 		{name: "help lists the subcommands", args: []string{"--help"}, want: []string{
-			`(?m)^  actorlet \[flags\] .*node agent`, `(?m)^  actorlet simruntime `, `(?m)^  actorlet bench `,
+			`(?m)^  actorlet \[flags\] .*node agent`, `(?m)^  actorlet simruntime `, `actorlet-bench`,
 			`--version`, `--pod-manifest-path string`}},
 		{name: "-h too", args: []string{"-h"}, want: []string{`actorlet simruntime`}},
 	}

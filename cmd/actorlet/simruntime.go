@@ -21,6 +21,7 @@ func runSimRuntime(ctx context.Context, args []string) int {
 	listen := fs.String("listen", "unix:///run/actorlet/sim.sock", "Endpoint to serve CRI v1 on: unix:///path or tcp://127.0.0.1:port.")
 	var cfg sim.Config
 	cfg.AddFlags(fs)
+	fs.Usage = func() { simRuntimeUsage(stdout, fs) }
 	if done, code := parseFlags(fs, args); done {
 		return code
 	}
