@@ -25,10 +25,9 @@ func TestFitsRejectsWhatDoesNotFit(t *testing.T) {
 		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID("u-" + uid)},
 			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: req}}}}}
 	}
-	a := &Actor{cfg: Config{Allocatable: v1.ResourceList{
-		v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("1Gi")}},
-		pods: map[types.UID]*entry{"u-1": {pod: pod("1", "1500m", "512Mi")}}}
-	a.track(a.pods["u-1"], 1)
+	allocatable := v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("1Gi")}
+	var ad admission
+	ad.track(pod("1", "1500m", "512Mi"), messages.SourceFile, 1)
 	tests := []struct {
 		name   string
 		pod    *v1.Pod
@@ -41,7 +40,7 @@ func TestFitsRejectsWhatDoesNotFit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reason, msg := a.fits(tt.pod)
+			reason, msg := ad.fits(tt.pod, 0, allocatable)
 			if reason != tt.reason {
 				t.Fatalf("reason %q (%s), want %q", reason, msg, tt.reason)
 			}
@@ -68,15 +67,12 @@ func TestPredicates(t *testing.T) {
 	expr := func(key string, op v1.NodeSelectorOperator, values ...string) v1.NodeSelectorTerm {
 		return v1.NodeSelectorTerm{MatchExpressions: []v1.NodeSelectorRequirement{{Key: key, Operator: op, Values: values}}}
 	}
-	a := &Actor{cfg: Config{NodeName: "n1", NodeLabels: map[string]string{
-		"kubernetes.io/hostname": "n1", "kubernetes.io/os": "linux", "disk": "ssd", "cores": "8"}},
-		pods: map[types.UID]*entry{
-			"u-web": {pod: withPorts("u-web", v1.ContainerPort{ContainerPort: 80, HostPort: 8080})},
-			"u-dns": {pod: withPorts("u-dns", v1.ContainerPort{ContainerPort: 53, HostPort: 53, HostIP: "127.0.0.1", Protocol: v1.ProtocolUDP})},
-		}}
-	for _, e := range a.pods {
-		a.track(e, 1)
-	}
+	a := &Actor{node: newNodeStatus("n1", map[string]string{
+		"kubernetes.io/hostname": "n1", "kubernetes.io/os": "linux", "disk": "ssd", "cores": "8"})}
+	web := withPorts("u-web", v1.ContainerPort{ContainerPort: 80, HostPort: 8080})
+	dns := withPorts("u-dns", v1.ContainerPort{ContainerPort: 53, HostPort: 53, HostIP: "127.0.0.1", Protocol: v1.ProtocolUDP})
+	a.admitted.track(web, messages.SourceFile, 1)
+	a.admitted.track(dns, messages.SourceFile, 1)
 	tests := []struct {
 		name   string
 		pod    *v1.Pod
@@ -118,7 +114,7 @@ func TestPredicates(t *testing.T) {
 		})
 	}
 	// A pod that goes frees its ports.
-	a.track(a.pods["u-web"], -1)
+	a.admitted.track(web, messages.SourceFile, -1)
 	if reason, _ := a.predicates(withPorts("u-7", v1.ContainerPort{ContainerPort: 80, HostPort: 8080})); reason != "" {
 		t.Fatalf("port still taken after its pod went: %s", reason)
 	}
