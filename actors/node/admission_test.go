@@ -120,6 +120,95 @@ func TestPredicates(t *testing.T) {
 	}
 }
 
+// The admission part's tally: every share tracked is taken back by its
+// untrack, to nothing.
+func TestAdmissionTrackBalances(t *testing.T) {
+	ad := admission{extended: true}
+	web := withRequests("web", "cpu", "500m", "memory", "1Gi")
+	web.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}
+	api := gpuPod("api", 2)
+	ad.track(web, messages.SourceFile, 1)
+	ad.track(api, messages.SourceAPI, 1)
+	if ad.active() != 2 || ad.nStatic != 1 || ad.nAPI != 1 {
+		t.Fatalf("counts: active %d static %d api %d", ad.active(), ad.nStatic, ad.nAPI)
+	}
+	if cpu := ad.requested[v1.ResourceCPU]; cpu.MilliValue() != 500 {
+		t.Fatalf("cpu requested %s", cpu.String())
+	}
+	if ad.extUsed[gpu] != 2 || len(ad.hostPorts) != 1 || len(ad.names) != 2 {
+		t.Fatalf("gpus %v, host ports %v, names %v", ad.extUsed, ad.hostPorts, ad.names)
+	}
+	ad.track(web, messages.SourceFile, -1)
+	ad.track(api, messages.SourceAPI, -1)
+	if ad.active() != 0 || ad.nStatic != 0 || ad.nAPI != 0 || len(ad.extUsed) != 0 || len(ad.hostPorts) != 0 || len(ad.names) != 0 {
+		t.Fatalf("left after untracking everything: %+v", ad)
+	}
+	for name, q := range ad.requested {
+		if !q.IsZero() {
+			t.Fatalf("%s still requested: %s", name, q.String())
+		}
+	}
+}
+
+func TestAdmissionFitsMaxPods(t *testing.T) {
+	var ad admission
+	ad.track(mkPod("a", "img"), messages.SourceAPI, 1)
+	if reason, msg := ad.fits(mkPod("b", "img"), 1, nil); reason != ReasonOutOfPods || msg == "" {
+		t.Fatalf("reason %q %q, want %s", reason, msg, ReasonOutOfPods)
+	}
+	if reason, _ := ad.fits(mkPod("b", "img"), 2, nil); reason != "" {
+		t.Fatalf("refused under the bound: %s", reason)
+	}
+	if reason, _ := ad.fits(mkPod("b", "img"), 0, nil); reason != "" {
+		t.Fatalf("refused without a bound: %s", reason)
+	}
+}
+
+// Extended resources are counted only when a DevicesActor is wired, and
+// checked against its allocatable (a resource it does not know has none).
+func TestAdmissionExtended(t *testing.T) {
+	off := admission{}
+	off.track(gpuPod("a", 1), messages.SourceAPI, 1)
+	if len(off.extUsed) != 0 {
+		t.Fatalf("counted without devices: %v", off.extUsed)
+	}
+	ad := admission{extended: true}
+	ad.track(gpuPod("a", 1), messages.SourceAPI, 1)
+	alloc := map[v1.ResourceName]int64{gpu: 2}
+	if reason, msg := ad.fitsExtended(gpuPod("b", 1), alloc); reason != "" {
+		t.Fatalf("one free GPU refused: %s %s", reason, msg)
+	}
+	if reason, _ := ad.fitsExtended(gpuPod("b", 2), alloc); reason != "OutOf"+string(gpu) {
+		t.Fatalf("reason %q, want OutOf%s", reason, gpu)
+	}
+	if reason, _ := ad.fitsExtended(gpuPod("b", 1), nil); reason != "OutOf"+string(gpu) {
+		t.Fatalf("an unknown resource: reason %q, want OutOf%s", reason, gpu)
+	}
+	if reason, _ := ad.fitsExtended(mkPod("c", "img"), nil); reason != "" {
+		t.Fatalf("a pod without extended resources refused: %s", reason)
+	}
+}
+
+func TestAdmissionCompactKeepsNames(t *testing.T) {
+	var ad admission
+	pods := make([]*v1.Pod, 1000)
+	for i := range pods {
+		pods[i] = named(fmt.Sprint(i), "default", fmt.Sprint("p", i))
+		ad.track(pods[i], messages.SourceAPI, 1)
+	}
+	ad.compact()
+	for _, p := range pods[:990] {
+		ad.track(p, messages.SourceAPI, -1)
+	}
+	ad.compact()
+	if len(ad.names) != 10 {
+		t.Fatalf("%d names left, want 10", len(ad.names))
+	}
+	if holder, ok := ad.nameHolder(named("other", "default", "p995")); !ok || holder != "995" {
+		t.Fatalf("holder of p995 %q %v", holder, ok)
+	}
+}
+
 // withRequests is mkPod with container requests ("cpu", "2", "memory", ...).
 func withRequests(uid string, kv ...string) *v1.Pod {
 	p := mkPod(uid, "img:1")

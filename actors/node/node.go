@@ -1,5 +1,18 @@
 // Package node is the NodeActor: it merges the pod sources, admits pods,
 // owns one PodActor per pod UID and routes runtime events to them.
+//
+// The files: node.go (the actor: messages, admission in order, kills,
+// routing), and one typed part of its state per file, each with its own
+// tests: config.go (settings: what New was given, defaulted), sources.go
+// (sourceSet: each source's pods, which have synced, Resyncs waiting),
+// podtable.go (podTable: the entries, refused and finished pods, the
+// runtime's pods), admission.go (admission: what the admitted pods hold
+// and the checks against it), nodestatus.go (nodeStatus: labels, extended
+// allocatable, pressure), devices.go (deviceWait: pods held until the
+// devices are counted), slots.go (startSlots), housekeeping.go
+// (housekeeping: its timer and the sweep in flight). respawn.go (a
+// PodActor stopped by its supervisor), evict.go (EvictPod), admit.go,
+// predicates.go and names.go (admission's rules) act on those parts.
 package node
 
 import (
