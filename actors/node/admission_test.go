@@ -25,10 +25,9 @@ func TestFitsRejectsWhatDoesNotFit(t *testing.T) {
 		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID("u-" + uid)},
 			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: req}}}}}
 	}
-	a := &Actor{cfg: Config{Allocatable: v1.ResourceList{
-		v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("1Gi")}},
-		pods: map[types.UID]*entry{"u-1": {pod: pod("1", "1500m", "512Mi")}}}
-	a.track(a.pods["u-1"], 1)
+	allocatable := v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("1Gi")}
+	var ad admission
+	ad.track(pod("1", "1500m", "512Mi"), messages.SourceFile, 1)
 	tests := []struct {
 		name   string
 		pod    *v1.Pod
@@ -41,7 +40,7 @@ func TestFitsRejectsWhatDoesNotFit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reason, msg := a.fits(tt.pod)
+			reason, msg := ad.fits(tt.pod, 0, allocatable)
 			if reason != tt.reason {
 				t.Fatalf("reason %q (%s), want %q", reason, msg, tt.reason)
 			}
@@ -68,15 +67,12 @@ func TestPredicates(t *testing.T) {
 	expr := func(key string, op v1.NodeSelectorOperator, values ...string) v1.NodeSelectorTerm {
 		return v1.NodeSelectorTerm{MatchExpressions: []v1.NodeSelectorRequirement{{Key: key, Operator: op, Values: values}}}
 	}
-	a := &Actor{cfg: Config{NodeName: "n1", NodeLabels: map[string]string{
-		"kubernetes.io/hostname": "n1", "kubernetes.io/os": "linux", "disk": "ssd", "cores": "8"}},
-		pods: map[types.UID]*entry{
-			"u-web": {pod: withPorts("u-web", v1.ContainerPort{ContainerPort: 80, HostPort: 8080})},
-			"u-dns": {pod: withPorts("u-dns", v1.ContainerPort{ContainerPort: 53, HostPort: 53, HostIP: "127.0.0.1", Protocol: v1.ProtocolUDP})},
-		}}
-	for _, e := range a.pods {
-		a.track(e, 1)
-	}
+	a := &Actor{node: newNodeStatus("n1", map[string]string{
+		"kubernetes.io/hostname": "n1", "kubernetes.io/os": "linux", "disk": "ssd", "cores": "8"})}
+	web := withPorts("u-web", v1.ContainerPort{ContainerPort: 80, HostPort: 8080})
+	dns := withPorts("u-dns", v1.ContainerPort{ContainerPort: 53, HostPort: 53, HostIP: "127.0.0.1", Protocol: v1.ProtocolUDP})
+	a.admitted.track(web, messages.SourceFile, 1)
+	a.admitted.track(dns, messages.SourceFile, 1)
 	tests := []struct {
 		name   string
 		pod    *v1.Pod
@@ -118,9 +114,98 @@ func TestPredicates(t *testing.T) {
 		})
 	}
 	// A pod that goes frees its ports.
-	a.track(a.pods["u-web"], -1)
+	a.admitted.track(web, messages.SourceFile, -1)
 	if reason, _ := a.predicates(withPorts("u-7", v1.ContainerPort{ContainerPort: 80, HostPort: 8080})); reason != "" {
 		t.Fatalf("port still taken after its pod went: %s", reason)
+	}
+}
+
+// The admission part's tally: every share tracked is taken back by its
+// untrack, to nothing.
+func TestAdmissionTrackBalances(t *testing.T) {
+	ad := admission{extended: true}
+	web := withRequests("web", "cpu", "500m", "memory", "1Gi")
+	web.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}
+	api := gpuPod("api", 2)
+	ad.track(web, messages.SourceFile, 1)
+	ad.track(api, messages.SourceAPI, 1)
+	if ad.active() != 2 || ad.nStatic != 1 || ad.nAPI != 1 {
+		t.Fatalf("counts: active %d static %d api %d", ad.active(), ad.nStatic, ad.nAPI)
+	}
+	if cpu := ad.requested[v1.ResourceCPU]; cpu.MilliValue() != 500 {
+		t.Fatalf("cpu requested %s", cpu.String())
+	}
+	if ad.extUsed[gpu] != 2 || len(ad.hostPorts) != 1 || len(ad.names) != 2 {
+		t.Fatalf("gpus %v, host ports %v, names %v", ad.extUsed, ad.hostPorts, ad.names)
+	}
+	ad.track(web, messages.SourceFile, -1)
+	ad.track(api, messages.SourceAPI, -1)
+	if ad.active() != 0 || ad.nStatic != 0 || ad.nAPI != 0 || len(ad.extUsed) != 0 || len(ad.hostPorts) != 0 || len(ad.names) != 0 {
+		t.Fatalf("left after untracking everything: %+v", ad)
+	}
+	for name, q := range ad.requested {
+		if !q.IsZero() {
+			t.Fatalf("%s still requested: %s", name, q.String())
+		}
+	}
+}
+
+func TestAdmissionFitsMaxPods(t *testing.T) {
+	var ad admission
+	ad.track(mkPod("a", "img"), messages.SourceAPI, 1)
+	if reason, msg := ad.fits(mkPod("b", "img"), 1, nil); reason != ReasonOutOfPods || msg == "" {
+		t.Fatalf("reason %q %q, want %s", reason, msg, ReasonOutOfPods)
+	}
+	if reason, _ := ad.fits(mkPod("b", "img"), 2, nil); reason != "" {
+		t.Fatalf("refused under the bound: %s", reason)
+	}
+	if reason, _ := ad.fits(mkPod("b", "img"), 0, nil); reason != "" {
+		t.Fatalf("refused without a bound: %s", reason)
+	}
+}
+
+// Extended resources are counted only when a DevicesActor is wired, and
+// checked against its allocatable (a resource it does not know has none).
+func TestAdmissionExtended(t *testing.T) {
+	off := admission{}
+	off.track(gpuPod("a", 1), messages.SourceAPI, 1)
+	if len(off.extUsed) != 0 {
+		t.Fatalf("counted without devices: %v", off.extUsed)
+	}
+	ad := admission{extended: true}
+	ad.track(gpuPod("a", 1), messages.SourceAPI, 1)
+	alloc := map[v1.ResourceName]int64{gpu: 2}
+	if reason, msg := ad.fitsExtended(gpuPod("b", 1), alloc); reason != "" {
+		t.Fatalf("one free GPU refused: %s %s", reason, msg)
+	}
+	if reason, _ := ad.fitsExtended(gpuPod("b", 2), alloc); reason != "OutOf"+string(gpu) {
+		t.Fatalf("reason %q, want OutOf%s", reason, gpu)
+	}
+	if reason, _ := ad.fitsExtended(gpuPod("b", 1), nil); reason != "OutOf"+string(gpu) {
+		t.Fatalf("an unknown resource: reason %q, want OutOf%s", reason, gpu)
+	}
+	if reason, _ := ad.fitsExtended(mkPod("c", "img"), nil); reason != "" {
+		t.Fatalf("a pod without extended resources refused: %s", reason)
+	}
+}
+
+func TestAdmissionCompactKeepsNames(t *testing.T) {
+	var ad admission
+	pods := make([]*v1.Pod, 1000)
+	for i := range pods {
+		pods[i] = named(fmt.Sprint(i), "default", fmt.Sprint("p", i))
+		ad.track(pods[i], messages.SourceAPI, 1)
+	}
+	ad.compact()
+	for _, p := range pods[:990] {
+		ad.track(p, messages.SourceAPI, -1)
+	}
+	ad.compact()
+	if len(ad.names) != 10 {
+		t.Fatalf("%d names left, want 10", len(ad.names))
+	}
+	if holder, ok := ad.nameHolder(named("other", "default", "p995")); !ok || holder != "995" {
+		t.Fatalf("holder of p995 %q %v", holder, ok)
 	}
 }
 

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"fmt"
 	"slices"
 	"time"
 
@@ -34,42 +33,6 @@ const (
 	ReasonOutOfMemory           = "OutOfmemory"
 	ReasonOutOfEphemeralStorage = "OutOfephemeral-storage"
 )
-
-// fits checks the pod count against MaxPods, then the pod's cpu, memory and
-// ephemeral-storage requests against what the admitted pods leave of the
-// allocatable resources. The message is upstream's: "Node didn't have
-// enough resource: cpu, requested: 1000, used: 500, capacity: 1200" (cpu
-// in millicores, the others in bytes).
-func (a *Actor) fits(p *v1.Pod) (reason, msg string) {
-	if a.cfg.MaxPods > 0 && a.active() >= a.cfg.MaxPods {
-		return ReasonOutOfPods, fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", a.active(), a.cfg.MaxPods)
-	}
-	for _, name := range admittedResources {
-		capacity, ok := a.cfg.Allocatable[name]
-		if !ok {
-			continue
-		}
-		want := podRequest(p, name)
-		if want.IsZero() {
-			continue
-		}
-		used := a.requested[name].DeepCopy()
-		total := used.DeepCopy()
-		total.Add(want)
-		if total.Cmp(capacity) > 0 {
-			return "OutOf" + string(name), fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
-				name, quantityValue(name, want), quantityValue(name, used), quantityValue(name, capacity))
-		}
-	}
-	return "", ""
-}
-
-func quantityValue(name v1.ResourceName, q resource.Quantity) int64 {
-	if name == v1.ResourceCPU {
-		return q.MilliValue()
-	}
-	return q.Value()
-}
 
 // podRequest is the pod's effective request of a resource
 // (podspec.PodRequest).

@@ -2,7 +2,6 @@ package node
 
 import (
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -40,17 +39,40 @@ type heldPod struct {
 	source string
 }
 
-// deviceState is the NodeActor's view of the extended resources.
-type deviceState struct {
-	allocatable map[v1.ResourceName]int64
-	// labels are the node's labels with the devices' (GPU feature
-	// discovery's, which the Node object carries in cluster mode) under
-	// --node-labels: what node selectors and affinity match. Nil: the
-	// configured ones alone.
-	labels map[string]string
-	ready  bool      // a Ready capacity came, or the wait ended
-	held   []heldPod // pods waiting for ready, in the order they came
-	wait   actorkit.Timer
+// deviceWait is the device-wait part of the NodeActor: whether the
+// devices are counted (a Ready capacity came, or the wait ended), the pods
+// that ask for extended resources held meanwhile, and the bounded wait.
+type deviceWait struct {
+	ready bool
+	held  []heldPod // pods waiting for ready, in the order they came
+	timer actorkit.Timer
+}
+
+// hold keeps a pod that asks for extended resources while the devices are
+// not counted; true when held (once per UID).
+func (w *deviceWait) hold(p *v1.Pod, source string) bool {
+	if w.ready || len(extendedNames(p)) == 0 {
+		return false
+	}
+	for _, h := range w.held {
+		if h.uid == p.UID {
+			return true
+		}
+	}
+	w.held = append(w.held, heldPod{uid: p.UID, source: source})
+	return true
+}
+
+// end ends the wait: the pods held, in order; ended false when it had
+// ended before.
+func (w *deviceWait) end() (held []heldPod, ended bool) {
+	if w.ready {
+		return nil, false
+	}
+	w.ready = true
+	w.timer.Stop()
+	held, w.held = w.held, nil
+	return held, true
 }
 
 // extendedNames are the extended resources the pod asks for, sorted.
@@ -77,53 +99,22 @@ func extendedRequest(p *v1.Pod, name v1.ResourceName) resource.Quantity {
 	return podRequest(withLimits, name)
 }
 
-// nodeLabels are the labels pods' node selectors and affinity match.
-func (a *Actor) nodeLabels() map[string]string {
-	if a.dev.labels != nil {
-		return a.dev.labels
-	}
-	return a.cfg.NodeLabels
-}
-
-// devicesWired: a DevicesActor counts the extended resources.
-func (a *Actor) devicesWired() bool { return a.cfg.Devices != nil }
-
 // startDevices asks the DevicesActor for its capacity (a restarted
 // NodeActor is not told again otherwise) and arms the bounded wait.
 func (a *Actor) startDevices(ctx actor.Context) {
-	a.dev = deviceState{wait: actorkit.NewTimer("devices")}
-	if !a.devicesWired() {
-		a.dev.ready = true
+	a.devWait = deviceWait{timer: actorkit.NewTimer("devices")}
+	if !a.cfg.devicesWired() {
+		a.devWait.ready = true
 		return
 	}
 	ctx.Send(a.cfg.Devices, &messages.GetDeviceCapacity{ReplyTo: a.self.PID()})
-	a.dev.wait.Arm(a.self, a.cfg.DeviceWait)
-}
-
-// holdForDevices keeps a pod that asks for extended resources while the
-// devices are not counted; true when held.
-func (a *Actor) holdForDevices(p *v1.Pod, source string) bool {
-	if a.dev.ready || len(extendedNames(p)) == 0 {
-		return false
-	}
-	for _, h := range a.dev.held {
-		if h.uid == p.UID {
-			return true
-		}
-	}
-	a.dev.held = append(a.dev.held, heldPod{uid: p.UID, source: source})
-	return true
+	a.devWait.timer.Arm(a.self, a.cfg.DeviceWait)
 }
 
 // handleDeviceCapacity records the extended resources' allocatable and,
 // on the first ready one, admits the updates held meanwhile.
 func (a *Actor) handleDeviceCapacity(ctx actor.Context, m *messages.DeviceCapacity) {
-	a.dev.allocatable = m.Allocatable
-	a.dev.labels = nil
-	if len(m.Labels) > 0 {
-		a.dev.labels = maps.Clone(m.Labels)
-		maps.Copy(a.dev.labels, a.cfg.NodeLabels) // --node-labels win, as on the Node
-	}
+	a.node.setDevices(m)
 	if m.Ready {
 		a.devicesReady(ctx, "")
 	}
@@ -131,23 +122,21 @@ func (a *Actor) handleDeviceCapacity(ctx actor.Context, m *messages.DeviceCapaci
 
 // devicesReady ends the wait (why: "" when the DevicesActor answered).
 func (a *Actor) devicesReady(ctx actor.Context, why string) {
-	if a.dev.ready {
+	held, ended := a.devWait.end()
+	if !ended {
 		return
 	}
 	if why != "" {
-		a.log.Warn("admitting pods without the device capacity", "why", why)
+		a.cfg.log.Warn("admitting pods without the device capacity", "why", why)
 	}
-	a.dev.ready = true
-	a.dev.wait.Stop()
 	var pods []*v1.Pod
 	sources := map[types.UID]string{}
-	for _, h := range a.dev.held {
-		if p, ok := a.sources[h.source][h.uid]; ok {
+	for _, h := range held {
+		if p, ok := a.sources.wants(h.source, h.uid); ok {
 			pods = append(pods, p)
 			sources[h.uid] = h.source
 		}
 	}
-	a.dev.held = nil
 	for _, p := range admissionOrder(pods) {
 		a.upsert(ctx, p, sources[p.UID])
 	}
@@ -156,7 +145,7 @@ func (a *Actor) devicesReady(ctx actor.Context, why string) {
 
 // handleDevicesFired ends the bounded wait; false when m is not its timer.
 func (a *Actor) handleDevicesFired(ctx actor.Context, m *actorkit.Fired) bool {
-	if !a.dev.wait.Fired(a.self, m) {
+	if !a.devWait.timer.Fired(a.self, m) {
 		return false
 	}
 	a.devicesReady(ctx, fmt.Sprintf("the devices actor did not report its devices within %s", a.cfg.DeviceWait))
@@ -164,48 +153,18 @@ func (a *Actor) handleDevicesFired(ctx actor.Context, m *actorkit.Fired) bool {
 }
 
 // fitsDevices checks the pod's extended resources against the
-// allocatable the DevicesActor reported (a resource it does not know has
-// none), as the CPU and memory in fits.
+// allocatable the DevicesActor reported, when one is wired.
 func (a *Actor) fitsDevices(p *v1.Pod) (reason, msg string) {
-	if !a.devicesWired() {
+	if !a.cfg.devicesWired() {
 		return "", ""
 	}
-	for _, name := range extendedNames(p) {
-		want := extendedRequest(p, name)
-		if want.IsZero() {
-			continue
-		}
-		used := a.extUsed[name]
-		capacity := a.dev.allocatable[name]
-		if used+want.Value() > capacity {
-			return "OutOf" + string(name), fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
-				name, want.Value(), used, capacity)
-		}
-	}
-	return "", ""
-}
-
-// trackDevices adds (sign 1) or removes (-1) the pod's extended requests.
-func (a *Actor) trackDevices(p *v1.Pod, sign int) {
-	if !a.devicesWired() {
-		return
-	}
-	for _, name := range extendedNames(p) {
-		q := extendedRequest(p, name)
-		if a.extUsed == nil {
-			a.extUsed = map[v1.ResourceName]int64{}
-		}
-		a.extUsed[name] += int64(sign) * q.Value()
-		if a.extUsed[name] <= 0 {
-			delete(a.extUsed, name)
-		}
-	}
+	return a.admitted.fitsExtended(p, a.node.allocatable)
 }
 
 // releaseDevices tells the DevicesActor a terminated pod's devices are
 // free (only for pods that asked for any: no message per pod otherwise).
 func (a *Actor) releaseDevices(ctx actor.Context, e *entry) {
-	if a.devicesWired() && e.pod != nil && len(extendedNames(e.pod)) > 0 {
+	if a.cfg.devicesWired() && e.pod != nil && len(extendedNames(e.pod)) > 0 {
 		ctx.Send(a.cfg.Devices, &messages.ReleaseDevices{UID: e.pod.UID})
 	}
 }

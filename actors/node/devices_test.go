@@ -142,3 +142,25 @@ func TestDeviceLabelsMatchNodeSelectors(t *testing.T) {
 		pods: map[string]string{"a": "SyncPod img"},
 	}})
 }
+
+// The device-wait part: pods asking for extended resources are held, once
+// each and in order, until the wait ends; then none is.
+func TestDeviceWait(t *testing.T) {
+	var w deviceWait
+	if w.hold(mkPod("cpu", "img"), messages.SourceAPI) {
+		t.Fatal("a pod without extended resources held")
+	}
+	if !w.hold(gpuPod("a", 1), messages.SourceAPI) || !w.hold(gpuPod("b", 1), messages.SourceFile) || !w.hold(gpuPod("a", 1), messages.SourceAPI) {
+		t.Fatal("GPU pods not held before the devices are counted")
+	}
+	held, ended := w.end()
+	if !ended || !slices.Equal(held, []heldPod{{uid: "a", source: messages.SourceAPI}, {uid: "b", source: messages.SourceFile}}) {
+		t.Fatalf("end: %v %v, want a then b, once each", held, ended)
+	}
+	if held, ended := w.end(); ended || held != nil {
+		t.Fatalf("ended twice: %v", held)
+	}
+	if w.hold(gpuPod("c", 1), messages.SourceAPI) {
+		t.Fatal("held after the wait ended")
+	}
+}

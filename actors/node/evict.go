@@ -1,15 +1,11 @@
 package node
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/actorlet/actorlet/messages"
-	"github.com/actorlet/actorlet/podspec"
 )
 
 // Eviction, the NodeActor's part (the EvictionActor decides):
@@ -30,33 +26,31 @@ import (
 // startPressure asks the EvictionActor for the node's pressure (a
 // restarted NodeActor is not told again otherwise).
 func (a *Actor) startPressure(ctx actor.Context) {
-	a.pressure = messages.NodePressure{}
 	if a.cfg.Eviction != nil {
 		ctx.Send(a.cfg.Eviction, &messages.GetNodePressure{ReplyTo: ctx.Self()})
 	}
 }
 
 func (a *Actor) handleNodePressure(m *messages.NodePressure) {
-	if a.pressure.Memory != m.Memory || a.pressure.Disk != m.Disk || a.pressure.PID != m.PID {
-		a.log.Info("node pressure changed: admission follows", "memory", m.Memory, "disk", m.Disk, "pid", m.PID)
+	if a.node.setPressure(m) {
+		a.cfg.log.Info("node pressure changed: admission follows", "memory", m.Memory, "disk", m.Disk, "pid", m.PID)
 	}
-	a.pressure = *m
 }
 
 // handleEvictPod kills a pod for the EvictionActor.
 func (a *Actor) handleEvictPod(ctx actor.Context, m *messages.EvictPod) {
-	e, ok := a.pods[m.UID]
+	e, ok := a.table.get(m.UID)
 	if !ok || e.pod == nil || e.stopping {
-		a.log.Info("eviction of a pod not running here: ignored", "uid", m.UID)
+		a.cfg.log.Info("eviction of a pod not running here: ignored", "uid", m.UID)
 		return
 	}
 	if e.killing != nil {
 		if !e.killing.Evicted {
-			a.log.Info("eviction of a pod already being killed: ignored", "pod", e.pod.Namespace+"/"+e.pod.Name, "reason", e.killing.Reason)
+			a.cfg.log.Info("eviction of a pod already being killed: ignored", "pod", e.pod.Namespace+"/"+e.pod.Name, "reason", e.killing.Reason)
 		}
 		return
 	}
-	a.log.Warn("evicting pod", "pod", e.pod.Namespace+"/"+e.pod.Name, "signal", m.Signal, "message", m.Message)
+	a.cfg.log.Warn("evicting pod", "pod", e.pod.Namespace+"/"+e.pod.Name, "signal", m.Signal, "message", m.Message)
 	a.track(e, -1)
 	a.releaseSlot(ctx, m.UID)
 	e.killing = &messages.KillPod{UID: m.UID, GracePeriod: m.GracePeriod, Reason: "evicted (" + m.Signal + ")",
@@ -72,7 +66,7 @@ func (a *Actor) keepEvicted(ctx actor.Context, e *entry, m *messages.PodTerminat
 	if e.killing == nil || !e.killing.Evicted || e.deleting || e.pod == nil {
 		return false
 	}
-	if _, wanted := a.sources[e.source][m.UID]; !wanted {
+	if _, wanted := a.sources.wants(e.source, m.UID); !wanted {
 		return false
 	}
 	out := e.pod.DeepCopy()
@@ -84,13 +78,9 @@ func (a *Actor) keepEvicted(ctx actor.Context, e *entry, m *messages.PodTerminat
 			Conditions: []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
 				Reason: v1.PodReasonTerminationByKubelet, Message: e.killing.Message,
 				LastTransitionTime: metav1.NewTime(a.cfg.Clock.Now())}}}
-		ctx.Send(a.status, &messages.PodStatusUpdate{Pod: out.DeepCopy()})
+		ctx.Send(a.cfg.status, &messages.PodStatusUpdate{Pod: out.DeepCopy()})
 	}
-	if out.Annotations == nil {
-		out.Annotations = map[string]string{}
-	}
-	out.Annotations[rejectedBy] = e.source
-	a.rejected[m.UID] = out
+	a.table.refuse(out, e.source)
 	return true
 }
 
@@ -108,41 +98,6 @@ func keepEviction(prev, next *messages.KillPod) {
 	if prev != nil && prev.Evicted && !next.Evicted {
 		next.Evicted, next.Message = true, prev.Message
 	}
-}
-
-// admitPressure refuses a pod as upstream's eviction admit handler does
-// under the node's pressure conditions.
-func (a *Actor) admitPressure(p *v1.Pod, source string) (reason, msg string) {
-	conds := a.pressureConditions()
-	// Static pods are critical (podspec.IsCriticalPod): pods of the API
-	// server and pushed pods are the ones refused.
-	if len(conds) == 0 || (source != messages.SourceAPI && source != messages.SourcePush) || podspec.IsCriticalPod(p) {
-		return "", ""
-	}
-	if len(conds) == 1 && conds[0] == v1.NodeMemoryPressure {
-		if podspec.QOSClass(p) != v1.PodQOSBestEffort || toleratesMemoryPressure(p) {
-			return "", ""
-		}
-	}
-	names := make([]string, len(conds))
-	for i, c := range conds {
-		names[i] = string(c)
-	}
-	return messages.ReasonEvicted, fmt.Sprintf("The node had condition: [%s]. ", strings.Join(names, " "))
-}
-
-func (a *Actor) pressureConditions() []v1.NodeConditionType {
-	var out []v1.NodeConditionType
-	if a.pressure.Memory {
-		out = append(out, v1.NodeMemoryPressure)
-	}
-	if a.pressure.Disk {
-		out = append(out, v1.NodeDiskPressure)
-	}
-	if a.pressure.PID {
-		out = append(out, v1.NodePIDPressure)
-	}
-	return out
 }
 
 // toleratesMemoryPressure: the pod tolerates the

@@ -335,8 +335,8 @@ func TestAdmissionUnderPressure(t *testing.T) {
 		{name: "pid: burstable refused", pressure: pid, pod: burstable("a"), source: messages.SourceAPI, msg: "The node had condition: [PIDPressure]. "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := &Actor{pressure: tc.pressure}
-			reason, msg := a.admitPressure(tc.pod, tc.source)
+			n := nodeStatus{pressure: tc.pressure}
+			reason, msg := n.admitPressure(tc.pod, tc.source)
 			if msg != tc.msg || (msg != "") != (reason == messages.ReasonEvicted) {
 				t.Errorf("admission = %q %q, want %q", reason, msg, tc.msg)
 			}

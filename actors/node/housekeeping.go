@@ -40,23 +40,52 @@ type swept struct {
 	err     error
 }
 
+// housekeeping is the housekeeping part of the NodeActor: its periodic
+// timer and whether a sweep is in flight.
+type housekeeping struct {
+	timer    actorkit.Timer
+	sweeping bool
+}
+
+// step is what a housekeeping does once its timer fired: the delay to the
+// next one (soon while the view is not complete, ready false: a NodeActor
+// that crashes more often than the period still sweeps) and whether to
+// sweep now (the view is complete and no sweep is in flight).
+func (h *housekeeping) step(ready bool, period time.Duration) (next time.Duration, sweep bool) {
+	if !ready {
+		return min(sweepSoon, period), false
+	}
+	return period, !h.sweeping
+}
+
+// begin marks a sweep in flight; false when one is already.
+func (h *housekeeping) begin() bool {
+	if h.sweeping {
+		return false
+	}
+	h.sweeping = true
+	return true
+}
+
+// done marks the sweep in flight ended.
+func (h *housekeeping) done() { h.sweeping = false }
+
 // handleFired runs the periodic housekeeping step and arms the next one.
 func (a *Actor) handleFired(m *actorkit.Fired) {
-	if !a.housekeeping.Fired(a.self, m) {
+	if !a.house.timer.Fired(a.self, m) {
 		return
 	}
-	if !a.sweepable() {
-		a.housekeeping.Arm(a.self, min(sweepSoon, a.cfg.HousekeepingPeriod))
-		return
+	next, sweep := a.house.step(a.sweepable(), a.cfg.HousekeepingPeriod)
+	a.house.timer.Arm(a.self, next)
+	if sweep {
+		a.sweep()
 	}
-	a.housekeeping.Arm(a.self, a.cfg.HousekeepingPeriod)
-	a.sweep()
 }
 
 // sweepable: the view is complete (every source has delivered its state
 // and the PLEG has listed the runtime).
 func (a *Actor) sweepable() bool {
-	return a.cfg.Sweeper != nil && a.haveRuntime && a.allSynced()
+	return a.cfg.Sweeper != nil && a.table.haveRuntime && a.sources.allSynced()
 }
 
 // sweep starts a sweep off the mailbox unless one is in flight or the view
@@ -64,7 +93,7 @@ func (a *Actor) sweepable() bool {
 // has listed the runtime, so a pod that exists is never swept, including
 // after a crash of actorlet (what it left is found then).
 func (a *Actor) sweep() {
-	if a.sweeping || !a.sweepable() {
+	if !a.sweepable() || !a.house.begin() {
 		return
 	}
 	keep := a.keep()
@@ -73,16 +102,15 @@ func (a *Actor) sweep() {
 	for uid := range keep {
 		known[uid] = true
 	}
-	a.self.SendTo(a.status, &messages.PodsKnown{UIDs: known})
+	a.self.SendTo(a.cfg.status, &messages.PodsKnown{UIDs: known})
 	if a.cfg.GC != nil {
 		a.self.SendTo(a.cfg.GC, &messages.PodsKnown{UIDs: a.wantedPods()})
 	}
-	if a.devicesWired() {
+	if a.cfg.devicesWired() {
 		// The DevicesActor frees the devices of any other pod (a release
 		// lost with a restart).
 		a.self.SendTo(a.cfg.Devices, &messages.PodsKnown{UIDs: maps.Clone(known)})
 	}
-	a.sweeping = true
 	sw := a.cfg.Sweeper
 	actorkit.Go(a.self, sweepTimeout, func(ctx context.Context) *swept {
 		removed, err := sw.Sweep(ctx, keep)
@@ -94,32 +122,17 @@ func (a *Actor) sweep() {
 // not), with anything in the runtime, or with a PodActor alive (killing
 // and stopping included).
 func (a *Actor) keep() map[types.UID]bool {
-	keep := make(map[types.UID]bool, len(a.pods)+len(a.runtime))
-	for _, set := range a.sources {
-		for uid := range set {
-			keep[uid] = true
-		}
-	}
-	for _, uid := range a.runtime {
-		keep[uid] = true
-	}
-	for uid := range a.pods {
-		keep[uid] = true
-	}
+	keep := make(map[types.UID]bool, len(a.table.entries)+len(a.table.runtime))
+	a.sources.addUIDs(keep)
+	a.table.addUIDs(keep, true)
 	return keep
 }
 
 // wantedPods are the pods a source wants or a PodActor holds.
 func (a *Actor) wantedPods() map[types.UID]bool {
-	out := make(map[types.UID]bool, len(a.pods))
-	for _, set := range a.sources {
-		for uid := range set {
-			out[uid] = true
-		}
-	}
-	for uid := range a.pods {
-		out[uid] = true
-	}
+	out := make(map[types.UID]bool, len(a.table.entries))
+	a.sources.addUIDs(out)
+	a.table.addUIDs(out, false)
 	return out
 }
 
@@ -127,11 +140,11 @@ func (a *Actor) handleSwept(m *swept) {
 	if !a.self.Mine(m) {
 		return
 	}
-	a.sweeping = false
+	a.house.done()
 	for _, path := range m.removed {
-		a.log.Info("removed directory of a pod gone", "path", path)
+		a.cfg.log.Info("removed directory of a pod gone", "path", path)
 	}
 	if m.err != nil {
-		a.log.Warn("housekeeping: pod directories", "err", m.err)
+		a.cfg.log.Warn("housekeeping: pod directories", "err", m.err)
 	}
 }

@@ -276,3 +276,29 @@ func TestHousekeepingTellsStatusTheKnownPods(t *testing.T) {
 		return slices.Contains(h.statusLog(), "known a,orphan")
 	}, func() string { return fmt.Sprint(h.statusLog()) })
 }
+
+// The housekeeping part: soon while the view is not complete, at the
+// period once it is, one sweep in flight at most.
+func TestHousekeepingStep(t *testing.T) {
+	var h housekeeping
+	period := time.Minute
+	if next, sweep := h.step(false, period); next != sweepSoon || sweep {
+		t.Fatalf("view not complete: next %s sweep %v", next, sweep)
+	}
+	if next, _ := h.step(false, sweepSoon/2); next != sweepSoon/2 {
+		t.Fatalf("a period under sweepSoon: next %s", next)
+	}
+	if next, sweep := h.step(true, period); next != period || !sweep {
+		t.Fatalf("view complete: next %s sweep %v", next, sweep)
+	}
+	if !h.begin() || h.begin() {
+		t.Fatal("begin: want one sweep in flight")
+	}
+	if _, sweep := h.step(true, period); sweep {
+		t.Fatal("a second sweep while one is in flight")
+	}
+	h.done()
+	if _, sweep := h.step(true, period); !sweep || !h.begin() {
+		t.Fatal("no sweep after the last one ended")
+	}
+}

@@ -89,9 +89,9 @@ func TestOneNamespaceNameRunsOnce(t *testing.T) {
 // that never ran here (a rejected duplicate) does not take it, and frees
 // nothing it did not hold.
 func TestNameHeldByAdmittedPodsOnly(t *testing.T) {
-	a := &Actor{pods: map[types.UID]*entry{}}
+	a := &Actor{table: newPodTable()}
 	s := &entry{pod: named("s", "default", "web"), source: messages.SourceFile}
-	a.pods["s"] = s
+	a.table.add("s", s)
 	a.track(s, 1)
 	tests := []struct {
 		name   string
@@ -111,8 +111,8 @@ func TestNameHeldByAdmittedPodsOnly(t *testing.T) {
 		})
 	}
 	// Another pod's share going away leaves the holder's name alone.
-	a.trackName(named("p", "default", "web"), 1)
-	a.trackName(named("p", "default", "web"), -1)
+	a.admitted.trackName(named("p", "default", "web"), 1)
+	a.admitted.trackName(named("p", "default", "web"), -1)
 	if reason, _ := a.nameConflict(named("p", "default", "web")); reason != ReasonDuplicatePodName {
 		t.Fatal("a pod that never held the name freed it")
 	}

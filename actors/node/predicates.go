@@ -2,7 +2,6 @@ package node
 
 import (
 	"fmt"
-	goruntime "runtime"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
@@ -25,67 +24,19 @@ const (
 // against the admitted pods'. A pod the scheduler placed passes them; a
 // pod created with nodeName set, or a static pod, may not.
 func (a *Actor) predicates(p *v1.Pod) (reason, msg string) {
-	if os := p.Spec.OS; os != nil && string(os.Name) != goruntime.GOOS {
-		return ReasonOSNotSupported, fmt.Sprintf("Failed to admit pod as the OS field (%s) doesn't match node OS (%s)", os.Name, goruntime.GOOS)
+	if reason, msg := a.node.selects(p); reason != "" {
+		return reason, msg
 	}
-	if want, ok := p.Spec.NodeSelector[v1.LabelOSStable]; ok && want != a.nodeLabels()[v1.LabelOSStable] {
-		return ReasonOSSelector, fmt.Sprintf("Failed to admit pod as the `%s` label (%s) doesn't match node label (%s)", v1.LabelOSStable, want, a.nodeLabels()[v1.LabelOSStable])
-	}
-	if !a.matchesNodeAffinity(p) {
-		return ReasonNodeAffinity, "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
-	}
-	if port, ok := a.hostPortConflict(p); !ok {
+	if port, ok := a.admitted.hostPortConflict(p); !ok {
 		return ReasonNodePorts, fmt.Sprintf("Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports (%s)", port)
 	}
 	return "", ""
-}
-
-// matchesNodeAffinity: every nodeSelector label matches, and one of the
-// required node affinity terms (if any) matches, as the scheduler's
-// NodeAffinity filter decides.
-func (a *Actor) matchesNodeAffinity(p *v1.Pod) bool {
-	for k, v := range p.Spec.NodeSelector {
-		if have, ok := a.nodeLabels()[k]; !ok || have != v {
-			return false
-		}
-	}
-	aff := p.Spec.Affinity
-	if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return true
-	}
-	for _, term := range aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-		if a.matchesTerm(term) {
-			return true
-		}
-	}
-	return false // no term matched (an empty list matches nothing, as upstream)
 }
 
 var operators = map[v1.NodeSelectorOperator]selection.Operator{
 	v1.NodeSelectorOpIn: selection.In, v1.NodeSelectorOpNotIn: selection.NotIn,
 	v1.NodeSelectorOpExists: selection.Exists, v1.NodeSelectorOpDoesNotExist: selection.DoesNotExist,
 	v1.NodeSelectorOpGt: selection.GreaterThan, v1.NodeSelectorOpLt: selection.LessThan,
-}
-
-// matchesTerm: all expressions and fields of the term match; a term with
-// neither matches nothing, as upstream.
-func (a *Actor) matchesTerm(term v1.NodeSelectorTerm) bool {
-	if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
-		return false
-	}
-	node := labels.Set(a.nodeLabels())
-	for _, e := range term.MatchExpressions {
-		if !matches(e, node) {
-			return false
-		}
-	}
-	fields := labels.Set{"metadata.name": a.cfg.NodeName}
-	for _, e := range term.MatchFields {
-		if e.Key != "metadata.name" || !matches(e, fields) {
-			return false
-		}
-	}
-	return true
 }
 
 // matches one requirement; an invalid one (unknown operator, bad values)
@@ -127,44 +78,4 @@ func forHostPorts(p *v1.Pod, fn func(key, ip string)) {
 			}
 		}
 	}
-}
-
-// trackHostPorts adds (sign 1) or removes (-1) the pod's host ports.
-func (a *Actor) trackHostPorts(p *v1.Pod, sign int) {
-	forHostPorts(p, func(key, ip string) {
-		if a.hostPorts == nil {
-			a.hostPorts = map[string]map[string]int{}
-		}
-		ips := a.hostPorts[key]
-		if ips == nil {
-			ips = map[string]int{}
-			a.hostPorts[key] = ips
-		}
-		ips[ip] += sign
-		if ips[ip] <= 0 {
-			delete(ips, ip)
-		}
-		if len(ips) == 0 {
-			delete(a.hostPorts, key)
-		}
-	})
-}
-
-// hostPortConflict reports the first of the pod's host ports already taken
-// (a wildcard address conflicts with every address of the same port).
-func (a *Actor) hostPortConflict(p *v1.Pod) (string, bool) {
-	conflict := ""
-	forHostPorts(p, func(key, ip string) {
-		if conflict != "" {
-			return
-		}
-		used := a.hostPorts[key]
-		if len(used) == 0 {
-			return
-		}
-		if ip == "0.0.0.0" || used["0.0.0.0"] > 0 || used[ip] > 0 {
-			conflict = ip + ":" + key
-		}
-	})
-	return conflict, conflict == ""
 }

@@ -86,7 +86,7 @@ func (a *Actor) handleChildTerminated(ctx actor.Context, who *actor.PID) {
 	if !ok {
 		return
 	}
-	e := a.pods[types.UID(uid)]
+	e, _ := a.table.get(types.UID(uid))
 	// The same PID pointer: an incarnation spawned since has another one.
 	if e == nil || e.pid != who || e.w.down {
 		return
@@ -115,7 +115,7 @@ func (a *Actor) workerDown(ctx actor.Context, uid types.UID, e *entry) {
 	if e.killing != nil {
 		// Being killed (or a kill became pending while it died): the kill
 		// goes on after the back-off.
-		a.log.Warn("pod actor failed too often and was stopped while killing its pod; it kills it again after a back-off",
+		a.cfg.log.Warn("pod actor failed too often and was stopped while killing its pod; it kills it again after a back-off",
 			"uid", uid, "stops", e.w.stops, "respawn_in", delay)
 	}
 	e.w.respawn.Arm(a.self, delay)
@@ -125,7 +125,7 @@ func (a *Actor) workerDown(ctx actor.Context, uid types.UID, e *entry) {
 	msg := fmt.Sprintf("The pod's worker (its actor) failed too often and was stopped (%d in a row); "+
 		"the pod's containers keep running unmanaged and the worker is started again in %s", e.w.stops, delay)
 	e.w.msg = msg
-	a.log.Warn("pod actor failed too often and was stopped; spawning it again after a back-off",
+	a.cfg.log.Warn("pod actor failed too often and was stopped; spawning it again after a back-off",
 		"pod", e.pod.Namespace+"/"+e.pod.Name, "uid", uid, "stops", e.w.stops, "respawn_in", delay)
 	if a.cfg.Events != nil {
 		a.cfg.Events.Eventf(e.pod, v1.EventTypeWarning, ReasonPodWorkerFailed, "%s", msg)
@@ -133,9 +133,9 @@ func (a *Actor) workerDown(ctx actor.Context, uid types.UID, e *entry) {
 	// The pod's last status is the StatusActor's; it is published again
 	// with the failure, and kept for Resync (no PodActor answers one).
 	seq := e.w.seq
-	f := ctx.RequestFuture(a.status, &messages.GetPod{Namespace: e.pod.Namespace, Name: e.pod.Name}, statusAskTimeout)
+	f := ctx.RequestFuture(a.cfg.status, &messages.GetPod{Namespace: e.pod.Namespace, Name: e.pod.Name}, statusAskTimeout)
 	ctx.ReenterAfter(f, func(res any, err error) {
-		if cur := a.pods[uid]; a.closing || cur != e || !e.w.down || e.w.seq != seq || e.pod == nil || e.killing != nil {
+		if cur, _ := a.table.get(uid); a.closing || cur != e || !e.w.down || e.w.seq != seq || e.pod == nil || e.killing != nil {
 			return
 		}
 		var last *v1.Pod
@@ -147,7 +147,7 @@ func (a *Actor) workerDown(ctx actor.Context, uid types.UID, e *entry) {
 			}
 		}
 		e.w.reported = workerFailedStatus(e.pod, last, known, msg, metav1.NewTime(a.cfg.Clock.Now()))
-		ctx.Send(a.status, &messages.PodStatusUpdate{Pod: e.w.reported.DeepCopy()})
+		ctx.Send(a.cfg.status, &messages.PodStatusUpdate{Pod: e.w.reported.DeepCopy()})
 	})
 }
 
@@ -191,7 +191,7 @@ func (a *Actor) handleRespawnFired(ctx actor.Context, m *actorkit.Fired) bool {
 	if !ok {
 		return false
 	}
-	if e := a.pods[types.UID(uid)]; e != nil && e.w.down && e.w.respawn.Fired(a.self, m) {
+	if e, _ := a.table.get(types.UID(uid)); e != nil && e.w.down && e.w.respawn.Fired(a.self, m) {
 		a.respawnWorker(ctx, types.UID(uid), e)
 	}
 	return true
@@ -201,14 +201,14 @@ func (a *Actor) handleRespawnFired(ctx actor.Context, m *actorkit.Fired) bool {
 // pending or else the newest pod; it adopts what runs.
 func (a *Actor) respawnWorker(ctx actor.Context, uid types.UID, e *entry) {
 	e.w.respawn.Stop()
-	pid, err := ctx.SpawnNamed(a.podProps(uid), "pod-"+string(uid))
+	pid, err := ctx.SpawnNamed(a.cfg.podProps(uid), "pod-"+string(uid))
 	if err != nil {
 		// The name is free once Terminated arrived; logged loudly if not.
-		a.log.Error("respawn pod actor", "uid", uid, "err", err)
+		a.cfg.log.Error("respawn pod actor", "uid", uid, "err", err)
 		e.w.respawn.Arm(a.self, a.cfg.RespawnBackoff)
 		return
 	}
-	a.log.Info("pod actor spawned again after its back-off", "uid", uid, "killing", e.killing != nil)
+	a.cfg.log.Info("pod actor spawned again after its back-off", "uid", uid, "killing", e.killing != nil)
 	e.pid, e.w.down, e.w.reported, e.w.respawned = pid, false, nil, a.cfg.Clock.Now()
 	if e.killing != nil {
 		a.evictedSyncFirst(ctx, e)
@@ -243,6 +243,6 @@ func (a *Actor) resyncDown(ctx actor.Context, e *entry) bool {
 		// Asked before the last status was read: unknown, not guessed.
 		p = workerFailedStatus(e.pod, nil, false, e.w.msg, metav1.NewTime(a.cfg.Clock.Now()))
 	}
-	ctx.Send(a.status, &messages.PodStatusUpdate{Pod: p.DeepCopy()})
+	ctx.Send(a.cfg.status, &messages.PodStatusUpdate{Pod: p.DeepCopy()})
 	return true
 }
