@@ -3,16 +3,22 @@ GO        ?= go
 # go-nvml is cgo and its header marks many functions deprecated: quiet.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN       := bin/actorlet
+BENCH     := bin/actorlet-bench
 RUN_DIR   ?= $(or $(TMPDIR),/tmp)/actorlet-run
 GOTEST    ?= $(GO) test -race
 PKGS      := ./...
 
-.PHONY: all build run test unit lint vet fmt integration clean containerd-up containerd-down controlplane-up controlplane-down metrics-server-up metrics-server-down
+.PHONY: all build bench run test unit lint vet fmt integration clean containerd-up containerd-down controlplane-up controlplane-down metrics-server-up metrics-server-down
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/actorlet
+
+# The benchmark harness (cmd/actorlet-bench), beside the agent it starts by
+# default: bin/actorlet-bench runs bin/actorlet unless --actorlet names another.
+bench: build
+	$(GO) build -o $(BENCH) ./cmd/actorlet-bench
 
 # Standalone, embedded simulated runtime, the example pods.
 run: build
@@ -110,43 +116,45 @@ conformance-down:
 	deploy/local/conformance.sh down
 
 # The big runs of docs/BENCHMARKS.md (not part of `make test`): results in
-# docs/bench/*.json, charts in docs/bench/*.svg. BENCH_BIN may name an
-# actorlet built with /debug wired (for the profiles); containerd needs root;
-# cluster-sim brings up deploy/local/controlplane.sh (built once, ~11 min).
+# docs/bench/*.json, charts in docs/bench/*.svg. bin/actorlet-bench runs them;
+# BENCH_BIN may name the agent it starts instead of bin/actorlet (one built
+# with /debug wired, for the profiles); containerd needs root; cluster-sim
+# brings up deploy/local/controlplane.sh (built once, ~11 min).
 BENCH_DIR ?= docs/bench
 BENCH_BIN ?= $(BIN)
-.PHONY: bench
-bench: build
+RUN_BENCH  = ./$(BENCH) --actorlet $(abspath $(BENCH_BIN))
+.PHONY: bench-runs
+bench-runs: bench
 	@mkdir -p $(BENCH_DIR)
-	./$(BENCH_BIN) bench --quiet --scenario standalone-sim --pods 100   --out $(BENCH_DIR)/standalone-sim-100.json
-	./$(BENCH_BIN) bench --quiet --scenario standalone-sim --pods 1000  --out $(BENCH_DIR)/standalone-sim-1000.json
-	./$(BENCH_BIN) bench --quiet --scenario standalone-sim --pods 10000 --timeout 20m --out $(BENCH_DIR)/standalone-sim-10000.json
-	./$(BENCH_BIN) bench --quiet --scenario churn  --pods 100 --duration 60s --out $(BENCH_DIR)/churn.json
-	./$(BENCH_BIN) bench --quiet --scenario probes --pods 1000 --duration 60s --out $(BENCH_DIR)/probes.json
-	./$(BENCH_BIN) bench --quiet --scenario chaos  --pods 100 --duration 60s --chaos-kill-rate 20 --out $(BENCH_DIR)/chaos.json
-	./$(BENCH_BIN) bench --quiet --scenario containerd --pods 50 --out $(BENCH_DIR)/containerd-50.json
-	./$(BENCH_BIN) bench --quiet --scenario cluster-sim --pods 100  --out $(BENCH_DIR)/cluster-sim-100.json
-	./$(BENCH_BIN) bench --quiet --scenario cluster-sim --pods 1000 --out $(BENCH_DIR)/cluster-sim-1000.json
-	./$(BENCH_BIN) bench --quiet --scenario eviction --pods 30 --out $(BENCH_DIR)/eviction-30.json
-	./$(BENCH_BIN) bench --quiet --scenario eviction-density --pods 1000 --out $(BENCH_DIR)/eviction-density-1000.json
-	./$(BENCH_BIN) bench --quiet --scenario stats --pods 1000 --out $(BENCH_DIR)/stats-1000.json
+	$(RUN_BENCH) --quiet --scenario standalone-sim --pods 100   --out $(BENCH_DIR)/standalone-sim-100.json
+	$(RUN_BENCH) --quiet --scenario standalone-sim --pods 1000  --out $(BENCH_DIR)/standalone-sim-1000.json
+	$(RUN_BENCH) --quiet --scenario standalone-sim --pods 10000 --timeout 20m --out $(BENCH_DIR)/standalone-sim-10000.json
+	$(RUN_BENCH) --quiet --scenario churn  --pods 100 --duration 60s --out $(BENCH_DIR)/churn.json
+	$(RUN_BENCH) --quiet --scenario probes --pods 1000 --duration 60s --out $(BENCH_DIR)/probes.json
+	$(RUN_BENCH) --quiet --scenario chaos  --pods 100 --duration 60s --chaos-kill-rate 20 --out $(BENCH_DIR)/chaos.json
+	$(RUN_BENCH) --quiet --scenario containerd --pods 50 --out $(BENCH_DIR)/containerd-50.json
+	$(RUN_BENCH) --quiet --scenario cluster-sim --pods 100  --out $(BENCH_DIR)/cluster-sim-100.json
+	$(RUN_BENCH) --quiet --scenario cluster-sim --pods 1000 --out $(BENCH_DIR)/cluster-sim-1000.json
+	$(RUN_BENCH) --quiet --scenario eviction --pods 30 --out $(BENCH_DIR)/eviction-30.json
+	$(RUN_BENCH) --quiet --scenario eviction-density --pods 1000 --out $(BENCH_DIR)/eviction-density-1000.json
+	$(RUN_BENCH) --quiet --scenario stats --pods 1000 --out $(BENCH_DIR)/stats-1000.json
 	cd hack/benchplot && $(GO) run . -cdf ../../$(BENCH_DIR)/start-latency-cdf.svg -timeline ../../$(BENCH_DIR)/standalone-sim-10000-timeline.svg \
 		../../$(BENCH_DIR)/standalone-sim-10000.json ../../$(BENCH_DIR)/standalone-sim-1000.json ../../$(BENCH_DIR)/standalone-sim-100.json ../../$(BENCH_DIR)/containerd-50.json
 	cd hack/benchplot && $(GO) run . -markdown ../../docs/BENCHMARKS.md $$(ls ../../$(BENCH_DIR)/*.json)
 
-# docs/BENCHMARKS.md "Against the upstream kubelet" (not part of `make bench`): the same cluster load
+# docs/BENCHMARKS.md "Against the upstream kubelet" (not part of `make bench-runs`): the same cluster load
 # on actorlet and on the upstream kubelet (deploy/local/kubelet.sh builds it; root), each on its own
 # fake CRI runtime, with a kill -9 recovery of UPSTREAM_RECOVERY_PODS pods; JSON in
-# docs/bench/upstream/ (apart: `make bench`'s table reads docs/bench/*.json), tables in
+# docs/bench/upstream/ (apart: `make bench-runs`' table reads docs/bench/*.json), tables in
 # docs/BENCHMARKS.md (between <!-- against-upstream-N --> markers).
 UPSTREAM_PODS ?= 100 1000
 UPSTREAM_RECOVERY_PODS ?= 200
 UPSTREAM_ROUNDS ?= 1
 .PHONY: bench-upstream
-bench-upstream: build
+bench-upstream: bench
 	@mkdir -p $(BENCH_DIR)/upstream
 	@set -e; for n in $(UPSTREAM_PODS); do \
-		./$(BENCH_BIN) bench --against upstream --pods $$n --recovery-pods $(UPSTREAM_RECOVERY_PODS) --rounds $(UPSTREAM_ROUNDS) \
+		$(RUN_BENCH) --against upstream --pods $$n --recovery-pods $(UPSTREAM_RECOVERY_PODS) --rounds $(UPSTREAM_ROUNDS) \
 			--out $(BENCH_DIR)/upstream/against-upstream-$$n.json --markdown docs/BENCHMARKS.md; \
 	done
 
@@ -157,23 +165,23 @@ bench-upstream: build
 DENSITY_PODS ?= 1000 2000
 DENSITY_ROUNDS ?= 1
 .PHONY: bench-density
-bench-density: build
+bench-density: bench
 	@mkdir -p $(BENCH_DIR)/upstream
 	@set -e; for n in $(DENSITY_PODS); do \
-		./$(BENCH_BIN) bench --against upstream --pods $$n --kube-api-qps 1000 --kube-api-burst 2000 --no-recovery --rounds $(DENSITY_ROUNDS) \
+		$(RUN_BENCH) --against upstream --pods $$n --kube-api-qps 1000 --kube-api-burst 2000 --no-recovery --rounds $(DENSITY_ROUNDS) \
 			--out $(BENCH_DIR)/upstream/against-upstream-$$n-qps1000.json --markdown docs/BENCHMARKS.md; \
 	done
-	./$(BENCH_BIN) bench --against upstream --pods 1000 --no-token --no-recovery --rounds $(DENSITY_ROUNDS) \
+	$(RUN_BENCH) --against upstream --pods 1000 --no-token --no-recovery --rounds $(DENSITY_ROUNDS) \
 		--out $(BENCH_DIR)/upstream/against-upstream-1000-notoken.json --markdown docs/BENCHMARKS.md
 
-# The soak of docs/BENCHMARKS.md (not part of `make bench`: it runs an
+# The soak of docs/BENCHMARKS.md (not part of `make bench-runs`: it runs an
 # hour): chaos plus churn, the agent's RSS, goroutines, open files and disk
 # entries sampled every 10 s; exit 1 when one grows or an invariant breaks.
 SOAK_DURATION ?= 60m
 .PHONY: soak
-soak: build
+soak: bench
 	@mkdir -p $(BENCH_DIR)
-	./$(BENCH_BIN) bench --scenario soak --duration $(SOAK_DURATION) --pods 50 --churn-rate 5 --chaos-kill-rate 5 \
+	$(RUN_BENCH) --scenario soak --duration $(SOAK_DURATION) --pods 50 --churn-rate 5 --chaos-kill-rate 5 \
 		--sample-interval 10s --out $(BENCH_DIR)/soak.json
 
 # Native Go fuzzing (README "Tests"): each target for FUZZTIME, one at a

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What kube-apiserver's CPU went to while an agent's pods started, by kind
-# of request: reads the profiles `actorlet bench --against upstream
+# of request: reads the profiles `actorlet-bench --against upstream
 # --api-server-profile --cpu-profile F` writes (F-apiserver-<agent>-NNN,
 # 2 s each, from the first pod create to the last pod Ready) as one
 # profile, and splits its samples by the first of these that is on a

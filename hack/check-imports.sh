@@ -11,6 +11,13 @@
 #   podspec/            imports nothing of the project (pure functions)
 #   errdefs/            imports nothing of the project
 #   supervisors/        never imports adapters/ or actors/
+#   cmd/actorlet        (the node agent) links, directly or through any
+#                       package, none of the benchmark's packages: the
+#                       harness (internal/bench), the fakes (internal/fakecri,
+#                       k8s.io/cri-client/pkg/fake, k8s.io/cri-api's fake
+#                       services) and what only tests need (testing,
+#                       net/http/httptest, testify, which the fake pulled in);
+#                       they belong to cmd/actorlet-bench and to tests
 #
 # Usage: hack/check-imports.sh [module-dir]   (default: this repository)
 # Exit status: 0 clean, 1 a rule is broken, 2 the packages could not be listed.
@@ -50,5 +57,22 @@ rule messages '.*' 'messages are plain values: they import nothing of the projec
 rule podspec '.*' 'podspec is pure: it imports nothing of the project'
 rule errdefs '.*' 'errdefs imports nothing of the project'
 rule supervisors 'adapters|actors' 'supervisors import neither adapters nor actors'
+
+# The agent's whole dependency tree: the bench and the fakes stay out.
+if [ -d cmd/actorlet ]; then
+	if ! deps=$(go list -e -deps ./cmd/actorlet); then
+		echo "check-imports: go list -deps ./cmd/actorlet failed" >&2
+		exit 2
+	fi
+	benchonly="$m/internal/bench|$m/internal/fakecri|k8s\.io/cri-client/pkg/fake|k8s\.io/cri-api/pkg/apis/testing"
+	benchonly+="|testing|net/http/httptest|github\.com/stretchr/testify"
+	hits=$(grep -E "^($benchonly)(/.*)?\$" <<<"$deps" || true)
+	if [ -n "$hits" ]; then
+		echo "import rule broken (the agent links no bench or fake package: they belong to cmd/actorlet-bench):"
+		sed 's/^/  cmd\/actorlet links /' <<<"$hits"
+		echo "  (go list -deps ./cmd/actorlet; find the importer with: go list -f '{{.ImportPath}} {{.Imports}}' -deps ./cmd/actorlet | grep PACKAGE)"
+		fail=1
+	fi
+fi
 [ "$fail" = 0 ] && echo "import rules: ok"
 exit $fail

@@ -54,7 +54,8 @@ func TestCheckImports(t *testing.T) {
 		name string
 		file string // added to allowedTree
 		body string
-		want string // "" : the check passes
+		want string            // "" : the check passes
+		more map[string]string // further files added to allowedTree
 	}{
 		{name: "allowed imports"},
 		{name: "adapter imports supervisors (old debug page)", file: "adapters/httpapi/debug.go",
@@ -83,6 +84,20 @@ func TestCheckImports(t *testing.T) {
 			body: pkg("supervisors", "actors/probe"), want: "supervisors imports " + mod + "/actors/probe"},
 		{name: "a name that only starts like a rule's is not in it", file: "adaptersextra/x.go",
 			body: pkg("adaptersextra", "supervisors")},
+		{name: "the agent links the bench harness", file: "cmd/actorlet/bench.go",
+			body: pkg("main", "internal/bench"), more: map[string]string{"internal/bench/bench.go": "package bench\n"},
+			want: "cmd/actorlet links " + mod + "/internal/bench"},
+		{name: "the agent links the fake CRI through an adapter", file: "adapters/httpapi/x.go",
+			body: pkg("httpapi", "internal/fakecri"), more: map[string]string{"internal/fakecri/fakecri.go": "package fakecri\n"},
+			want: "cmd/actorlet links " + mod + "/internal/fakecri"},
+		{name: "the agent links package testing", file: "cmd/actorlet/x.go",
+			body: "package main\n\nimport _ \"testing\"\n", want: "cmd/actorlet links testing"},
+		{name: "the bench command and tests may link the bench and the fakes", file: "cmd/actorlet-bench/main.go",
+			body: pkg("main", "internal/bench", "internal/fakecri"), more: map[string]string{
+				"internal/bench/bench.go":     "package bench\n",
+				"internal/fakecri/fakecri.go": "package fakecri\n",
+				"cmd/actorlet/main_test.go":   pkg("main", "internal/bench"),
+			}},
 	}
 	script, err := filepath.Abs("check-imports.sh")
 	if err != nil {
@@ -98,6 +113,9 @@ func TestCheckImports(t *testing.T) {
 			}
 			if tc.file != "" {
 				files[tc.file] = tc.body
+			}
+			for p, b := range tc.more {
+				files[p] = b
 			}
 			for p, b := range files {
 				p = filepath.Join(dir, p)

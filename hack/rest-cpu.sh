@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # The agent's CPU at rest with N pods on the embedded sim runtime: start a
-# standalone agent, push N pods with `bench --endpoint`, let it settle, and
+# standalone agent, push N pods with `actorlet-bench --endpoint`, let it settle, and
 # read its utime+stime over a window. What a dense node pays every second
 # for relists, GC and the rest, with nothing starting or stopping.
 #
 #   hack/rest-cpu.sh [BINARY] [PODS] [WINDOW_SECONDS]   (defaults: bin/actorlet 1000 30)
 #
+# BINARY is the agent; the pods go in through the actorlet-bench beside it
+# (make bench builds both into bin/), or REST_CPU_BENCH.
 # Prints one line: pods running, cores over the window, VmRSS at its end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${1:-bin/actorlet}")
+BENCH=${REST_CPU_BENCH:-$(dirname "$BIN")/actorlet-bench}
+[ -x "$BENCH" ] || { echo "rest-cpu: no $BENCH: run make bench (or set REST_CPU_BENCH)" >&2; exit 2; }
 PODS=${2:-1000}
 WINDOW=${3:-30}
 PORT=${REST_CPU_PORT:-20250}
@@ -33,7 +37,7 @@ for _ in $(seq 300); do
   kill -0 "$agent" 2>/dev/null || { echo "rest-cpu: the agent exited:" >&2; tail -5 "$LOG" >&2; exit 1; }
   sleep 0.2
 done
-"$BIN" bench --scenario standalone-sim --endpoint "https://127.0.0.1:$PORT" --agent-pid "$agent" \
+"$BENCH" --scenario standalone-sim --endpoint "https://127.0.0.1:$PORT" --agent-pid "$agent" \
   --pods "$PODS" --timeout 10m --quiet --out "$ROOT.json" >/dev/null
 running=$(sed -n 's/.*"running": *\([0-9]*\).*/\1/p' "$ROOT.json" | head -1)
 # The memory upkeep releases after the count held 10 s; the window starts after it.

@@ -10,6 +10,9 @@
 #   (defaults: bin/actorlet 10000 ./scaling "1 2 4 8 16", ROOT a temporary
 #   directory)
 #
+# BINARY is the agent; actorlet-bench beside it (make bench builds both into
+# bin/), or SCALING_BENCH, runs the load.
+#
 # ROOT: each run's --root-dir goes under it (ROOT/gomaxprocsN). The pods'
 # directories cost what the file system's history makes them cost (ext4
 # without a journal: 15-60 times more per inode after many deletions), and
@@ -21,6 +24,8 @@
 # on such a machine only the values up to its CPUs say anything.
 set -euo pipefail
 BIN=$(realpath "${1:-bin/actorlet}")
+BENCH=${SCALING_BENCH:-$(dirname "$BIN")/actorlet-bench}
+[ -x "$BENCH" ] || { echo "scaling-curve: no $BENCH: run make bench (or set SCALING_BENCH)" >&2; exit 2; }
 PODS=${2:-10000}
 OUT=${3:-./scaling}
 LIST=${4:-1 2 4 8 16}
@@ -37,7 +42,7 @@ for n in $LIST; do
   # ~30 s on 16 cores' worth of machine, ~5 min on a loaded 2-core VM.
   root=()
   [ -n "$ROOT" ] && root=(--root-dir "$ROOT/gomaxprocs$n")
-  if ! "$BIN" bench --quiet --scenario standalone-sim --pods "$PODS" --gomaxprocs "$n" \
+  if ! "$BENCH" --actorlet "$BIN" --quiet --scenario standalone-sim --pods "$PODS" --gomaxprocs "$n" \
     --sim node-memory=256Gi --timeout 20m --out "$f" "${root[@]}"; then
     echo "gomaxprocs $n: the bench failed (JSON, if any, in $f)" >&2
     continue

@@ -4,11 +4,9 @@
 //	actorlet --version                     print the version
 //	actorlet simruntime --listen unix:///path/sim.sock [sim flags]
 //	                                       run the simulated CRI runtime alone
-//	actorlet bench --scenario NAME [--pods N] [--duration D] [--out FILE.json]
-//	                                       measure a real actorlet process
-//	actorlet fake-cri --listen unix:///path/fake.sock [--calls-file F]
-//	                                       serve upstream's in-memory fake CRI runtime (the bench against upstream;
-//	                                       its CRI calls counted by method into F at each SIGUSR1)
+//
+// The benchmark harness and upstream's fake CRI runtime are their own
+// command, actorlet-bench (cmd/actorlet-bench): the agent links neither.
 package main
 
 import (
@@ -83,13 +81,23 @@ func run(args []string) int {
 		switch args[0] {
 		case "simruntime":
 			return runSimRuntime(ctx, args[1:])
-		case "bench":
-			return runBench(ctx, args[1:])
-		case "fake-cri":
-			return runFakeCRI(ctx, args[1:])
+		case "bench", "fake-cri":
+			return movedToBench(os.Stderr, args[0])
 		}
 	}
 	return runAgent(ctx, args)
+}
+
+// movedToBench answers the subcommands that left the agent for
+// actorlet-bench: a usage error (exit 2) that names the new command,
+// rather than running the agent with a stray argument.
+func movedToBench(w io.Writer, sub string) int {
+	newForm := "actorlet-bench [flags]"
+	if sub == "fake-cri" {
+		newForm = "actorlet-bench fake-cri [flags]"
+	}
+	fmt.Fprintf(w, "actorlet: %q is no longer part of the agent: run %s (cmd/actorlet-bench; make bench builds bin/actorlet-bench)\n", sub, newForm)
+	return exitUsage
 }
 
 // parseFlags parses args into fs; a bad flag is a usage error (exit 2).

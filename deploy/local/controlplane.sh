@@ -28,7 +28,7 @@
 #                                         own go.mod (after changing K8S_VERSION below), then go mod tidy
 #
 # kube-apiserver serves /debug/pprof (its default; only system:masters may read it, as the admin
-# kubeconfig): `actorlet bench --against upstream --api-server-profile` profiles it while each agent's
+# kubeconfig): `actorlet-bench --against upstream --api-server-profile` profiles it while each agent's
 # pods start (what a node agent costs the API server, by request; see docs/BENCHMARKS.md).
 # kube-controller-manager and kube-scheduler keep --profiling=false.
 #

@@ -1,6 +1,6 @@
 #!/bin/bash
 # kubelet.sh — the upstream kubelet of the control plane's Kubernetes version, built from the Go module
-# proxy for `actorlet bench --against upstream` (docs/BENCHMARKS.md, "Against the upstream kubelet").
+# proxy for `actorlet-bench --against upstream` (docs/BENCHMARKS.md, "Against the upstream kubelet").
 #
 #   kubelet.sh build    build k8s.io/kubernetes/cmd/kubelet once (module deploy/controlplane, the same
 #                       pins and staging replaces as the control plane) into the binary cache; prints

@@ -1,5 +1,5 @@
 // Command benchplot draws the charts of docs/BENCHMARKS.md from the JSON
-// results of `actorlet bench` (gonum.org/v1/plot, in its own module so the
+// results of `actorlet-bench` (gonum.org/v1/plot, in its own module so the
 // main go.mod stays free of plotting dependencies):
 //
 //	go run . -cdf OUT.svg -timeline OUT.svg RESULT.json [RESULT.json ...]

@@ -55,8 +55,14 @@ type Options struct {
 	Concurrency int
 	// Source is SourcePush (default) or SourceFile.
 	Source string
-	// Binary is the actorlet binary to start (default os.Executable()).
+	// Binary is the actorlet binary to start (default: the actorlet in
+	// the directory of the running executable, actorlet-bench's, else the
+	// actorlet on PATH; see DefaultAgent).
 	Binary string
+	// FakeCRI is the binary whose `fake-cri` subcommand serves upstream's
+	// fake CRI runtime for --against upstream (default os.Executable():
+	// actorlet-bench itself).
+	FakeCRI string
 	// Endpoint, when set, is the main URL of an actorlet already running
 	// (no process is started); AgentPID lets RSS and CPU be read, and
 	// RuntimeEndpoint lets checks go through its CRI runtime.
@@ -251,9 +257,34 @@ func (o *Options) defaults() error {
 		if err != nil {
 			return fmt.Errorf("find the actorlet binary: %w", err)
 		}
-		o.Binary = exe
+		if o.Binary, err = DefaultAgent(exe); err != nil {
+			return err
+		}
+	}
+	if o.FakeCRI == "" && o.Against != "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find the fake CRI binary (actorlet-bench): %w", err)
+		}
+		o.FakeCRI = exe
 	}
 	return nil
+}
+
+// DefaultAgent is the actorlet binary the bench starts when none is named:
+// the actorlet beside self (the bench's own executable; make bench builds
+// both into bin/), else the actorlet on PATH, else an error that says how
+// to get one.
+func DefaultAgent(self string) (string, error) {
+	beside := filepath.Join(filepath.Dir(self), "actorlet")
+	if fi, err := os.Stat(beside); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		return beside, nil
+	}
+	if p, err := exec.LookPath("actorlet"); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("no actorlet binary to start: none at %s and none on PATH "+
+		"(make bench builds bin/actorlet beside bin/actorlet-bench; or name one with --actorlet)", beside)
 }
 
 // Run runs one scenario and returns its result. A run that starts but

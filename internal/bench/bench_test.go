@@ -15,18 +15,13 @@ import (
 	"github.com/actorlet/actorlet/internal/testenv"
 )
 
-// actorletBin is the actorlet binary under test (built once per process).
-func actorletBin(t *testing.T) string {
-	t.Helper()
-	return testenv.ActorletBinary(t)
-}
-
-// runBench runs `actorlet bench args...` as a user would and returns the
-// JSON result, the exit code and stderr.
+// runBench runs `actorlet-bench args...` as a user would (the agent it
+// starts: the actorlet beside it, found by default) and returns the JSON
+// result, the exit code and stderr.
 func runBench(t *testing.T, args ...string) (bench.Result, int, string) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "result.json")
-	cmd := exec.Command(actorletBin(t), append([]string{"bench", "--out", out}, args...)...)
+	cmd := exec.Command(testenv.ActorletBenchBinary(t), append([]string{"--out", out}, args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	err := cmd.Run()

@@ -4,7 +4,7 @@
 // and, under chaos, whether the node converges without breaking the
 // invariants (checked through the CRI, never through actorlet's own view).
 //
-// It is the engine of `actorlet bench`; the command parses flags into
+// It is the engine of actorlet-bench (cmd/actorlet-bench); the command parses flags into
 // Options and writes the Result as JSON.
 package bench
 

@@ -26,7 +26,7 @@ import (
 	"github.com/actorlet/actorlet/internal/mountinfo"
 )
 
-// ScenarioAgainstUpstream is `actorlet bench --against upstream`: the same
+// ScenarioAgainstUpstream is `actorlet-bench --against upstream`: the same
 // pod load on actorlet and on the upstream kubelet, one after the other, on
 // the same local control plane and each on a fresh fake CRI runtime process.
 const ScenarioAgainstUpstream = "against-upstream"
@@ -485,14 +485,15 @@ func runAgentLoad(ctx context.Context, o *Options, kind, node, nodeIP, kubelet s
 	return f, err
 }
 
-// startFake starts `actorlet fake-cri` on the run's socket.
+// startFake starts `actorlet-bench fake-cri` (Options.FakeCRI) on the
+// run's socket.
 func (ar *agentRun) startFake(ctx context.Context) error {
 	path := strings.TrimPrefix(ar.fakeEP, "unix://")
 	logf, err := os.Create(filepath.Join(ar.dir, "fake-cri.log"))
 	if err != nil {
 		return err
 	}
-	ar.fake = exec.Command(ar.o.Binary, "fake-cri", "--listen", ar.fakeEP, "--calls-file", ar.callsFile())
+	ar.fake = exec.Command(ar.o.FakeCRI, "fake-cri", "--listen", ar.fakeEP, "--calls-file", ar.callsFile())
 	ar.fake.Stdout, ar.fake.Stderr = logf, logf
 	ar.fake.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := ar.fake.Start(); err != nil {
@@ -1268,7 +1269,7 @@ func againstDir(parent, kind string) (string, error) {
 	return os.MkdirTemp(parent, "actorlet-against-"+kind+"-")
 }
 
-// FakeCRICalls is what `actorlet fake-cri --calls-file` writes at each
+// FakeCRICalls is what `actorlet-bench fake-cri --calls-file` writes at each
 // SIGUSR1: the CRI calls it served so far by method, and how many signals
 // it answered (Seq).
 type FakeCRICalls struct {

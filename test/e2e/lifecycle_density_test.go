@@ -39,7 +39,7 @@ func TestE2ESimProbeDensity1000(t *testing.T) {
 	// Then count 10 more probes per pod: no pod may be probed more often
 	// than its period (a correctness bound, whatever the load). The achieved
 	// period is a figure of the machine's load, logged here and measured by
-	// the bench (`actorlet bench --scenario probes`), never asserted.
+	// the bench (`actorlet-bench --scenario probes`), never asserted.
 	sample := func() (float64, time.Duration, time.Time) {
 		before := time.Now()
 		c, cpu := a.probeTotal(t), a.cpuTime(t)

@@ -21,11 +21,11 @@ import (
 // runFakeCRI serves upstream's in-memory fake CRI runtime (k8s.io/cri-api's
 // FakeRuntimeService and FakeImageService, served by k8s.io/cri-client's
 // fake RemoteRuntime) on a unix socket until ctx is done: the runtime of
-// `actorlet bench --against upstream`, the same for actorlet and the
+// `actorlet-bench --against upstream`, the same for actorlet and the
 // upstream kubelet. Its containers run nothing: a started container is
 // RUNNING until stopped, an image is present once pulled.
 func runFakeCRI(ctx context.Context, args []string) int {
-	fs := pflag.NewFlagSet("actorlet fake-cri", pflag.ContinueOnError)
+	fs := pflag.NewFlagSet("actorlet-bench fake-cri", pflag.ContinueOnError)
 	listen := fs.String("listen", "", "Endpoint to serve CRI v1 on: unix:///path (required).")
 	imageSize := fs.Uint64("image-size", 1<<20, "Size in bytes of every image the fake pulls (the upstream kubelet refuses an image of size 0).")
 	callsFile := fs.String("calls-file", "", "On SIGUSR1, write the CRI calls served so far, counted by method, to this file as JSON ({\"seq\": N, \"calls\": {...}}; N counts the signals), replacing it whole.")
@@ -34,12 +34,12 @@ func runFakeCRI(ctx context.Context, args []string) int {
 	}
 	path, ok := strings.CutPrefix(*listen, "unix://")
 	if !ok || path == "" {
-		fmt.Fprintf(os.Stderr, "actorlet fake-cri: --listen %q: want unix:///path\n", *listen)
+		fmt.Fprintf(os.Stderr, "actorlet-bench fake-cri: --listen %q: want unix:///path\n", *listen)
 		return exitUsage
 	}
 	// A socket left by a killed run would make the listen fail.
 	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-		fmt.Fprintf(os.Stderr, "actorlet fake-cri: remove the old socket: %v\n", err)
+		fmt.Fprintf(os.Stderr, "actorlet-bench fake-cri: remove the old socket: %v\n", err)
 		return exitError
 	}
 	rt := fake.NewFakeRemoteRuntime()
@@ -64,7 +64,7 @@ func runFakeCRI(ctx context.Context, args []string) int {
 	}
 	rt.ImageService.SetFakeImageSize(*imageSize)
 	if err := rt.Start(*listen); err != nil {
-		fmt.Fprintf(os.Stderr, "actorlet fake-cri: %v\n", err)
+		fmt.Fprintf(os.Stderr, "actorlet-bench fake-cri: %v\n", err)
 		return exitError
 	}
 	slog.Info("fake CRI runtime listening", "endpoint", *listen)

@@ -23,14 +23,14 @@ func runBench(ctx context.Context, args []string) int {
 	var o bench.Options
 	var out string
 	var quiet bool
-	fs := pflag.NewFlagSet("actorlet bench", pflag.ContinueOnError)
+	fs := pflag.NewFlagSet("actorlet-bench", pflag.ContinueOnError)
 	fs.StringVar(&o.Scenario, "scenario", "", "scenario: "+strings.Join(bench.Scenarios, ", "))
 	fs.IntVar(&o.Pods, "pods", 0, "pods to start (churn, chaos, soak: parallel callers, each keeping one pod alive); default 1000, 50 on containerd, 100 for churn, chaos and probes, 50 for soak")
 	fs.DurationVar(&o.Duration, "duration", 0, "load duration for churn, chaos, probes and soak (default 30s; soak 1h)")
 	fs.StringVar(&out, "out", "-", "write the JSON result to this file (- for stdout)")
 	fs.IntVar(&o.Concurrency, "concurrency", 0, "parallel callers creating pods (default 50)")
 	fs.StringVar(&o.Source, "source", "", "how pods reach the agent: push (POST /pods, default) or file (a manifest directory)")
-	fs.StringVar(&o.Binary, "actorlet", "", "actorlet binary to start (default: this one)")
+	fs.StringVar(&o.Binary, "actorlet", "", "actorlet binary to start (default: the actorlet next to this actorlet-bench, else actorlet on PATH)")
 	fs.StringVar(&o.Endpoint, "endpoint", "", "measure an actorlet already running at this URL (its --port, https://HOST:10250; anonymous requests must be allowed) instead of starting one")
 	fs.IntVar(&o.AgentPID, "agent-pid", 0, "with --endpoint: the agent's PID, for RSS and CPU")
 	fs.StringVar(&o.RuntimeEndpoint, "runtime-endpoint", "", "CRI endpoint: containerd's for the containerd scenario (default: deploy/local/containerd.sh up), or the external agent's")
@@ -87,18 +87,18 @@ func runBench(ctx context.Context, args []string) int {
 		"--cpu-profile-after-ready": o.ProfileAfterReady > 0,
 	} {
 		if set && o.Against == "" {
-			fmt.Fprintf(os.Stderr, "actorlet bench: %s needs --against upstream\n", flag)
+			fmt.Fprintf(os.Stderr, "actorlet-bench: %s needs --against upstream\n", flag)
 			return exitUsage
 		}
 	}
 
 	res, err := bench.Run(ctx, o)
 	if res == nil {
-		fmt.Fprintf(os.Stderr, "actorlet bench: %v\n", err)
+		fmt.Fprintf(os.Stderr, "actorlet-bench: %v\n", err)
 		return exitUsage
 	}
 	if werr := res.WriteJSON(out); werr != nil {
-		fmt.Fprintf(os.Stderr, "actorlet bench: %v\n", werr)
+		fmt.Fprintf(os.Stderr, "actorlet-bench: %v\n", werr)
 		return exitError
 	}
 	if !quiet {
@@ -113,16 +113,16 @@ func runBench(ctx context.Context, args []string) int {
 		}
 		tag := res.Against.MarkdownTag(res.Pods)
 		if werr := bench.WriteMarkdown(markdown, tag, res.Against.Markdown(res, link)); werr != nil {
-			fmt.Fprintf(os.Stderr, "actorlet bench: %v\n", werr)
+			fmt.Fprintf(os.Stderr, "actorlet-bench: %v\n", werr)
 			return exitError
 		}
 	}
 	switch {
 	case errors.Is(err, bench.ErrNotYet):
-		fmt.Fprintf(os.Stderr, "actorlet bench: %v\n", err)
+		fmt.Fprintf(os.Stderr, "actorlet-bench: %v\n", err)
 		return exitNotYet
 	case err != nil:
-		fmt.Fprintf(os.Stderr, "actorlet bench: %v\n", err)
+		fmt.Fprintf(os.Stderr, "actorlet-bench: %v\n", err)
 		return exitError
 	}
 	return exitOK
