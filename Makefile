@@ -12,8 +12,13 @@ PKGS      := ./...
 
 all: build
 
+# The agent is linked without its symbol table and DWARF (-s -w), as
+# Kubernetes' release builds are: 59 MB instead of 83. Profiles and panics
+# still name every function (they read the pclntab, which stays); DBG=1
+# keeps the debug information for a debugger.
+LDFLAGS_STRIP := $(if $(filter 1,$(DBG)),,-s -w)
 build:
-	$(GO) build -o $(BIN) ./cmd/actorlet
+	$(GO) build -ldflags "$(LDFLAGS_STRIP)" -o $(BIN) ./cmd/actorlet
 
 # The benchmark harness (cmd/actorlet-bench), beside the agent it starts by
 # default: bin/actorlet-bench runs bin/actorlet unless --actorlet names another.
