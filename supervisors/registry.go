@@ -16,24 +16,6 @@ import (
 	"github.com/actorlet/actorlet/internal/actorkit"
 )
 
-// ActorInfo is one live actor in a Registry snapshot.
-type ActorInfo struct {
-	PID      string `json:"pid"`
-	Kind     string `json:"kind"`
-	Parent   string `json:"parent,omitempty"`
-	Restarts int    `json:"restarts"`
-	Messages uint64 `json:"messages"`
-	// Mailbox is the number of user messages waiting (-1: unknown).
-	Mailbox int `json:"mailbox"`
-	// HandlingNanos is the total time spent handling messages (the
-	// actor's Receive and the middlewares inside the registry's).
-	HandlingNanos int64 `json:"handlingNanos"`
-	// MeanHandlingMicros is HandlingNanos per message, in microseconds.
-	MeanHandlingMicros float64   `json:"meanHandlingMicros"`
-	LastFailure        string    `json:"lastFailure,omitempty"`
-	LastFailureAt      time.Time `json:"lastFailureAt,omitzero"`
-}
-
 // Registry keeps track of live actors: those whose props carry its
 // Middleware. It is safe for concurrent use. The per-message cost is one
 // context-extension lookup (a slice index) and one atomic add.
@@ -314,7 +296,7 @@ func (r *Registry) Counts() map[string]int {
 }
 
 // Snapshot returns every live actor, sorted by PID.
-func (r *Registry) Snapshot() []ActorInfo {
+func (r *Registry) Snapshot() []actorkit.ActorInfo {
 	r.init()
 	r.mu.RLock()
 	es := make([]*entry, 0, len(r.actors))
@@ -322,7 +304,7 @@ func (r *Registry) Snapshot() []ActorInfo {
 		es = append(es, e)
 	}
 	r.mu.RUnlock()
-	out := make([]ActorInfo, 0, len(es))
+	out := make([]actorkit.ActorInfo, 0, len(es))
 	for _, e := range es {
 		e.fmu.Lock()
 		lf, lfa := e.lastFailure, e.lastFailureAt
@@ -332,7 +314,7 @@ func (r *Registry) Snapshot() []ActorInfo {
 		if msgs > 0 {
 			mean = float64(nanos) / float64(msgs) / 1e3
 		}
-		out = append(out, ActorInfo{
+		out = append(out, actorkit.ActorInfo{
 			PID:                e.pid.Id,
 			Kind:               e.kind,
 			Parent:             e.parent,
@@ -345,7 +327,7 @@ func (r *Registry) Snapshot() []ActorInfo {
 			LastFailureAt:      lfa,
 		})
 	}
-	slices.SortFunc(out, func(a, b ActorInfo) int { return compareStrings(a.PID, b.PID) })
+	slices.SortFunc(out, func(a, b actorkit.ActorInfo) int { return compareStrings(a.PID, b.PID) })
 	return out
 }
 

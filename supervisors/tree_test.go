@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -49,7 +50,7 @@ func TestChildRestartKeepsSiblingState(t *testing.T) {
 	if got := restartsOf(reg, root.Id); got != 0 {
 		t.Fatalf("root restarts = %d", got)
 	}
-	var info ActorInfo
+	var info actorkit.ActorInfo
 	for _, a := range reg.Snapshot() {
 		if a.PID == pleg.Id {
 			info = a
