@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -254,7 +255,7 @@ func (r *Registry) Live(kinds ...string) []*actor.PID {
 		}
 	}
 	r.mu.RUnlock()
-	slices.SortFunc(out, func(a, b *actor.PID) int { return compareStrings(a.Id, b.Id) })
+	slices.SortFunc(out, func(a, b *actor.PID) int { return strings.Compare(a.Id, b.Id) })
 	return out
 }
 
@@ -271,7 +272,7 @@ func (r *Registry) chaosVictims(kinds ...string) []*entry {
 		}
 	}
 	r.mu.RUnlock()
-	slices.SortFunc(out, func(a, b *entry) int { return compareStrings(a.pid.Id, b.pid.Id) })
+	slices.SortFunc(out, func(a, b *entry) int { return strings.Compare(a.pid.Id, b.pid.Id) })
 	return out
 }
 
@@ -327,16 +328,6 @@ func (r *Registry) Snapshot() []actorkit.ActorInfo {
 			LastFailureAt:      lfa,
 		})
 	}
-	slices.SortFunc(out, func(a, b actorkit.ActorInfo) int { return compareStrings(a.PID, b.PID) })
+	slices.SortFunc(out, func(a, b actorkit.ActorInfo) int { return strings.Compare(a.PID, b.PID) })
 	return out
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -3,6 +3,7 @@ package supervisors
 import (
 	"math/bits"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -84,7 +85,7 @@ func (r *Registry) KindStats() []actorkit.KindStats {
 		}
 		out = append(out, ks)
 	}
-	slices.SortFunc(out, func(a, b actorkit.KindStats) int { return compareStrings(a.Kind, b.Kind) })
+	slices.SortFunc(out, func(a, b actorkit.KindStats) int { return strings.Compare(a.Kind, b.Kind) })
 	return out
 }
 

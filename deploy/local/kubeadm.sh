@@ -145,18 +145,6 @@ gomod() {
 
 kc() { "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" --request-timeout 20s "$@"; }
 
-# apply WHAT: kubectl apply the YAML on stdin, retried while a fresh apiserver bootstraps.
-apply() {
-  local what=$1 i yaml
-  yaml=$(cat)
-  for ((i = 0; i < 50; i++)); do
-    kc apply -f - >/dev/null 2>"$DIR/apply.err" <<<"$yaml" && { rm -f "$DIR/apply.err"; return 0; }
-    sleep 0.2
-  done
-  cat "$DIR/apply.err" >&2
-  die "could not apply $what"
-}
-
 # indent N: every line of stdin indented by N spaces (a file as a YAML block scalar).
 indent() { sed "s/^/$(printf '%*s' "$1" '')/"; }
 

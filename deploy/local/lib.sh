@@ -93,6 +93,19 @@ k8s_ldflags() {
   echo "$ld"
 }
 
+# apply WHAT: kubectl apply the YAML on stdin, retried while a fresh apiserver bootstraps
+# (kubeadm.sh, metrics-server.sh: with their kc, its error kept in $DIR while it retries).
+apply() {
+  local what=$1 i yaml
+  yaml=$(cat)
+  for ((i = 0; i < 50; i++)); do
+    kc apply -f - >/dev/null 2>"$DIR/apply.err" <<<"$yaml" && { rm -f "$DIR/apply.err"; return 0; }
+    sleep 0.2
+  done
+  cat "$DIR/apply.err" >&2
+  die "could not apply $what"
+}
+
 # crb NAME CLUSTERROLE GROUP: a ClusterRoleBinding of CLUSTERROLE to GROUP (a YAML document).
 crb() {
   cat <<EOF
