@@ -106,6 +106,27 @@ apply() {
   die "could not apply $what"
 }
 
+# token_secret ID SECRET EXPIRATION DESCRIPTION [GROUPS]: the Secret of a bootstrap token (a YAML
+# document; EXPIRATION in RFC 3339, GROUPS its auth-extra-groups).
+token_secret() {
+  cat <<EOF
+apiVersion: v1
+kind: Secret
+metadata:
+  name: bootstrap-token-$1
+  namespace: kube-system
+type: bootstrap.kubernetes.io/token
+stringData:
+  description: "$4"
+  token-id: "$1"
+  token-secret: "$2"
+  expiration: $3
+  usage-bootstrap-authentication: "true"
+  usage-bootstrap-signing: "true"
+EOF
+  if [ -n "${5:-}" ]; then echo "  auth-extra-groups: $5"; fi
+}
+
 # crb NAME CLUSTERROLE GROUP: a ClusterRoleBinding of CLUSTERROLE to GROUP (a YAML document).
 crb() {
   cat <<EOF
