@@ -1,9 +1,7 @@
 package supervisors
 
 import (
-	"bytes"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,27 +11,9 @@ import (
 	"github.com/actorlet/actorlet/internal/actortest"
 )
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func testLogger(t *testing.T) (*slog.Logger, *syncBuffer) {
+func testLogger(t *testing.T) (*slog.Logger, *actortest.SyncBuffer) {
 	t.Helper()
-	buf := &syncBuffer{}
+	buf := &actortest.SyncBuffer{}
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 
@@ -59,12 +39,6 @@ func newSystem(t *testing.T) *actor.ActorSystem {
 	}))
 	t.Cleanup(sys.Shutdown)
 	return sys
-}
-
-// eventually waits until cond holds (actortest.Eventually).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	actortest.Eventually(t, what, cond)
 }
 
 func restartsOf(reg *Registry, id string) int {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,24 +16,6 @@ import (
 
 	"github.com/actorlet/actorlet/internal/actorkit"
 )
-
-// ActorInfo is one live actor in a Registry snapshot.
-type ActorInfo struct {
-	PID      string `json:"pid"`
-	Kind     string `json:"kind"`
-	Parent   string `json:"parent,omitempty"`
-	Restarts int    `json:"restarts"`
-	Messages uint64 `json:"messages"`
-	// Mailbox is the number of user messages waiting (-1: unknown).
-	Mailbox int `json:"mailbox"`
-	// HandlingNanos is the total time spent handling messages (the
-	// actor's Receive and the middlewares inside the registry's).
-	HandlingNanos int64 `json:"handlingNanos"`
-	// MeanHandlingMicros is HandlingNanos per message, in microseconds.
-	MeanHandlingMicros float64   `json:"meanHandlingMicros"`
-	LastFailure        string    `json:"lastFailure,omitempty"`
-	LastFailureAt      time.Time `json:"lastFailureAt,omitzero"`
-}
 
 // Registry keeps track of live actors: those whose props carry its
 // Middleware. It is safe for concurrent use. The per-message cost is one
@@ -272,7 +255,7 @@ func (r *Registry) Live(kinds ...string) []*actor.PID {
 		}
 	}
 	r.mu.RUnlock()
-	slices.SortFunc(out, func(a, b *actor.PID) int { return compareStrings(a.Id, b.Id) })
+	slices.SortFunc(out, func(a, b *actor.PID) int { return strings.Compare(a.Id, b.Id) })
 	return out
 }
 
@@ -289,7 +272,7 @@ func (r *Registry) chaosVictims(kinds ...string) []*entry {
 		}
 	}
 	r.mu.RUnlock()
-	slices.SortFunc(out, func(a, b *entry) int { return compareStrings(a.pid.Id, b.pid.Id) })
+	slices.SortFunc(out, func(a, b *entry) int { return strings.Compare(a.pid.Id, b.pid.Id) })
 	return out
 }
 
@@ -314,7 +297,7 @@ func (r *Registry) Counts() map[string]int {
 }
 
 // Snapshot returns every live actor, sorted by PID.
-func (r *Registry) Snapshot() []ActorInfo {
+func (r *Registry) Snapshot() []actorkit.ActorInfo {
 	r.init()
 	r.mu.RLock()
 	es := make([]*entry, 0, len(r.actors))
@@ -322,7 +305,7 @@ func (r *Registry) Snapshot() []ActorInfo {
 		es = append(es, e)
 	}
 	r.mu.RUnlock()
-	out := make([]ActorInfo, 0, len(es))
+	out := make([]actorkit.ActorInfo, 0, len(es))
 	for _, e := range es {
 		e.fmu.Lock()
 		lf, lfa := e.lastFailure, e.lastFailureAt
@@ -332,7 +315,7 @@ func (r *Registry) Snapshot() []ActorInfo {
 		if msgs > 0 {
 			mean = float64(nanos) / float64(msgs) / 1e3
 		}
-		out = append(out, ActorInfo{
+		out = append(out, actorkit.ActorInfo{
 			PID:                e.pid.Id,
 			Kind:               e.kind,
 			Parent:             e.parent,
@@ -345,16 +328,6 @@ func (r *Registry) Snapshot() []ActorInfo {
 			LastFailureAt:      lfa,
 		})
 	}
-	slices.SortFunc(out, func(a, b ActorInfo) int { return compareStrings(a.PID, b.PID) })
+	slices.SortFunc(out, func(a, b actorkit.ActorInfo) int { return strings.Compare(a.PID, b.PID) })
 	return out
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -3,8 +3,11 @@ package supervisors
 import (
 	"math/bits"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/actorlet/actorlet/internal/actorkit"
 )
 
 // HandlingBuckets are the upper bounds, in seconds, of the message handling
@@ -49,29 +52,10 @@ func (s *kindStats) observe(d time.Duration) {
 	s.buckets[bucketOf(d)].Add(1)
 }
 
-// KindStats is what the registry knows about one actor kind: for the
-// metrics adapter (mailbox length and handling duration histogram by
-// kind) and the debug page.
-type KindStats struct {
-	Kind string
-	// Live actors of the kind now.
-	Live int
-	// MailboxLength is the sum of the live actors' waiting user messages,
-	// MailboxMax the longest one.
-	MailboxLength int
-	MailboxMax    int
-	// Handled messages since start (actors that are gone included), their
-	// total handling time, and their count per bucket of HandlingBuckets
-	// (not cumulative; one more entry for +Inf).
-	Handled         uint64
-	HandlingSeconds float64
-	Buckets         []uint64
-}
-
 // KindStats returns the stats of every kind seen since start, sorted by
 // kind. It walks the live actors once (to read mailbox lengths), so call
 // it per scrape, not per message.
-func (r *Registry) KindStats() []KindStats {
+func (r *Registry) KindStats() []actorkit.KindStats {
 	r.init()
 	type acc struct{ live, sum, max int }
 	r.mu.RLock()
@@ -90,10 +74,10 @@ func (r *Registry) KindStats() []KindStats {
 		}
 	}
 	r.mu.RUnlock()
-	out := make([]KindStats, 0, len(stats))
+	out := make([]actorkit.KindStats, 0, len(stats))
 	for k, s := range stats {
 		a := accs[k]
-		ks := KindStats{Kind: k, Live: a.live, MailboxLength: a.sum, MailboxMax: a.max,
+		ks := actorkit.KindStats{Kind: k, Live: a.live, MailboxLength: a.sum, MailboxMax: a.max,
 			Handled: s.count.Load(), HandlingSeconds: float64(s.nanos.Load()) / 1e9,
 			Buckets: make([]uint64, numBuckets+1)}
 		for i := range ks.Buckets {
@@ -101,7 +85,7 @@ func (r *Registry) KindStats() []KindStats {
 		}
 		out = append(out, ks)
 	}
-	slices.SortFunc(out, func(a, b KindStats) int { return compareStrings(a.Kind, b.Kind) })
+	slices.SortFunc(out, func(a, b actorkit.KindStats) int { return strings.Compare(a.Kind, b.Kind) })
 	return out
 }
 

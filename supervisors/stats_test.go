@@ -71,12 +71,12 @@ func TestMailboxLengthAndHandling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "actor registered", func() bool { return len(reg.Snapshot()) == 1 })
+	actortest.Eventually(t, "actor registered", func() bool { return len(reg.Snapshot()) == 1 })
 	sys.Root.Send(pid, "block")
 	for range 5 {
 		sys.Root.Send(pid, "work")
 	}
-	eventually(t, "5 messages waiting", func() bool { return reg.Snapshot()[0].Mailbox == 5 })
+	actortest.Eventually(t, "5 messages waiting", func() bool { return reg.Snapshot()[0].Mailbox == 5 })
 	ks := reg.KindStats()
 	if len(ks) != 1 || ks[0].Kind != KindPod || ks[0].Live != 1 || ks[0].MailboxLength != 5 || ks[0].MailboxMax != 5 {
 		t.Fatalf("kind stats while blocked: %+v", ks)
@@ -86,7 +86,7 @@ func TestMailboxLengthAndHandling(t *testing.T) {
 	blockedAt := <-started
 	actortest.Eventually(t, "the blocked message to take 2 ms", func() bool { return time.Since(blockedAt) >= 2*time.Millisecond })
 	close(release)
-	eventually(t, "mailbox drained", func() bool {
+	actortest.Eventually(t, "mailbox drained", func() bool {
 		a := reg.Snapshot()[0]
 		return a.Mailbox == 0 && a.Messages == 7 // Started, block, 5 x work
 	})
@@ -116,7 +116,7 @@ func TestMailboxLengthAndHandling(t *testing.T) {
 	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "actor gone", func() bool { return len(reg.Snapshot()) == 0 })
+	actortest.Eventually(t, "actor gone", func() bool { return len(reg.Snapshot()) == 0 })
 	if ks := reg.KindStats(); len(ks) != 1 || ks[0].Live != 0 || ks[0].Handled < 7 {
 		t.Fatalf("kind stats after stop: %+v", ks)
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/actorlet/actorlet/internal/actortest"
 )
 
 // fakeSupervisor records what a strategy asks of it.
@@ -174,20 +176,20 @@ func TestBackoffOnFakeClock(t *testing.T) {
 	crash := func() { sys.Root.Send(pid, &chaosMsg) }
 	// First failure: immediate restart.
 	crash()
-	eventually(t, "first restart", func() bool { return restartsOf(reg, pid.Id) == 1 })
+	actortest.Eventually(t, "first restart", func() bool { return restartsOf(reg, pid.Id) == 1 })
 	ask(t, sys, pid, get{})
 
 	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
 		want := i + 2
 		crash()
-		eventually(t, "backoff timer armed", fc.HasWaiters)
+		actortest.Eventually(t, "backoff timer armed", fc.HasWaiters)
 		fc.Step(wait - time.Millisecond)
 		// The restart comes only from the backoff timer: still armed, no restart.
 		if !fc.HasWaiters() || restartsOf(reg, pid.Id) >= want {
 			t.Fatalf("failure %d: restarted before the backoff (%v) elapsed", want, wait)
 		}
 		fc.Step(time.Millisecond)
-		eventually(t, "restart after the backoff", func() bool { return restartsOf(reg, pid.Id) == want })
+		actortest.Eventually(t, "restart after the backoff", func() bool { return restartsOf(reg, pid.Id) == want })
 		if got := ask(t, sys, pid, get{}); got != 0 {
 			t.Fatalf("restarted actor has state %v, want fresh", got)
 		}
@@ -201,7 +203,7 @@ func TestBackoffOnFakeClock(t *testing.T) {
 func TestChaosSkipsActorsBackingOff(t *testing.T) {
 	sys, fc, reg, pid := backoffTree(t)
 	rng := rand.New(rand.NewPCG(1, 2))
-	eventually(t, "child registered", func() bool { return len(reg.chaosVictims(KindPLEG)) == 1 })
+	actortest.Eventually(t, "child registered", func() bool { return len(reg.chaosVictims(KindPLEG)) == 1 })
 
 	// First crash: restarted at once, then it is a candidate again.
 	if v := pickVictim(rng, reg, []string{KindPLEG}); v == nil || v.Id != pid.Id {
@@ -211,19 +213,19 @@ func TestChaosSkipsActorsBackingOff(t *testing.T) {
 		t.Fatalf("picked %s again with a crash on its way", v.Id)
 	}
 	sys.Root.Send(pid, chaosMsg)
-	eventually(t, "first restart", func() bool { return restartsOf(reg, pid.Id) == 1 })
-	eventually(t, "candidate again", func() bool { return len(reg.chaosVictims(KindPLEG)) == 1 })
+	actortest.Eventually(t, "first restart", func() bool { return restartsOf(reg, pid.Id) == 1 })
+	actortest.Eventually(t, "candidate again", func() bool { return len(reg.chaosVictims(KindPLEG)) == 1 })
 
 	// Second crash: 1 s backoff on the fake clock; not a candidate meanwhile.
 	if v := pickVictim(rng, reg, []string{KindPLEG}); v == nil {
 		t.Fatal("no victim")
 	}
 	sys.Root.Send(pid, chaosMsg)
-	eventually(t, "backoff timer armed", fc.HasWaiters)
+	actortest.Eventually(t, "backoff timer armed", fc.HasWaiters)
 	if v := pickVictim(rng, reg, []string{KindPLEG}); v != nil {
 		t.Fatalf("picked %s while it backs off", v.Id)
 	}
 	fc.Step(time.Second)
-	eventually(t, "second restart", func() bool { return restartsOf(reg, pid.Id) == 2 })
-	eventually(t, "candidate after its restart", func() bool { return len(reg.chaosVictims(KindPLEG)) == 1 })
+	actortest.Eventually(t, "second restart", func() bool { return restartsOf(reg, pid.Id) == 2 })
+	actortest.Eventually(t, "candidate after its restart", func() bool { return len(reg.chaosVictims(KindPLEG)) == 1 })
 }

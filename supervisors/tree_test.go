@@ -10,6 +10,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorlet/actorlet/internal/actorkit"
+	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -36,7 +38,7 @@ func TestChildRestartKeepsSiblingState(t *testing.T) {
 		t.Fatalf("pleg count = %v", got)
 	}
 	sys.Root.Send(pleg, chaosMsg)
-	eventually(t, "pleg restarted", func() bool { return restartsOf(reg, pleg.Id) == 1 })
+	actortest.Eventually(t, "pleg restarted", func() bool { return restartsOf(reg, pleg.Id) == 1 })
 	if got := ask(t, sys, pleg, get{}); got != 0 {
 		t.Fatalf("restarted pleg count = %v, want 0", got)
 	}
@@ -49,7 +51,7 @@ func TestChildRestartKeepsSiblingState(t *testing.T) {
 	if got := restartsOf(reg, root.Id); got != 0 {
 		t.Fatalf("root restarts = %d", got)
 	}
-	var info ActorInfo
+	var info actorkit.ActorInfo
 	for _, a := range reg.Snapshot() {
 		if a.PID == pleg.Id {
 			info = a
@@ -102,19 +104,19 @@ func TestPoisonPodIsStoppedNotEscalated(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = Stop(sys, root) })
 	nodePID, podPID := pidOf(sys, "root/node"), pidOf(sys, "root/node/pod-1")
-	eventually(t, "pod spawned", func() bool { return reg.Count(KindPod) == 1 })
+	actortest.Eventually(t, "pod spawned", func() bool { return reg.Count(KindPod) == 1 })
 	sys.Root.Send(nodePID, inc{})
 
 	for i := 1; i <= 2; i++ {
 		sys.Root.Send(podPID, chaosMsg)
-		eventually(t, "pod restarted", func() bool { return restartsOf(reg, podPID.Id) == i })
+		actortest.Eventually(t, "pod restarted", func() bool { return restartsOf(reg, podPID.Id) == i })
 		ask(t, sys, podPID, get{})
 	}
 	// Third failure in the window: the pod is stopped, the node sees it
 	// terminate and keeps running, with its state.
 	sys.Root.Send(podPID, chaosMsg)
-	eventually(t, "node saw the pod terminate", func() bool { return terminated.Load() == 1 })
-	eventually(t, "pod gone", func() bool { return reg.Count(KindPod) == 0 })
+	actortest.Eventually(t, "node saw the pod terminate", func() bool { return terminated.Load() == 1 })
+	actortest.Eventually(t, "pod gone", func() bool { return reg.Count(KindPod) == 0 })
 	if got := ask(t, sys, nodePID, get{}); got != 1 {
 		t.Fatalf("node state = %v, want 1: the node was restarted", got)
 	}
@@ -140,12 +142,12 @@ func TestSingletonEscalates(t *testing.T) {
 	sys.Root.Send(status, inc{})
 	for i := 1; i <= 2; i++ {
 		sys.Root.Send(pleg, chaosMsg)
-		eventually(t, "pleg restarted", func() bool { return restartsOf(reg, pleg.Id) == i })
+		actortest.Eventually(t, "pleg restarted", func() bool { return restartsOf(reg, pleg.Id) == i })
 		ask(t, sys, pleg, get{})
 	}
 	sys.Root.Send(pleg, chaosMsg)
-	eventually(t, "root restarted by escalation", func() bool { return restartsOf(reg, root.Id) == 1 })
-	eventually(t, "status respawned fresh", func() bool {
+	actortest.Eventually(t, "root restarted by escalation", func() bool { return restartsOf(reg, root.Id) == 1 })
+	actortest.Eventually(t, "status respawned fresh", func() bool {
 		res, err := sys.Root.RequestFuture(status, get{}, time.Second).Result()
 		return err == nil && res == 0
 	})
@@ -158,10 +160,10 @@ func TestRootFailingTooOftenIsStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	sys.Root.Send(root, chaosMsg)
-	eventually(t, "root restarted by its guardian", func() bool { return restartsOf(reg, root.Id) == 1 })
-	eventually(t, "children respawned", func() bool { return reg.Count(KindStatus) == 1 })
+	actortest.Eventually(t, "root restarted by its guardian", func() bool { return restartsOf(reg, root.Id) == 1 })
+	actortest.Eventually(t, "children respawned", func() bool { return reg.Count(KindStatus) == 1 })
 	sys.Root.Send(root, chaosMsg)
-	eventually(t, "tree stopped", func() bool { return len(reg.Live()) == 0 })
+	actortest.Eventually(t, "tree stopped", func() bool { return len(reg.Live()) == 0 })
 }
 
 func TestRecoverLogsStack(t *testing.T) {
@@ -191,7 +193,7 @@ func TestRecoverLogsStack(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = Stop(sys, root) })
 	sys.Root.Send(pidOf(sys, "root/probe-web-liveness"), "boom")
-	eventually(t, "restart after panic", func() bool { return starts.Load() == 2 })
+	actortest.Eventually(t, "restart after panic", func() bool { return starts.Load() == 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	if gotKind != KindProbe || gotReason != "kaboom" {
@@ -244,7 +246,7 @@ func TestChaosMiddleware(t *testing.T) {
 			sys.Root.Send(pid, tt.msg)
 			ask(t, sys, pid, get{})
 			if tt.crash {
-				eventually(t, "restart", func() bool { return starts.Load() == 2 })
+				actortest.Eventually(t, "restart", func() bool { return starts.Load() == 2 })
 				if seen.Load() != 0 {
 					t.Fatal("actor saw the chaos message")
 				}
@@ -266,7 +268,7 @@ func TestRegistryTracksActors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "four actors", func() bool { return len(reg.Live()) == 4 })
+	actortest.Eventually(t, "four actors", func() bool { return len(reg.Live()) == 4 })
 	if reg.Count(KindSource) != 2 || reg.Count(KindPLEG) != 1 || reg.Count(KindRoot) != 1 {
 		t.Fatalf("counts = %v", reg.Counts())
 	}
@@ -280,7 +282,7 @@ func TestRegistryTracksActors(t *testing.T) {
 	ask(t, sys, pleg, get{})
 	// The count of a message is taken once its handler returned, which may
 	// be just after the reply to get reached us.
-	eventually(t, "pleg messages = 12 (Started + 10 inc + get)", func() bool {
+	actortest.Eventually(t, "pleg messages = 12 (Started + 10 inc + get)", func() bool {
 		for _, a := range reg.Snapshot() {
 			if a.PID == pleg.Id {
 				return a.Messages == 12
@@ -294,7 +296,7 @@ func TestRegistryTracksActors(t *testing.T) {
 		}
 	}
 	sys.Root.Stop(pleg)
-	eventually(t, "pleg gone", func() bool { return reg.Count(KindPLEG) == 0 })
+	actortest.Eventually(t, "pleg gone", func() bool { return reg.Count(KindPLEG) == 0 })
 	if err := Stop(sys, root); err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +382,7 @@ func TestChaosInjectorHitsOnlyChosenKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = Stop(sys, root) })
-	eventually(t, "tree up", func() bool { return reg.Count(KindProbe) == 6 })
+	actortest.Eventually(t, "tree up", func() bool { return reg.Count(KindProbe) == 6 })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -394,7 +396,7 @@ func TestChaosInjectorHitsOnlyChosenKinds(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, "probes crashed", func() bool { return probeRestarts() >= 30 })
+	actortest.Eventually(t, "probes crashed", func() bool { return probeRestarts() >= 30 })
 	cancel()
 	for _, a := range reg.Snapshot() {
 		if a.Kind != KindProbe && (a.Restarts != 0 || a.LastFailure != "") {

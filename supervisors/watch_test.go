@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/actorlet/actorlet/internal/actortest"
 )
 
 // TestRootGivingUpIsReported: a singleton failing too often escalates to
@@ -30,18 +32,18 @@ func TestRootGivingUpIsReported(t *testing.T) {
 	node := pidOf(sys, "root/node")
 	crashTwice := func() {
 		for i := 1; i <= 2; i++ {
-			eventually(t, "node alive", func() bool {
+			actortest.Eventually(t, "node alive", func() bool {
 				_, err := sys.Root.RequestFuture(node, get{}, time.Second).Result()
 				return err == nil
 			})
 			sys.Root.Send(node, chaosMsg)
 			if i == 1 {
-				eventually(t, "node restarted", func() bool { return restartsOf(reg, node.Id) == 1 })
+				actortest.Eventually(t, "node restarted", func() bool { return restartsOf(reg, node.Id) == 1 })
 			}
 		}
 	}
 	crashTwice() // escalated: the root is restarted
-	eventually(t, "root restarted", func() bool { return restartsOf(reg, root.Id) == 1 })
+	actortest.Eventually(t, "root restarted", func() bool { return restartsOf(reg, root.Id) == 1 })
 	select {
 	case <-gone:
 		t.Fatal("root reported gone after one restart")

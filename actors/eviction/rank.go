@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 
@@ -151,43 +152,36 @@ func localVolumes(p *v1.Pod) map[string]bool {
 
 // exceedsRequests puts first the pod whose use is above its request.
 func exceedsRequests(stats statsFunc, use useFunc, res v1.ResourceName) cmpFunc {
-	return func(p1, p2 *v1.Pod) int {
-		s1, ok1 := stats(p1)
-		s2, ok2 := stats(p2)
-		if !ok1 || !ok2 {
-			return cmpBool(!ok1, !ok2)
-		}
-		u1, u2 := use(p1, s1), use(p2, s2)
-		r1, r2 := podRequest(p1, res), podRequest(p2, res)
+	return byUseOverRequest(stats, use, res, func(u1, r1, u2, r2 resource.Quantity) int {
 		return cmpBool(u1.Cmp(r1) > 0, u2.Cmp(r2) > 0)
-	}
+	})
 }
 
 // aboveRequests puts first the pod using more above its request.
-func aboveRequests(stats statsFunc, use useFunc, request v1.ResourceName) cmpFunc {
+func aboveRequests(stats statsFunc, use useFunc, res v1.ResourceName) cmpFunc {
+	return byUseOverRequest(stats, use, res, func(u1, r1, u2, r2 resource.Quantity) int {
+		u1.Sub(r1)
+		u2.Sub(r2)
+		return u2.Cmp(u1)
+	})
+}
+
+// byUseOverRequest compares two pods by f of their use and their request
+// of res; a pod without stats goes first.
+func byUseOverRequest(stats statsFunc, use useFunc, res v1.ResourceName, f func(u1, r1, u2, r2 resource.Quantity) int) cmpFunc {
 	return func(p1, p2 *v1.Pod) int {
 		s1, ok1 := stats(p1)
 		s2, ok2 := stats(p2)
 		if !ok1 || !ok2 {
 			return cmpBool(!ok1, !ok2)
 		}
-		u1, u2 := use(p1, s1), use(p2, s2)
-		u1.Sub(podRequest(p1, request))
-		u2.Sub(podRequest(p2, request))
-		return u2.Cmp(u1)
+		return f(use(p1, s1), podRequest(p1, res), use(p2, s2), podRequest(p2, res))
 	}
 }
 
 // byPriority puts the lower priority first.
 func byPriority(p1, p2 *v1.Pod) int {
-	a, b := priority(p1), priority(p2)
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Compare(priority(p1), priority(p2))
 }
 
 func priority(p *v1.Pod) int32 {

@@ -2,7 +2,9 @@ package eviction
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -151,7 +153,7 @@ func ParseThresholds(hard, soft, softGrace, minReclaim map[string]string) ([]Thr
 		return nil, err
 	}
 	graces := map[Signal]time.Duration{}
-	for _, name := range sortedKeys(softGrace) {
+	for _, name := range slices.Sorted(maps.Keys(softGrace)) {
 		val := softGrace[name]
 		sig, err := signalOf("eviction-soft-grace-period", name, val)
 		if err != nil {
@@ -167,7 +169,7 @@ func ParseThresholds(hard, soft, softGrace, minReclaim map[string]string) ([]Thr
 		graces[sig] = d
 	}
 	reclaims := map[Signal]Value{}
-	for _, name := range sortedKeys(minReclaim) {
+	for _, name := range slices.Sorted(maps.Keys(minReclaim)) {
 		val := minReclaim[name]
 		sig, err := signalOf("eviction-minimum-reclaim", name, val)
 		if err != nil {
@@ -202,15 +204,6 @@ func ParseThresholds(hard, soft, softGrace, minReclaim map[string]string) ([]Thr
 	return out, nil
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 func signalOf(flag, name, val string) (Signal, error) {
 	sig := Signal(strings.TrimSpace(name))
 	if _, ok := signalResource[sig]; !ok {
@@ -222,7 +215,7 @@ func signalOf(flag, name, val string) (Signal, error) {
 // parseStatements parses one flag's signal -> value map.
 func parseStatements(flag string, m map[string]string) ([]Threshold, error) {
 	var out []Threshold
-	for _, name := range sortedKeys(m) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		val := m[name]
 		sig, err := signalOf(flag, name, val)
 		if err != nil {

@@ -2,6 +2,7 @@ package pod
 
 import (
 	"maps"
+	"slices"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -52,7 +53,7 @@ func (d *deviceState) answered(m *messages.DevicesAllocated) bool {
 func applyDevices(cfg *runtimeapi.ContainerConfig, cd messages.ContainerDevices) {
 	if len(cd.Envs) > 0 {
 		envs := make([]*runtimeapi.KeyValue, 0, len(cd.Envs)+len(cfg.Envs))
-		for _, k := range sortedKeys(cd.Envs) {
+		for _, k := range slices.Sorted(maps.Keys(cd.Envs)) {
 			envs = append(envs, &runtimeapi.KeyValue{Key: k, Value: []byte(cd.Envs[k])})
 		}
 		cfg.Envs = append(envs, cfg.Envs...)

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -69,7 +70,7 @@ func makeEnv(ctx context.Context, in envInput) (envs []*runtimeapi.KeyValue, com
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		for _, k := range sortedKeys(data) {
+		for _, k := range slices.Sorted(maps.Keys(data)) {
 			set(ef.Prefix+k, data[k])
 		}
 	}
@@ -87,7 +88,7 @@ func makeEnv(ctx context.Context, in envInput) (envs []*runtimeapi.KeyValue, com
 		}
 	}
 	// The services' variables where the container does not set its own.
-	for _, k := range sortedKeys(services) {
+	for _, k := range slices.Sorted(maps.Keys(services)) {
 		if _, ok := vars[k]; !ok {
 			set(k, services[k])
 		}
@@ -121,15 +122,6 @@ func (in envInput) serviceEnv(ctx context.Context) (map[string]string, error) {
 	}
 	links := in.pod.Spec.EnableServiceLinks == nil || *in.pod.Spec.EnableServiceLinks
 	return podspec.ServiceEnv(services, in.pod.Namespace, links), nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 var errNoConfigSource = errdefs.Wrap(errdefs.ErrNotFound, errors.New("no ConfigMap/Secret source on this node"))

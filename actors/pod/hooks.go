@@ -92,7 +92,7 @@ func (a *Actor) stopSpecs(ids []string) []stopSpec {
 			for name, cs := range a.snap.containers {
 				for _, c := range cs {
 					if c.Id == id && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-						spec := containerSpec(a.pod, name)
+						spec := podspec.FindContainer(a.pod, name)
 						s.name = name
 						if spec != nil {
 							s.sidecar = podspec.IsSidecar(spec)

@@ -222,7 +222,7 @@ func (a *Actor) handleProbeResult(ctx actor.Context, m *messages.ProbeResult) {
 	if cur == nil || cur.Id != m.ContainerID || cur.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return // a result about a container that is gone
 	}
-	c := containerSpec(a.pod, m.Container)
+	c := podspec.FindContainer(a.pod, m.Container)
 	if c == nil {
 		return
 	}
@@ -296,20 +296,6 @@ func upperFirst(s string) string {
 		return s
 	}
 	return string(s[0]-'a'+'A') + s[1:]
-}
-
-func containerSpec(pod *v1.Pod, name string) *v1.Container {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
-	}
-	return nil
 }
 
 // pendingKill returns the stop of a container a probe condemned, if it still

@@ -61,6 +61,10 @@ type Config struct {
 	NodeAllocatable v1.ResourceList
 }
 
+// setupRetry paces the setups of a pod whose volumes failed: 2 s doubling
+// to 30 s.
+var setupRetry = actorkit.Backoff{Base: 2 * time.Second, Cap: 30 * time.Second}
+
 // New returns the VolumeActor producer; api may be nil.
 func New(files Files, api API, cfg Config, clk clock.WithDelayedExecution, log *slog.Logger) actor.Producer {
 	if files == nil || clk == nil || cfg.PodsDir == "" {
@@ -263,7 +267,7 @@ func (a *Actor) handleSetUp(ctx actor.Context, m *setUp) {
 			ctx.Send(w, &messages.VolumesReady{UID: m.uid, Reason: "FailedMount", Message: m.err.Error()})
 		}
 		pv.waiters = nil
-		next = min(time.Duration(pv.failures)*2*time.Second, 30*time.Second)
+		next = setupRetry.Delay(pv.failures)
 		if pv.ready {
 			next = min(next, m.refreshIn) // keep what works; retry the refresh
 		}

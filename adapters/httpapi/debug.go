@@ -8,48 +8,18 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/actorlet/actorlet/internal/actorkit"
 )
 
 // ActorSource is what the debug page reads: the live actors and the stats
-// per actor kind (cmd/actorlet serves them from the supervisors' registry;
-// adapters do not import supervisors).
+// per actor kind (the supervisors' registry is one; adapters do not import
+// supervisors, so the page declares what it reads).
 type ActorSource interface {
 	// Snapshot returns every live actor, sorted by PID.
-	Snapshot() []ActorInfo
+	Snapshot() []actorkit.ActorInfo
 	// KindStats returns the stats of every kind seen since start.
-	KindStats() []KindStats
-}
-
-// ActorInfo is one live actor. Its fields are those of
-// supervisors.ActorInfo, so a value converts directly: httpapi.ActorInfo(a).
-type ActorInfo struct {
-	PID      string `json:"pid"`
-	Kind     string `json:"kind"`
-	Parent   string `json:"parent,omitempty"`
-	Restarts int    `json:"restarts"`
-	Messages uint64 `json:"messages"`
-	// Mailbox is the number of user messages waiting (-1: unknown).
-	Mailbox int `json:"mailbox"`
-	// HandlingNanos is the total time spent handling messages.
-	HandlingNanos int64 `json:"handlingNanos"`
-	// MeanHandlingMicros is HandlingNanos per message, in microseconds.
-	MeanHandlingMicros float64   `json:"meanHandlingMicros"`
-	LastFailure        string    `json:"lastFailure,omitempty"`
-	LastFailureAt      time.Time `json:"lastFailureAt,omitzero"`
-}
-
-// KindStats is what is known about one actor kind.
-type KindStats struct {
-	Kind string
-	// Live actors of the kind now.
-	Live int
-	// MailboxLength is the sum of the live actors' waiting user messages,
-	// MailboxMax the longest one.
-	MailboxLength int
-	MailboxMax    int
-	// Handled messages since start and their total handling time.
-	Handled         uint64
-	HandlingSeconds float64
+	KindStats() []actorkit.KindStats
 }
 
 // DefaultDebugChildLimit bounds how many children of one actor the HTML
@@ -82,7 +52,7 @@ type debugHandler struct {
 
 // ActorNode is one actor of the tree in /debug/actors?format=json.
 type ActorNode struct {
-	ActorInfo
+	actorkit.ActorInfo
 	Name     string       `json:"name"`
 	Children []*ActorNode `json:"children,omitempty"`
 	// Omitted counts children not drawn (HTML only).
@@ -123,7 +93,7 @@ func (d *debugHandler) page() ActorsPage {
 
 // buildTree links each actor to its parent; an actor whose parent is not
 // live (the root) is a root of the forest. Children are sorted by PID.
-func buildTree(snap []ActorInfo) []*ActorNode {
+func buildTree(snap []actorkit.ActorInfo) []*ActorNode {
 	nodes := make(map[string]*ActorNode, len(snap))
 	for _, a := range snap {
 		name := a.PID

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/actorlet/actorlet/internal/actorkit"
 )
 
 const testPodUID = "6f1c2a9e-0b7d-4c55-9d0e-3a1f2b4c5d6e"
@@ -21,26 +23,30 @@ const testPodUID = "6f1c2a9e-0b7d-4c55-9d0e-3a1f2b4c5d6e"
 // once after a panic) and root -> pleg, as the supervisors' registry
 // reports it. cmd/actorlet tests the page on a live registry.
 type fakeActors struct {
-	snapshot []ActorInfo
-	kinds    []KindStats
+	snapshot []actorkit.ActorInfo
+	kinds    []actorkit.KindStats
 }
 
 var _ ActorSource = (*fakeActors)(nil)
 
-func (f *fakeActors) Snapshot() []ActorInfo  { return append([]ActorInfo(nil), f.snapshot...) }
-func (f *fakeActors) KindStats() []KindStats { return append([]KindStats(nil), f.kinds...) }
+func (f *fakeActors) Snapshot() []actorkit.ActorInfo {
+	return append([]actorkit.ActorInfo(nil), f.snapshot...)
+}
+func (f *fakeActors) KindStats() []actorkit.KindStats {
+	return append([]actorkit.KindStats(nil), f.kinds...)
+}
 
 func testTree() *fakeActors {
 	podID := "root/node/pod-" + testPodUID
 	return &fakeActors{
-		snapshot: []ActorInfo{ // sorted by PID, as the registry sorts them
+		snapshot: []actorkit.ActorInfo{ // sorted by PID, as the registry sorts them
 			{PID: "root", Kind: "root", Messages: 2},
 			{PID: "root/node", Kind: "node", Parent: "root", Messages: 5, HandlingNanos: 10000, MeanHandlingMicros: 2},
 			{PID: podID, Kind: "pod", Parent: "root/node", Restarts: 1, Messages: 3,
 				LastFailure: "boom on purpose", LastFailureAt: time.Now().Add(-5 * time.Second)},
 			{PID: "root/pleg", Kind: "pleg", Parent: "root", Mailbox: -1},
 		},
-		kinds: []KindStats{
+		kinds: []actorkit.KindStats{
 			{Kind: "node", Live: 1, Handled: 5, HandlingSeconds: 1e-5},
 			{Kind: "pleg", Live: 1},
 			{Kind: "pod", Live: 1, Handled: 4, HandlingSeconds: 2e-5, MailboxLength: 3, MailboxMax: 3},
@@ -89,14 +95,14 @@ func TestDebugActorsJSON(t *testing.T) {
 func TestBuildTree(t *testing.T) {
 	tests := []struct {
 		name string
-		snap []ActorInfo
+		snap []actorkit.ActorInfo
 		want string // roots and children, as names
 	}{
 		{name: "empty", want: ""},
-		{name: "root with children", snap: []ActorInfo{
+		{name: "root with children", snap: []actorkit.ActorInfo{
 			{PID: "root"}, {PID: "root/a", Parent: "root"}, {PID: "root/a/x", Parent: "root/a"}, {PID: "root/b", Parent: "root"},
 		}, want: "root(a(x) b)"},
-		{name: "parent gone: its child is a root", snap: []ActorInfo{
+		{name: "parent gone: its child is a root", snap: []actorkit.ActorInfo{
 			{PID: "root"}, {PID: "root/a/x", Parent: "root/a"},
 		}, want: "root x"},
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,18 +38,13 @@ type DevicesPod struct {
 func (s *Server) handleGetDevices(w http.ResponseWriter, r *http.Request) {
 	const what = "devices actor"
 	var view DevicesView
-	res, aerr := s.ask(r, s.cfg.Devices, what, &messages.GetDeviceCapacity{})
-	if aerr != nil {
-		httpError(w, aerr.code, "devices: %s", aerr.msg)
-		return
-	}
-	c, ok := res.(*messages.DeviceCapacity)
+	c, ok := askFor[*messages.DeviceCapacity](s, w, r, s.cfg.Devices, what, "devices", &messages.GetDeviceCapacity{})
 	if !ok {
-		httpError(w, http.StatusInternalServerError, "devices: unexpected answer %T", res)
 		return
 	}
 	view.Capacity, view.Allocatable, view.Labels, view.Annotations = c.Capacity, c.Allocatable, c.Labels, c.Annotations
-	if res, aerr = s.ask(r, s.cfg.Devices, what, &messages.GetAllocatableDevices{}); aerr != nil {
+	res, aerr := s.ask(r, s.cfg.Devices, what, &messages.GetAllocatableDevices{})
+	if aerr != nil {
 		httpError(w, aerr.code, "devices: %s", aerr.msg)
 		return
 	}
@@ -67,22 +63,12 @@ func (s *Server) handleGetDevices(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.SortFunc(view.Pods, func(a, b DevicesPod) int {
 		if a.Namespace != b.Namespace {
-			return compare(a.Namespace, b.Namespace)
+			return strings.Compare(a.Namespace, b.Namespace)
 		}
-		return compare(a.Name, b.Name)
+		return strings.Compare(a.Name, b.Name)
 	})
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(view)
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // handleDeviceFault serves POST /devices/fault?device=<id>&xid=<n>: an Xid
@@ -95,14 +81,9 @@ func (s *Server) handleDeviceFault(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "device fault: want ?device=<device ID>&xid=<Xid number>")
 		return
 	}
-	res, aerr := s.ask(r, s.cfg.Devices, "devices actor", &messages.InjectDeviceFault{DeviceID: id, Xid: xid})
-	if aerr != nil {
-		httpError(w, aerr.code, "device fault: %s", aerr.msg)
-		return
-	}
-	m, ok := res.(*messages.DeviceFaultInjected)
+	m, ok := askFor[*messages.DeviceFaultInjected](s, w, r, s.cfg.Devices, "devices actor", "device fault",
+		&messages.InjectDeviceFault{DeviceID: id, Xid: xid})
 	if !ok {
-		httpError(w, http.StatusInternalServerError, "device fault: unexpected answer %T", res)
 		return
 	}
 	if m.Err != "" {

@@ -28,6 +28,8 @@ import (
 	"github.com/actorlet/actorlet/adapters/manifest"
 	"github.com/actorlet/actorlet/messages"
 	"github.com/actorlet/actorlet/podspec"
+
+	"github.com/actorlet/actorlet/internal/actorkit"
 )
 
 // fuzzSecret is the content of a file next to (outside) the pod logs dir:
@@ -76,10 +78,12 @@ func (f *fuzzRuntime) PortForward(context.Context, string, []int32) (*url.URL, e
 // fuzzActors is a two-actor tree for /debug/actors.
 type fuzzActors struct{}
 
-func (fuzzActors) Snapshot() []ActorInfo {
-	return []ActorInfo{{PID: "root", Kind: "root"}, {PID: "root/node", Kind: "node", Parent: "root"}}
+func (fuzzActors) Snapshot() []actorkit.ActorInfo {
+	return []actorkit.ActorInfo{{PID: "root", Kind: "root"}, {PID: "root/node", Kind: "node", Parent: "root"}}
 }
-func (fuzzActors) KindStats() []KindStats { return []KindStats{{Kind: "node", Live: 1}} }
+func (fuzzActors) KindStats() []actorkit.KindStats {
+	return []actorkit.KindStats{{Kind: "node", Live: 1}}
+}
 
 // panicLog fails on the recover middleware's "http handler panicked".
 type panicLog struct {

@@ -267,6 +267,23 @@ func (s *Server) ask(r *http.Request, pid *actor.PID, what string, msg any) (any
 	}
 }
 
+// askFor is ask wanting an answer of type T. Otherwise it writes the error,
+// prefixed with prefix, and answers false.
+func askFor[T any](s *Server, w http.ResponseWriter, r *http.Request, pid *actor.PID, what, prefix string, msg any) (T, bool) {
+	var zero T
+	res, aerr := s.ask(r, pid, what, msg)
+	if aerr != nil {
+		httpError(w, aerr.code, "%s: %s", prefix, aerr.msg)
+		return zero, false
+	}
+	v, ok := res.(T)
+	if !ok {
+		httpError(w, http.StatusInternalServerError, "%s: unexpected answer %T", prefix, res)
+		return zero, false
+	}
+	return v, true
+}
+
 type apiError struct {
 	code int
 	msg  string

@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/certificate"
+
+	"github.com/actorlet/actorlet/internal/actortest"
 )
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -228,7 +230,7 @@ func TestServingCertificatesFromACSR(t *testing.T) {
 	s.Start()
 
 	var req certificatesv1.CertificateSigningRequest
-	waitFor(t, 30*time.Second, "a kubelet-serving CSR", func() bool {
+	actortest.EventuallyWithin(t, 30*time.Second, "a kubelet-serving CSR", func() bool {
 		l, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 		if err != nil || len(l.Items) == 0 {
 			return false
@@ -262,7 +264,7 @@ func TestServingCertificatesFromACSR(t *testing.T) {
 	if _, err := cs.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, &req, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the issued serving certificate", func() bool { return s.Current() != nil })
+	actortest.EventuallyWithin(t, 30*time.Second, "the issued serving certificate", func() bool { return s.Current() != nil })
 	if got := s.Current().Leaf.SerialNumber.String(); got != serialOf(t, issued) {
 		t.Fatalf("current serial %s, want the issued %s", got, serialOf(t, issued))
 	}
@@ -297,19 +299,5 @@ func TestServingTemplate(t *testing.T) {
 				t.Fatalf("template %+v", got)
 			}
 		})
-	}
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		<-tick.C
 	}
 }

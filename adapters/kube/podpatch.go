@@ -344,17 +344,10 @@ func (w *patchWriter) containers(k string, o, n []v1.ContainerStatus) bool {
 // (matching keys after decoding, by sorting) handles its own way.
 func (w *patchWriter) conditions(o, n []v1.PodCondition) bool {
 	const k = "conditions"
-	if !uniqueKeys(o, conditionType) || !uniqueKeys(n, conditionType) {
-		return false
+	if ok, done := mergeListTrivial(w, k, o, n, conditionType); done {
+		return ok
 	}
-	switch {
-	case len(o) == 0 && len(n) == 0:
-		return true
-	case len(n) == 0:
-		w.key(k)
-		w.null()
-		return true
-	case len(o) == 0:
+	if len(o) == 0 {
 		w.key(k)
 		w.b = append(w.b, '[')
 		for i := range n {
@@ -484,20 +477,29 @@ func (w *patchWriter) conditionDiff(o, n *v1.PodCondition) {
 	w.str("message", o.Message, n.Message)
 }
 
+// mergeListTrivial writes what needs no diff of a list merged by key:
+// nothing where both lists are empty, null where the new one is. done
+// says it answered (ok: false where a key repeats or is not valid UTF-8).
+func mergeListTrivial[E any](w *patchWriter, k string, o, n []E, key func(E) string) (ok, done bool) {
+	switch {
+	case !uniqueKeys(o, key) || !uniqueKeys(n, key):
+		return false, true
+	case len(o) == 0 && len(n) == 0:
+		return true, true
+	case len(n) == 0:
+		w.key(k)
+		w.null()
+		return true, true
+	}
+	return true, false
+}
+
 // ips writes a list of {"ip": ...} merged by ip (podIPs, hostIPs): the
 // added IPs, the removed ones, the order. It answers false where an IP
 // repeats or is not valid UTF-8.
 func ips[E any](w *patchWriter, k string, o, n []E, ip func(E) string) bool {
-	if !uniqueKeys(o, ip) || !uniqueKeys(n, ip) {
-		return false
-	}
-	switch {
-	case len(o) == 0 && len(n) == 0:
-		return true
-	case len(n) == 0:
-		w.key(k)
-		w.null()
-		return true
+	if ok, done := mergeListTrivial(w, k, o, n, ip); done {
+		return ok
 	}
 	mark := len(w.b)
 	w.key(k)

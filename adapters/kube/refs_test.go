@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/actorlet/actorlet/internal/actortest"
 )
 
 // openWatches counts the watches the fake API server holds open, by
@@ -186,14 +188,14 @@ func TestObjectCacheStopsWatchWithLastPod(t *testing.T) {
 					t.Fatalf("read %s: %v", r, err)
 				}
 			}
-			waitFor(t, 10*time.Second, "the watch on kube-root-ca.crt", func() bool { return ow.count(rootCA) == 1 })
+			actortest.Eventually(t, "the watch on kube-root-ca.crt", func() bool { return ow.count(rootCA) == 1 })
 			for i, step := range tt.steps {
 				step(o)
 				want := tt.open[i]
-				waitFor(t, 10*time.Second, fmt.Sprintf("%d watches on kube-root-ca.crt after step %d", want, i), func() bool { return ow.count(rootCA) == want })
+				actortest.Eventually(t, fmt.Sprintf("%d watches on kube-root-ca.crt after step %d", want, i), func() bool { return ow.count(rootCA) == want })
 			}
 			if slices.Contains(tt.read, "secrets/creds") {
-				waitFor(t, 10*time.Second, "no watch on the secret", func() bool { return ow.count("secrets/x/metadata.name=creds") == 0 })
+				actortest.Eventually(t, "no watch on the secret", func() bool { return ow.count("secrets/x/metadata.name=creds") == 0 })
 			}
 			o.mu.Lock()
 			n, refs := len(o.watches), len(o.refs["configmaps/x/kube-root-ca.crt"])
@@ -250,7 +252,7 @@ func TestObjectCacheKeepsWatchForReadInFlight(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("%d watches after the read, want none", n)
 	}
-	waitFor(t, 10*time.Second, "no watch on kube-root-ca.crt", func() bool { return ow.count(rootCA) == 0 })
+	actortest.Eventually(t, "no watch on kube-root-ca.crt", func() bool { return ow.count(rootCA) == 0 })
 }
 
 // TestObjectCacheWatchPodsRegisters: the pods the API source sees are
@@ -273,14 +275,14 @@ func TestObjectCacheWatchPodsRegisters(t *testing.T) {
 		delete(seen, p.UID)
 		mu.Unlock()
 	}, func() {})
-	waitFor(t, 10*time.Second, "the pod upserted", func() bool { mu.Lock(); defer mu.Unlock(); return seen["a"] })
+	actortest.Eventually(t, "the pod upserted", func() bool { mu.Lock(); defer mu.Unlock(); return seen["a"] })
 	if _, err := o.ConfigMap(ctx, "x", "kube-root-ca.crt"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the watch on kube-root-ca.crt", func() bool { return ow.count(rootCA) == 1 })
+	actortest.Eventually(t, "the watch on kube-root-ca.crt", func() bool { return ow.count(rootCA) == 1 })
 	if err := cs.CoreV1().Pods("x").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the pod removed", func() bool { mu.Lock(); defer mu.Unlock(); return !seen["a"] })
-	waitFor(t, 10*time.Second, "no watch on kube-root-ca.crt", func() bool { return ow.count(rootCA) == 0 })
+	actortest.Eventually(t, "the pod removed", func() bool { mu.Lock(); defer mu.Unlock(); return !seen["a"] })
+	actortest.Eventually(t, "no watch on kube-root-ca.crt", func() bool { return ow.count(rootCA) == 0 })
 }

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
+
+	"github.com/actorlet/actorlet/internal/actorkit"
 )
 
 // WatchPods runs an informer over the pods bound to the node (field
@@ -66,13 +68,11 @@ func (c *Client) WatchPods(ctx context.Context, upsert, remove func(*v1.Pod), sy
 	<-ctx.Done()
 }
 
-// Reconnection pacing of the watches while the API server does not answer.
-const (
-	reconnectBase = 200 * time.Millisecond
-	reconnectMax  = 2 * time.Second
-)
+// reconnectBackoff paces the watches' calls while the API server does not
+// answer.
+var reconnectBackoff = actorkit.Backoff{Base: 200 * time.Millisecond, Cap: 2 * time.Second}
 
-// quickReconnect makes a watch reconnect within reconnectMax of the API
+// quickReconnect makes a watch reconnect within reconnectBackoff.Cap of the API
 // server's return. client-go's reflector backs off up to 30 s (jittered to
 // 60 s) when a list or watch is refused, so after an outage of a minute the
 // node would go on for up to another minute without seeing its pods'
@@ -82,12 +82,12 @@ const (
 // 200 ms doubling to 2 s, until it answers or ctx ends; any other error goes
 // to the reflector as before.
 func quickReconnect(lw cache.ListerWatcher) cache.ListerWatcher {
-	return &reconnecting{inner: cache.ToListerWatcherWithContext(lw), base: reconnectBase, max: reconnectMax}
+	return &reconnecting{inner: cache.ToListerWatcherWithContext(lw), backoff: reconnectBackoff}
 }
 
 type reconnecting struct {
-	inner     cache.ListerWatcherWithContext
-	base, max time.Duration
+	inner   cache.ListerWatcherWithContext
+	backoff actorkit.Backoff
 }
 
 var (
@@ -102,30 +102,28 @@ func apiDown(err error) bool {
 		apierrors.IsServiceUnavailable(err)
 }
 
-func retryWhileDown[T any](ctx context.Context, base, max time.Duration, call func() (T, error)) (T, error) {
-	d := base
-	for {
+func retryWhileDown[T any](ctx context.Context, b actorkit.Backoff, call func() (T, error)) (T, error) {
+	for n := 1; ; n++ {
 		v, err := call()
 		if err == nil || !apiDown(err) {
 			return v, err
 		}
-		t := time.NewTimer(d)
+		t := time.NewTimer(b.Delay(n))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return v, err
 		case <-t.C:
 		}
-		d = min(2*d, max)
 	}
 }
 
 func (r *reconnecting) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
-	return retryWhileDown(ctx, r.base, r.max, func() (runtime.Object, error) { return r.inner.ListWithContext(ctx, options) })
+	return retryWhileDown(ctx, r.backoff, func() (runtime.Object, error) { return r.inner.ListWithContext(ctx, options) })
 }
 
 func (r *reconnecting) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-	return retryWhileDown(ctx, r.base, r.max, func() (watch.Interface, error) { return r.inner.WatchWithContext(ctx, options) })
+	return retryWhileDown(ctx, r.backoff, func() (watch.Interface, error) { return r.inner.WatchWithContext(ctx, options) })
 }
 
 // IsWatchListSemanticsUnSupported passes on what the inner lister-watcher

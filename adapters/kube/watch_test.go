@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorlet/actorlet/internal/actorkit"
 )
 
 // flakyLW fails its first `fail` calls with err, then answers.
@@ -76,7 +78,7 @@ func TestReconnectingRetriesWhileTheAPIServerIsDown(t *testing.T) {
 		for _, op := range []string{"list", "watch"} {
 			t.Run(tt.name+"/"+op, func(t *testing.T) {
 				f := &flakyLW{err: tt.err, fail: tt.fail}
-				r := &reconnecting{inner: f, base: time.Millisecond, max: 4 * time.Millisecond}
+				r := &reconnecting{inner: f, backoff: actorkit.Backoff{Base: time.Millisecond, Cap: 4 * time.Millisecond}}
 				var err error
 				if op == "list" {
 					_, err = r.ListWithContext(context.Background(), metav1.ListOptions{})
@@ -94,7 +96,7 @@ func TestReconnectingRetriesWhileTheAPIServerIsDown(t *testing.T) {
 	}
 	t.Run("the context ends the retries", func(t *testing.T) {
 		f := &flakyLW{err: refused(), fail: 1 << 30}
-		r := &reconnecting{inner: f, base: time.Millisecond, max: time.Millisecond}
+		r := &reconnecting{inner: f, backoff: actorkit.Backoff{Base: time.Millisecond, Cap: time.Millisecond}}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {

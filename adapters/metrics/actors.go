@@ -4,34 +4,20 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/actorlet/actorlet/internal/actorkit"
 )
 
-// ActorKindStats is what the actor system knows about one actor kind at a
-// scrape (the fields of supervisors.KindStats, so a value converts
-// directly: metrics.ActorKindStats(ks)).
-type ActorKindStats struct {
-	Kind string
-	// Live actors of the kind.
-	Live int
-	// MailboxLength sums the live actors' waiting messages; MailboxMax is
-	// the longest mailbox.
-	MailboxLength int
-	MailboxMax    int
-	// Handled messages, their total handling time, and their count per
-	// bucket (not cumulative; bounds given to SetActorStats, then +Inf).
-	Handled         uint64
-	HandlingSeconds float64
-	Buckets         []uint64
-}
-
-// SetActorStats makes every scrape read the actor system through src and
-// export, by actor kind: actorlet_actors (live actors, fresh at each
-// scrape), actorlet_actor_messages_total, actorlet_actor_mailbox_length
-// (sum over the kind's actors), actorlet_actor_mailbox_length_max and the
-// histogram actorlet_actor_message_handling_duration_seconds with the
-// given bucket bounds (seconds). src runs once per scrape; its labels are
-// kinds only (a bounded set), never one per pod.
-func (r *Registry) SetActorStats(bounds []float64, src func() []ActorKindStats) {
+// SetActorStats makes every scrape read the actor system through src (the
+// supervisors' registry's KindStats: Buckets count per bound of bounds, not
+// cumulative, then +Inf) and export, by actor kind: actorlet_actors (live
+// actors, fresh at each scrape), actorlet_actor_messages_total,
+// actorlet_actor_mailbox_length (sum over the kind's actors),
+// actorlet_actor_mailbox_length_max and the histogram
+// actorlet_actor_message_handling_duration_seconds with the given bucket
+// bounds (seconds). src runs once per scrape; its labels are kinds only (a
+// bounded set), never one per pod.
+func (r *Registry) SetActorStats(bounds []float64, src func() []actorkit.KindStats) {
 	r.actorStats.set(bounds, src)
 }
 
@@ -46,7 +32,7 @@ type actorCollector struct {
 
 	mu     sync.Mutex
 	bounds []float64
-	src    func() []ActorKindStats
+	src    func() []actorkit.KindStats
 	kinds  []string // initialised at zero
 }
 
@@ -61,7 +47,7 @@ func newActorCollector(actors *prometheus.GaugeVec, messages *prometheus.Counter
 	}
 }
 
-func (c *actorCollector) set(bounds []float64, src func() []ActorKindStats) {
+func (c *actorCollector) set(bounds []float64, src func() []actorkit.KindStats) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.bounds, c.src = append([]float64(nil), bounds...), src

@@ -3,12 +3,14 @@ package metrics
 import (
 	"strings"
 	"testing"
+
+	"github.com/actorlet/actorlet/internal/actorkit"
 )
 
 func TestActorStats(t *testing.T) {
 	tests := []struct {
 		name  string
-		stats []ActorKindStats
+		stats []actorkit.KindStats
 		want  []string
 		not   []string
 	}{
@@ -19,7 +21,7 @@ func TestActorStats(t *testing.T) {
 		},
 		{
 			name: "mailbox, handled and histogram by kind",
-			stats: []ActorKindStats{
+			stats: []actorkit.KindStats{
 				{Kind: "pod", Live: 3, MailboxLength: 7, MailboxMax: 5, Handled: 10, HandlingSeconds: 0.25, Buckets: []uint64{4, 5, 1}},
 				{Kind: "pleg", Live: 1, Handled: 2, HandlingSeconds: 0.002, Buckets: []uint64{0, 2, 0}},
 			},
@@ -47,7 +49,7 @@ func TestActorStats(t *testing.T) {
 			r.InitActorKinds("pod", "pleg", "image")
 			r.SetActors("node", 1)
 			if tc.stats != nil {
-				r.SetActorStats([]float64{0.001, 0.01}, func() []ActorKindStats { return tc.stats })
+				r.SetActorStats([]float64{0.001, 0.01}, func() []actorkit.KindStats { return tc.stats })
 			}
 			out := scrape(t, r)
 			lines := strings.Split(out, "\n")

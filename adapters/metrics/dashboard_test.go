@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/actorlet/actorlet/internal/actorkit"
 )
 
 // TestDashboardMetricsExist checks that every metric the Grafana dashboard
@@ -41,8 +43,8 @@ func TestDashboardMetricsExist(t *testing.T) {
 	r.ObserveProbe(ProbeReadiness, ProbeResultSuccessful, "c", "p", "ns", "uid", time.Millisecond)
 	r.IncActorRestart("pod")
 	r.IncActorPanic("pod")
-	r.SetActorStats([]float64{0.001}, func() []ActorKindStats {
-		return []ActorKindStats{{Kind: "pod", Live: 1, Handled: 1, Buckets: []uint64{1, 0}}}
+	r.SetActorStats([]float64{0.001}, func() []actorkit.KindStats {
+		return []actorkit.KindStats{{Kind: "pod", Live: 1, Handled: 1, Buckets: []uint64{1, 0}}}
 	})
 	exported := map[string]bool{}
 	for _, l := range strings.Split(scrape(t, r), "\n") {

@@ -1,34 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorlet/actorlet/internal/actortest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the actor system's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // Issue 9: "[DeadLetter]" lines with raw Go structs at INFO after ordinary
 // pod deletions and on exit. protoactor's own records below Warn go out at
@@ -45,7 +25,7 @@ func TestActorSystemLoggerDemotesDeadLetters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out := &syncBuffer{}
+			out := &actortest.SyncBuffer{}
 			log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: tt.level}))
 			sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 				return actorSystemLogger(log)

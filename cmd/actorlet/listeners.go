@@ -25,7 +25,7 @@ import (
 func newNodeAPI(w *wiring, t *tree) (*httpapi.Server, error) {
 	var debug, configz http.Handler
 	if w.o.EnableDebuggingHandlers {
-		debug = httpapi.NewDebug(registryActors{t.reg})
+		debug = httpapi.NewDebug(t.reg)
 		// /configz: the effective configuration (config.go); a debugging
 		// handler upstream too.
 		var err error
@@ -153,27 +153,5 @@ func pushDecoder(nodeName string) func([]byte) (*v1.Pod, error) {
 	}
 }
 
-// registryActors serves the debug page from the supervisors' registry
-// (adapters do not import supervisors: the page declares what it reads).
-type registryActors struct{ reg *supervisors.Registry }
-
-var _ httpapi.ActorSource = registryActors{}
-
-func (r registryActors) Snapshot() []httpapi.ActorInfo {
-	snap := r.reg.Snapshot()
-	out := make([]httpapi.ActorInfo, len(snap))
-	for i, a := range snap {
-		out[i] = httpapi.ActorInfo(a)
-	}
-	return out
-}
-
-func (r registryActors) KindStats() []httpapi.KindStats {
-	ks := r.reg.KindStats()
-	out := make([]httpapi.KindStats, len(ks))
-	for i, k := range ks {
-		out[i] = httpapi.KindStats{Kind: k.Kind, Live: k.Live, MailboxLength: k.MailboxLength, MailboxMax: k.MailboxMax,
-			Handled: k.Handled, HandlingSeconds: k.HandlingSeconds}
-	}
-	return out
-}
+// The debug page reads the supervisors' registry directly.
+var _ httpapi.ActorSource = (*supervisors.Registry)(nil)

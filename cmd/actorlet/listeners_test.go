@@ -125,7 +125,7 @@ func TestDebugPageOnLiveRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = supervisors.Stop(sys, root) })
-	src := registryActors{reg}
+	src := reg
 	podID := "root/node/pod-1"
 	restarts := func() int {
 		for _, a := range src.Snapshot() {

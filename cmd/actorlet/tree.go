@@ -223,14 +223,7 @@ func supervise(w *wiring, onGiveUp func(supervisors.GiveUp)) (*supervisors.Regis
 	m.InitActorKinds(supervisors.KindNode, supervisors.KindPod, supervisors.KindProbe, supervisors.KindPLEG,
 		supervisors.KindImage, supervisors.KindStatus, supervisors.KindSource)
 	reg := supervisors.NewRegistry(w.clk)
-	m.SetActorStats(supervisors.HandlingBuckets, func() []metrics.ActorKindStats {
-		ks := reg.KindStats()
-		out := make([]metrics.ActorKindStats, len(ks))
-		for i, k := range ks {
-			out[i] = metrics.ActorKindStats(k)
-		}
-		return out
-	})
+	m.SetActorStats(supervisors.HandlingBuckets, reg.KindStats)
 	strategy := supervisors.NewStrategy(supervisors.StrategyConfig{
 		MaxRestarts: int(w.o.ActorMaxRestarts), Window: w.o.ActorRestartWindow, OnGiveUp: onGiveUp,
 	}, w.clk, w.log, m.IncActorRestart)

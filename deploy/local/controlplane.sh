@@ -676,21 +676,8 @@ bootstrap_kubeconfig() {
   id=$(openssl rand -hex 3)
   secret=$(openssl rand -hex 8)
   exp=$(date -u -d "@$(($(date +%s) + BOOTSTRAP_TOKEN_TTL))" +%Y-%m-%dT%H:%M:%SZ)
-  "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" --request-timeout 20s apply -f - >/dev/null <<EOF ||
-apiVersion: v1
-kind: Secret
-metadata:
-  name: bootstrap-token-$id
-  namespace: kube-system
-type: bootstrap.kubernetes.io/token
-stringData:
-  description: "actorlet controlplane.sh bootstrap-kubeconfig: TLS bootstrapping of a node"
-  token-id: "$id"
-  token-secret: "$secret"
-  expiration: $exp
-  usage-bootstrap-authentication: "true"
-  usage-bootstrap-signing: "true"
-EOF
+  token_secret "$id" "$secret" "$exp" "actorlet controlplane.sh bootstrap-kubeconfig: TLS bootstrapping of a node" |
+    "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" --request-timeout 20s apply -f - >/dev/null ||
     die "could not create the bootstrap token Secret bootstrap-token-$id"
   cat >"$out.tmp" <<EOF
 apiVersion: v1

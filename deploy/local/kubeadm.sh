@@ -145,18 +145,6 @@ gomod() {
 
 kc() { "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" --request-timeout 20s "$@"; }
 
-# apply WHAT: kubectl apply the YAML on stdin, retried while a fresh apiserver bootstraps.
-apply() {
-  local what=$1 i yaml
-  yaml=$(cat)
-  for ((i = 0; i < 50; i++)); do
-    kc apply -f - >/dev/null 2>"$DIR/apply.err" <<<"$yaml" && { rm -f "$DIR/apply.err"; return 0; }
-    sleep 0.2
-  done
-  cat "$DIR/apply.err" >&2
-  die "could not apply $what"
-}
-
 # indent N: every line of stdin indented by N spaces (a file as a YAML block scalar).
 indent() { sed "s/^/$(printf '%*s' "$1" '')/"; }
 
@@ -378,22 +366,8 @@ new_token() {
   TOKEN_ID=$(rand 6)
   TOKEN_SECRET=$(rand 16)
   TOKEN_EXPIRES=$(($(date +%s) + TOKEN_TTL))
-  apply "the bootstrap token Secret bootstrap-token-$TOKEN_ID" <<EOF
-apiVersion: v1
-kind: Secret
-metadata:
-  name: bootstrap-token-$TOKEN_ID
-  namespace: kube-system
-type: bootstrap.kubernetes.io/token
-stringData:
-  description: "actorlet kubeadm.sh init-artifacts: for kubeadm join"
-  token-id: "$TOKEN_ID"
-  token-secret: "$TOKEN_SECRET"
-  expiration: $(date -u -d "@$TOKEN_EXPIRES" +%Y-%m-%dT%H:%M:%SZ)
-  usage-bootstrap-authentication: "true"
-  usage-bootstrap-signing: "true"
-  auth-extra-groups: $TOKEN_GROUP
-EOF
+  apply "the bootstrap token Secret bootstrap-token-$TOKEN_ID" < <(token_secret "$TOKEN_ID" "$TOKEN_SECRET" \
+    "$(date -u -d "@$TOKEN_EXPIRES" +%Y-%m-%dT%H:%M:%SZ)" "actorlet kubeadm.sh init-artifacts: for kubeadm join" "$TOKEN_GROUP")
   printf 'TOKEN_ID=%s\nTOKEN_SECRET=%s\nTOKEN_EXPIRES=%s\n' "$TOKEN_ID" "$TOKEN_SECRET" "$TOKEN_EXPIRES" >"$TOKEN_ENV.tmp"
   chmod 600 "$TOKEN_ENV.tmp"
   mv "$TOKEN_ENV.tmp" "$TOKEN_ENV"

@@ -93,6 +93,40 @@ k8s_ldflags() {
   echo "$ld"
 }
 
+# apply WHAT: kubectl apply the YAML on stdin, retried while a fresh apiserver bootstraps
+# (kubeadm.sh, metrics-server.sh: with their kc, its error kept in $DIR while it retries).
+apply() {
+  local what=$1 i yaml
+  yaml=$(cat)
+  for ((i = 0; i < 50; i++)); do
+    kc apply -f - >/dev/null 2>"$DIR/apply.err" <<<"$yaml" && { rm -f "$DIR/apply.err"; return 0; }
+    sleep 0.2
+  done
+  cat "$DIR/apply.err" >&2
+  die "could not apply $what"
+}
+
+# token_secret ID SECRET EXPIRATION DESCRIPTION [GROUPS]: the Secret of a bootstrap token (a YAML
+# document; EXPIRATION in RFC 3339, GROUPS its auth-extra-groups).
+token_secret() {
+  cat <<EOF
+apiVersion: v1
+kind: Secret
+metadata:
+  name: bootstrap-token-$1
+  namespace: kube-system
+type: bootstrap.kubernetes.io/token
+stringData:
+  description: "$4"
+  token-id: "$1"
+  token-secret: "$2"
+  expiration: $3
+  usage-bootstrap-authentication: "true"
+  usage-bootstrap-signing: "true"
+EOF
+  if [ -n "${5:-}" ]; then echo "  auth-extra-groups: $5"; fi
+}
+
 # crb NAME CLUSTERROLE GROUP: a ClusterRoleBinding of CLUSTERROLE to GROUP (a YAML document).
 crb() {
   cat <<EOF

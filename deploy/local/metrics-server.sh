@@ -312,18 +312,6 @@ spec:
 EOF
 }
 
-# apply WHAT: kubectl apply the YAML on stdin, retried while a fresh apiserver bootstraps.
-apply() {
-  local what=$1 i yaml
-  yaml=$(cat)
-  for ((i = 0; i < 50; i++)); do
-    kc apply -f - >/dev/null 2>"$DIR/apply.err" <<<"$yaml" && { rm -f "$DIR/apply.err"; return 0; }
-    sleep 0.2
-  done
-  cat "$DIR/apply.err" >&2
-  die "could not apply $what"
-}
-
 # available: the APIService's Available condition (True, or the reason it is not).
 available() {
   kc get apiservice "$APISERVICE" \

@@ -50,17 +50,29 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 	EventuallyDetail(t, what, cond, nil)
 }
 
+// EventuallyWithin is Eventually with a limit other than 10 s (a test that
+// waits on a slower part, or one whose failure should come sooner).
+func EventuallyWithin(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	eventually(t, limit, what, cond, nil)
+}
+
 // EventuallyDetail is Eventually with detail (may be nil) describing the
 // state in the failure message.
 func EventuallyDetail(t testing.TB, what string, cond func() bool, detail func() string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	eventually(t, 10*time.Second, what, cond, detail)
+}
+
+func eventually(t testing.TB, limit time.Duration, what string, cond func() bool, detail func() string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
 			if detail != nil {
-				t.Fatalf("timed out waiting for %s: %s", what, detail())
+				t.Fatalf("timed out after %v waiting for %s: %s", limit, what, detail())
 			}
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
 		}
 		time.Sleep(time.Millisecond)
 	}

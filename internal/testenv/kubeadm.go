@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -56,33 +55,18 @@ func Kubeadm(t testing.TB) KubeadmEnv {
 	root := RepoRoot(t)
 	kubeadmPart.once.Do(func() {
 		timeout := scriptBudget(t, kubeadmTimeout)
-		stdout, stderr, err := runScript(root, "kubeadm.sh", timeout, "init-artifacts")
-		var exitErr *exec.ExitError
-		switch {
-		case errors.As(err, &exitErr) && exitErr.ExitCode() == ExitCannotRun:
-			kubeadmPart.skipMsg = tail(stderr, 5)
-			return
-		case errors.Is(err, context.DeadlineExceeded):
-			kubeadmPart.failMsg = fmt.Sprintf("no answer within %v (the first run builds kubeadm, ~100 s: "+
-				"run deploy/local/kubeadm.sh build first)\n%s", timeout, tail(stderr, 30))
-			return
-		case err != nil:
-			kubeadmPart.failMsg = fmt.Sprintf("%v\n%s", err, tail(stderr, 30))
-			return
-		}
-		vals := parseLines(stdout)
-		e := KubeadmEnv{
-			Kubeadm:     vals["KUBEADM"],
-			APIEndpoint: vals["KUBEADM_API_ENDPOINT"],
-			Token:       vals["KUBEADM_TOKEN"],
-			CACertHash:  vals["KUBEADM_CA_CERT_HASH"],
-			ClusterDNS:  vals["KUBEADM_CLUSTER_DNS"],
-		}
-		if e.Kubeadm == "" || e.APIEndpoint == "" || e.Token == "" || e.CACertHash == "" {
-			kubeadmPart.failMsg = fmt.Sprintf("unexpected output %q\n%s", stdout, tail(stderr, 30))
-			return
-		}
-		kubeadmPart.env = e
+		msg := fmt.Sprintf("no answer within %v (the first run builds kubeadm, ~100 s: "+
+			"run deploy/local/kubeadm.sh build first)", timeout)
+		kubeadmPart.run(root, "kubeadm.sh", "init-artifacts", timeout, msg, func(vals map[string]string) (KubeadmEnv, bool) {
+			e := KubeadmEnv{
+				Kubeadm:     vals["KUBEADM"],
+				APIEndpoint: vals["KUBEADM_API_ENDPOINT"],
+				Token:       vals["KUBEADM_TOKEN"],
+				CACertHash:  vals["KUBEADM_CA_CERT_HASH"],
+				ClusterDNS:  vals["KUBEADM_CLUSTER_DNS"],
+			}
+			return e, e.Kubeadm != "" && e.APIEndpoint != "" && e.Token != "" && e.CACertHash != ""
+		})
 	})
 	return kubeadmPart.get(t, "kubeadm join artifacts", "deploy/local/kubeadm.sh init-artifacts")
 }

@@ -58,12 +58,18 @@ func (p *part[E]) get(t testing.TB, name, script string) E {
 	return p.env
 }
 
-// up runs deploy/local/<script> up and records the outcome: exit 3 (the
-// machine cannot run it) as a skip; a timeout (with timeoutMsg, if any) or
-// any other error as a failure; else the env that parse reads from the
-// script's KEY=VALUE lines, a failure where parse says some are missing.
+// up runs deploy/local/<script> up and records the outcome (as run).
 func (p *part[E]) up(root, script string, timeout time.Duration, timeoutMsg string, parse func(vals map[string]string) (E, bool)) {
-	stdout, stderr, err := runScript(root, script, timeout, "up")
+	p.run(root, script, "up", timeout, timeoutMsg, parse)
+}
+
+// run runs deploy/local/<script> <command> and records the outcome: exit 3
+// (the machine cannot run it) as a skip; a timeout (with timeoutMsg, if
+// any) or any other error as a failure; else the env that parse reads from
+// the script's KEY=VALUE lines, a failure where parse says some are
+// missing.
+func (p *part[E]) run(root, script, command string, timeout time.Duration, timeoutMsg string, parse func(vals map[string]string) (E, bool)) {
+	stdout, stderr, err := runScript(root, script, timeout, command)
 	var exitErr *exec.ExitError
 	switch {
 	case errors.As(err, &exitErr) && exitErr.ExitCode() == ExitCannotRun:

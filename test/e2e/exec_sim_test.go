@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	clientspdy "k8s.io/client-go/transport/spdy"
 	clientexec "k8s.io/client-go/util/exec"
+
+	"github.com/actorlet/actorlet/internal/actortest"
 )
 
 // The streaming endpoints of the node API (/exec, /attach, /portForward),
@@ -104,7 +104,7 @@ func (a *agent) stream(ctx context.Context, websocket bool, path string, q url.V
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	var out, errOut syncBuffer
+	var out, errOut actortest.SyncBuffer
 	opts := remotecommand.StreamOptions{Stdin: stdin}
 	if q.Get("output") == "1" {
 		opts.Stdout = &out
@@ -114,32 +114,6 @@ func (a *agent) stream(ctx context.Context, websocket bool, path string, q url.V
 	}
 	err = ex.StreamWithContext(ctx, opts)
 	return execResult{stdout: out.String(), stderr: errOut.String(), err: err}
-}
-
-// syncBuffer is a bytes.Buffer safe to read while the stream writes, with a
-// channel that is signalled on every write.
-type syncBuffer struct {
-	mu    sync.Mutex
-	b     bytes.Buffer
-	wrote chan struct{}
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.wrote != nil {
-		select {
-		case s.wrote <- struct{}{}:
-		default:
-		}
-	}
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // forward starts a port forward of ports ("local:remote", local 0 = any)
@@ -153,7 +127,7 @@ func (a *agent) forward(pod string, ports ...string) []portforward.ForwardedPort
 	rt, up := a.spdyTransport()
 	dialer := clientspdy.NewDialer(up, &http.Client{Transport: rt}, http.MethodPost, u)
 	stop, ready := make(chan struct{}), make(chan struct{})
-	var errOut syncBuffer
+	var errOut actortest.SyncBuffer
 	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, ports, stop, ready, io.Discard, &errOut)
 	if err != nil {
 		a.t.Fatal(err)
@@ -271,7 +245,8 @@ func checkAttach(t *testing.T, a *agent, pod string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{wrote: make(chan struct{}, 1)}
+	out := &actortest.SyncBuffer{}
+	wrote := out.Wrote()
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -279,7 +254,7 @@ func checkAttach(t *testing.T, a *agent, pod string) {
 	}()
 	for !strings.Contains(out.String(), "tick") {
 		select {
-		case <-out.wrote:
+		case <-wrote:
 		case err := <-done:
 			stop()
 			t.Fatalf("attach ended before any output: %v (got %q)", err, out.String())

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/internal/testenv"
 )
 
@@ -130,7 +131,7 @@ func TestE2EKubeadmJoin(t *testing.T) {
 		testenv.EnvSystemctlUnitDir+"="+unitDir,
 		testenv.EnvSystemctlStateDir+"="+stateDir,
 	)
-	var out syncBuffer
+	var out actortest.SyncBuffer
 	join.Stdout, join.Stderr = &out, &out
 	if err := runWatchingService(join, stateDir); err != nil {
 		t.Fatalf("kubeadm join: %v\n%s", err, lastLines(out.String(), 80))
