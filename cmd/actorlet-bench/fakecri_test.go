@@ -3,14 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/actorlet/actorlet/adapters/cri"
+	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/internal/bench"
 )
 
@@ -55,26 +58,21 @@ func TestFakeCRIServes(t *testing.T) {
 		done <- runFakeCRI(ctx, []string{"--listen", "unix://" + sock, "--image-size", "4096", "--calls-file", calls})
 	}()
 	var c *cri.Client
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var err error
+	var dialErr error
+	actortest.EventuallyDetail(t, "fake-cri answers Version", func() bool {
 		dctx, dcancel := context.WithTimeout(ctx, time.Second)
-		c, err = cri.Dial(dctx, "unix://"+sock, 5*time.Second)
+		defer dcancel()
+		cc, err := cri.Dial(dctx, "unix://"+sock, 5*time.Second)
 		if err == nil {
-			_, err = c.Version(dctx)
+			if _, err = cc.Version(dctx); err == nil {
+				c = cc
+				return true
+			}
+			_ = cc.Close()
 		}
-		dcancel()
-		if err == nil {
-			break
-		}
-		if c != nil {
-			_ = c.Close()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fake-cri does not answer: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		dialErr = err
+		return false
+	}, func() string { return fmt.Sprint(dialErr) })
 	defer func() { _ = c.Close() }()
 	st, err := c.Status(ctx)
 	if err != nil || len(st.GetConditions()) != 2 || !st.GetConditions()[0].GetStatus() || !st.GetConditions()[1].GetStatus() {
@@ -111,20 +109,16 @@ func TestFakeCRIServes(t *testing.T) {
 // come before the fake catches them), at most 10 s.
 func signalCalls(t *testing.T, path string, after int) bench.FakeCRICalls {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var c bench.FakeCRICalls
+	actortest.Eventually(t, "calls past seq "+strconv.Itoa(after)+" written to "+path, func() bool {
+		// Signal again each time: the first signals may come before the
+		// fake catches them.
 		if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
 			t.Fatal(err)
 		}
-		for range 10 {
-			var c bench.FakeCRICalls
-			if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &c) == nil && c.Seq > after {
-				return c
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no calls past seq %d written to %s in 10 s", after, path)
-		}
-	}
+		c = bench.FakeCRICalls{}
+		b, err := os.ReadFile(path)
+		return err == nil && json.Unmarshal(b, &c) == nil && c.Seq > after
+	})
+	return c
 }
