@@ -544,7 +544,7 @@ func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 	r.mu.Unlock()
 
 	var stdout, stderr lockedBuffer
-	code := p.run(p.ctx, stdio{out: &stdout, err: &stderr}, req.GetCmd())
+	code := p.runWait(p.ctx, stdio{out: &stdout, err: &stderr}, req.GetCmd())
 
 	r.mu.Lock()
 	delete(c.execs, p)

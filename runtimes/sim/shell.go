@@ -45,6 +45,7 @@ type proc struct {
 
 	// Under r.mu.
 	closers []io.Closer
+	timer   *time.Timer // main program: the sleep it waits on, if not a shell
 	dead    bool
 	killed  int            // exec: the code killAll ended it with (0: not killed)
 	pending [2][]byte      // main program: the last line of stdout, stderr, until it ends
@@ -91,17 +92,37 @@ func (c *container) environ() expand.Environ {
 	return expand.ListEnviron(pairs...)
 }
 
-// start runs a container's main program on its own goroutine and returns
-// once it first blocks (a sleep, a listener serving), ends, runs
-// settleSteps commands, or ctx is done: what it does before that (its
-// first output, its listeners) is done when StartContainer returns. The
-// caller does not hold r.mu.
+// start runs a container's main program; the caller does not hold r.mu.
+// A simulated program that is not a shell runs inline and then waits on a
+// timer or for its stop, with no goroutine (a pod of `sleep 3600` costs a
+// timer). A shell (or a builtin) runs on a goroutine of its own, as the
+// interpreter runs a script synchronously; start returns once it first
+// blocks (a sleep, a listener serving), ends, runs settleSteps commands,
+// or ctx is done: what it does before that (its first output, its
+// listeners) is done when StartContainer returns.
 func (p *proc) start(ctx context.Context, argv []string) {
+	argv = skipAssignments(argv)
 	if len(argv) == 0 {
 		return // no command: runs until stopped
 	}
+	if name := path.Base(argv[0]); !isShell(name) && !interp.IsBuiltin(name) {
+		code, wait := p.run(p.ctx, p.stdio(), argv)
+		p.r.mu.Lock()
+		defer p.r.mu.Unlock()
+		switch {
+		case wait == 0:
+			p.finish(code)
+		case wait > 0 && !p.dead:
+			p.timer = time.AfterFunc(wait, func() {
+				p.r.mu.Lock()
+				defer p.r.mu.Unlock()
+				p.finish(0)
+			})
+		}
+		return
+	}
 	go func() {
-		code := p.run(p.ctx, p.stdio(), argv)
+		code := p.runWait(p.ctx, p.stdio(), argv)
 		p.r.mu.Lock()
 		p.finish(code)
 		p.r.mu.Unlock()
@@ -116,11 +137,22 @@ func (p *proc) start(ctx context.Context, argv []string) {
 
 func (p *proc) settle() { p.settleOnce.Do(func() { close(p.settled) }) }
 
-// block waits until the program is stopped, as a program that serves or
-// waits forever does.
-func (p *proc) block(ctx context.Context) {
+// forever is the wait of a program that runs until it is stopped.
+const forever = time.Duration(-1)
+
+// wait waits d (forever: until the program is stopped).
+func (p *proc) wait(ctx context.Context, d time.Duration) {
 	p.settle()
-	<-ctx.Done()
+	if d < 0 {
+		<-ctx.Done()
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // finish ends the proc by itself and reports code; the caller holds r.mu.
@@ -145,6 +177,10 @@ func (p *proc) release() {
 	p.dead = true
 	p.flushLog()
 	p.cancel()
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
 	for _, c := range p.closers {
 		_ = c.Close()
 	}
@@ -305,18 +341,16 @@ func appendFile(path string, b []byte) {
 // run runs argv as the container's runtime would exec it: a simulated
 // program, a shell builtin (echo, test, exit...) as the shell runs it, or
 // any other program, which runs until it is stopped. It returns the exit
-// code; once ctx is done the code means nothing.
-func (p *proc) run(ctx context.Context, std stdio, argv []string) int {
-	// Leading variable assignments (FOO=bar cmd) are accepted and ignored.
-	for len(argv) > 0 && isAssignment(argv[0]) {
-		argv = argv[1:]
-	}
+// code and how long the program then waits before it exits 0 (forever:
+// until stopped); once ctx is done the code means nothing.
+func (p *proc) run(ctx context.Context, std stdio, argv []string) (int, time.Duration) {
+	argv = skipAssignments(argv)
 	if len(argv) == 0 {
-		return 0
+		return 0, 0
 	}
 	name := path.Base(argv[0])
-	if code, ok := p.program(ctx, std, name, argv[1:]); ok {
-		return code
+	if code, wait, ok := p.program(ctx, std, name, argv[1:]); ok {
+		return code, wait
 	}
 	if interp.IsBuiltin(name) {
 		words := make([]*syntax.Word, len(argv))
@@ -326,20 +360,75 @@ func (p *proc) run(ctx context.Context, std stdio, argv []string) int {
 			}
 			words[i] = &syntax.Word{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: a}}}
 		}
-		return p.runNode(ctx, std, &syntax.CallExpr{Args: words}, nil)
+		return p.runNode(ctx, std, &syntax.CallExpr{Args: words}, nil), 0
 	}
-	p.block(ctx)
-	return 0
+	return 0, forever
 }
 
-// program runs the simulated program name; ok is false where there is
-// none of that name.
-func (p *proc) program(ctx context.Context, std stdio, name string, args []string) (code int, ok bool) {
+// runWait is run, waiting as the program does.
+func (p *proc) runWait(ctx context.Context, std stdio, argv []string) int {
+	code, wait := p.run(ctx, std, argv)
+	if wait != 0 {
+		p.wait(ctx, wait)
+	}
+	return code
+}
+
+// skipAssignments drops leading variable assignments (FOO=bar cmd): they
+// are accepted and ignored.
+func skipAssignments(argv []string) []string {
+	for len(argv) > 0 && isAssignment(argv[0]) {
+		argv = argv[1:]
+	}
+	return argv
+}
+
+func isShell(name string) bool {
 	switch name {
 	case "sh", "bash", "ash", "dash":
-		return p.shell(ctx, std, name, args), true
+		return true
+	}
+	return false
+}
+
+// program runs the simulated program name: its exit code, and how long
+// it then waits before it exits 0 (forever: until stopped); ok is false
+// where there is no program of that name.
+func (p *proc) program(ctx context.Context, std stdio, name string, args []string) (code int, wait time.Duration, ok bool) {
+	switch name {
+	case "sh", "bash", "ash", "dash":
+		return p.shell(ctx, std, name, args), 0, true
 	case "sleep":
-		return p.sleep(ctx, std, args), true
+		code, wait = p.sleep(std, args)
+		return code, wait, true
+	case "httpd":
+		return serving(p.httpd(std, args))
+	case "nc", "netcat":
+		return serving(p.nc(std, args))
+	case "grpc-health-checking":
+		return serving(p.grpcHealth(std, args))
+	case "agnhost": // agnhost grpc-health-checking --port N, as upstream's e2e tests run it
+		if len(args) > 0 && args[0] == "grpc-health-checking" {
+			return serving(p.grpcHealth(std, args[1:]))
+		}
+		return 0, 0, false
+	}
+	code, ok = p.instant(std, name, args)
+	return code, 0, ok
+}
+
+// serving is what program answers for a server that started (code 0: it
+// runs until stopped) or failed.
+func serving(code int) (int, time.Duration, bool) {
+	if code != 0 {
+		return code, 0, true
+	}
+	return 0, forever, true
+}
+
+// instant runs the simulated program name that ends at once.
+func (p *proc) instant(std stdio, name string, args []string) (code int, ok bool) {
+	switch name {
 	case "cat":
 		return p.cat(std, args), true
 	case "mkdir":
@@ -358,16 +447,6 @@ func (p *proc) program(ctx context.Context, std stdio, name string, args []strin
 		return p.locked(std, func(stderr sink) int { return p.spawn(args, stderr) }), true
 	case "reap":
 		return p.locked(std, func(stderr sink) int { return p.reap(args, stderr) }), true
-	case "httpd":
-		return p.httpd(ctx, std, args), true
-	case "nc", "netcat":
-		return p.nc(ctx, std, args), true
-	case "grpc-health-checking":
-		return p.grpcHealth(ctx, std, args), true
-	case "agnhost": // agnhost grpc-health-checking --port N, as upstream's e2e tests run it
-		if len(args) > 0 && args[0] == "grpc-health-checking" {
-			return p.grpcHealth(ctx, std, args[1:]), true
-		}
 	}
 	return 0, false
 }
@@ -437,7 +516,7 @@ func shellScript(args []string) (script string, opts, params []string, ok bool) 
 func (p *proc) shell(ctx context.Context, std stdio, name string, args []string) int {
 	script, opts, params, ok := shellScript(args)
 	if !ok {
-		p.block(ctx)
+		p.wait(ctx, forever)
 		return 0
 	}
 	file, err := parseScript(script)
@@ -539,12 +618,15 @@ func (p *proc) execHandler(ctx context.Context, args []string) error {
 		std.in = nil
 	}
 	name := path.Base(args[0])
-	code, ok := p.program(ctx, std, name, args[1:])
+	if interp.IsBuiltin(name) {
+		return hc.Builtin(ctx, append([]string{name}, args[1:]...))
+	}
+	code, wait, ok := p.program(ctx, std, name, args[1:])
 	if !ok {
-		if interp.IsBuiltin(name) {
-			return hc.Builtin(ctx, append([]string{name}, args[1:]...))
-		}
-		p.block(ctx)
+		wait = forever
+	}
+	if wait != 0 {
+		p.wait(ctx, wait)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -848,36 +930,27 @@ func parseSleep(args []string) (time.Duration, error) {
 	return total, nil
 }
 
-// sleep waits on a timer (no process, no thread), or until stopped.
-func (p *proc) sleep(ctx context.Context, std stdio, args []string) int {
+// sleep is how long sleep ARGS waits.
+func (p *proc) sleep(std stdio, args []string) (int, time.Duration) {
 	d, err := parseSleep(args)
 	if err != nil {
 		fmt.Fprintln(std.err, err)
-		return 1
+		return 1, 0
 	}
-	if d < 0 {
-		p.block(ctx)
-		return 0
+	if d == 0 {
+		return 0, 0
 	}
-	p.settle()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return 0
+	return 0, d
 }
 
 // ---- listeners
 
-// serve runs server program name (httpd, nc, ...) on port of the sandbox
-// address until the program is stopped: start serves l in the background
-// and returns what stops it. From exec there are no listeners (the program
-// blocks until the timeout); a port it cannot listen on fails the program.
-func (p *proc) serve(ctx context.Context, std stdio, name, port string, start func(l net.Listener) io.Closer) int {
+// serve starts server program name (httpd, nc, ...) on port of the
+// sandbox address: start serves l in the background and returns what
+// stops it with the program, which then runs until stopped. From exec
+// there are no listeners; a port it cannot listen on fails the program.
+func (p *proc) serve(std stdio, name, port string, start func(l net.Listener) io.Closer) int {
 	if p.exec {
-		p.block(ctx)
 		return 0
 	}
 	p.r.mu.Lock()
@@ -894,7 +967,6 @@ func (p *proc) serve(ctx context.Context, std stdio, name, port string, start fu
 		fmt.Fprintf(std.err, "%s: %v\n", name, err)
 		return 1
 	}
-	p.block(ctx)
 	return 0
 }
 
@@ -911,7 +983,7 @@ func (p *proc) listen(port string) (net.Listener, error) {
 }
 
 // httpd -p [IP:]PORT serves 200 "ok\n" to every request until stopped.
-func (p *proc) httpd(ctx context.Context, std stdio, args []string) int {
+func (p *proc) httpd(std stdio, args []string) int {
 	port := "80"
 	for i := 0; i < len(args); i++ {
 		if args[i] == "-p" && i+1 < len(args) {
@@ -921,7 +993,7 @@ func (p *proc) httpd(ctx context.Context, std stdio, args []string) int {
 			port = args[i][2:]
 		}
 	}
-	return p.serve(ctx, std, "httpd", port, func(l net.Listener) io.Closer {
+	return p.serve(std, "httpd", port, func(l net.Listener) io.Closer {
 		srv := &http.Server{
 			Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Content-Type", "text/plain")
@@ -938,7 +1010,7 @@ func (p *proc) httpd(ctx context.Context, std stdio, args []string) int {
 // standard gRPC health service (grpc.health.v1.Health) until stopped, as
 // agnhost's subcommand of that name: the server ("") and each named service
 // answer SERVING; other names NOT_FOUND. The default port is 5000.
-func (p *proc) grpcHealth(ctx context.Context, std stdio, args []string) int {
+func (p *proc) grpcHealth(std stdio, args []string) int {
 	port := "5000"
 	var services []string
 	for i := 0; i < len(args); i++ {
@@ -954,7 +1026,7 @@ func (p *proc) grpcHealth(ctx context.Context, std stdio, args []string) int {
 			services = append(services, value)
 		}
 	}
-	return p.serve(ctx, std, "grpc-health-checking", port, func(l net.Listener) io.Closer {
+	return p.serve(std, "grpc-health-checking", port, func(l net.Listener) io.Closer {
 		srv := grpc.NewServer()
 		hs := health.NewServer()
 		for _, s := range services {
@@ -975,7 +1047,7 @@ func (g grpcCloser) Close() error {
 }
 
 // nc -l[k] -p PORT accepts connections and closes them until stopped.
-func (p *proc) nc(ctx context.Context, std stdio, args []string) int {
+func (p *proc) nc(std stdio, args []string) int {
 	listen := false
 	port := ""
 	for i := 0; i < len(args); i++ {
@@ -1000,10 +1072,9 @@ func (p *proc) nc(ctx context.Context, std stdio, args []string) int {
 		}
 	}
 	if !listen || port == "" {
-		p.block(ctx) // client mode: runs until stopped
-		return 0
+		return 0 // client mode: runs until stopped
 	}
-	return p.serve(ctx, std, "nc", port, func(l net.Listener) io.Closer {
+	return p.serve(std, "nc", port, func(l net.Listener) io.Closer {
 		go func() {
 			for {
 				conn, err := l.Accept()
