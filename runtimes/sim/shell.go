@@ -41,7 +41,6 @@ type proc struct {
 	exec   bool
 	ctx    context.Context
 	cancel context.CancelFunc
-	env    expand.Environ
 
 	// Under r.mu.
 	closers []io.Closer
@@ -72,13 +71,13 @@ const settleSteps = 10000
 func (r *Runtime) newProc(ctx context.Context, c *container, exec bool) *proc {
 	p := &proc{r: r, c: c, exec: exec, settled: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(ctx)
-	p.env = c.environ()
 	return p
 }
 
-// environ is the environment a program of c starts with: the config's
-// envs, HOSTNAME the sandbox's hostname unless they set it (as a runtime
-// does), HOME /root and the ids of root; nothing of the host's.
+// environ is the environment a shell of c starts with: the config's envs,
+// HOSTNAME the sandbox's hostname unless they set it (as a runtime does),
+// HOME /root and the ids of root; nothing of the host's. Both are set at
+// creation and never change: no lock needed.
 func (c *container) environ() expand.Environ {
 	pairs := make([]string, 0, len(c.env)+5)
 	for k, v := range c.env {
@@ -551,7 +550,7 @@ func parseScript(src string) (*syntax.File, error) {
 // simulated programs, files and directories.
 func (p *proc) runNode(ctx context.Context, std stdio, node syntax.Node, params []string) int {
 	opts := []interp.RunnerOption{
-		interp.Env(p.env),
+		interp.Env(p.c.environ()),
 		func(r *interp.Runner) error { r.Dir = "/"; return nil },
 		interp.StdIO(std.in, std.out, std.err),
 		interp.ExecHandlers(func(interp.ExecHandlerFunc) interp.ExecHandlerFunc { return p.execHandler }),
