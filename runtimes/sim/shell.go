@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -535,8 +536,13 @@ func parseScript(src string) (*syntax.File, error) {
 		return nil, err
 	}
 	syntax.Walk(file, func(n syntax.Node) bool {
-		if ps, ok := n.(*syntax.ProcSubst); ok && err == nil {
-			err = fmt.Errorf("%s: process substitution is not simulated", ps.Pos())
+		switch n := n.(type) {
+		case *syntax.ProcSubst:
+			err = fmt.Errorf("%s: process substitution is not simulated", n.Pos())
+		case *syntax.Word:
+			if braceWords(n) > maxBraceWords {
+				err = fmt.Errorf("%s: brace expansion of more than %d words", n.Pos(), maxBraceWords)
+			}
 		}
 		return err == nil
 	})
@@ -544,6 +550,42 @@ func parseScript(src string) (*syntax.File, error) {
 		return nil, err
 	}
 	return file, nil
+}
+
+// maxBraceWords bounds what one word's brace expansion makes: the
+// interpreter builds it in memory ({1..1000000000} would take the agent's).
+const maxBraceWords = 100000
+
+// braceRE finds a brace group: a range {A..B[..STEP]} or a list {a,b,...}.
+var braceRE = regexp.MustCompile(`\{(-?[0-9]+)\.\.(-?[0-9]+)(?:\.\.-?[0-9]+)?\}|\{[^{}]*,[^{}]*\}`)
+
+// braceWords is about how many words w's brace expansion makes (the
+// product of its groups' sizes; steps ignored), saturating past
+// maxBraceWords.
+func braceWords(w *syntax.Word) int {
+	var lit strings.Builder
+	for _, part := range w.Parts {
+		if l, ok := part.(*syntax.Lit); ok {
+			lit.WriteString(l.Value)
+		}
+	}
+	n := 1
+	for _, m := range braceRE.FindAllStringSubmatch(lit.String(), -1) {
+		size := strings.Count(m[0], ",") + 1
+		if m[1] != "" {
+			a, err1 := strconv.ParseInt(m[1], 10, 64)
+			b, err2 := strconv.ParseInt(m[2], 10, 64)
+			if err1 != nil || err2 != nil || a-b > maxBraceWords || b-a > maxBraceWords {
+				return maxBraceWords + 1
+			}
+			size = int(max(a-b, b-a)) + 1
+		}
+		n *= size
+		if n > maxBraceWords {
+			return maxBraceWords + 1
+		}
+	}
+	return n
 }
 
 // runNode interprets node with the container's environment and the

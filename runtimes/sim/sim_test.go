@@ -1282,6 +1282,8 @@ func TestShell(t *testing.T) {
 		{"here-document and &>", "cat <<EOF &> /h\nhi $X\nEOF\ncat /h", 0, "hi x\n", ""},
 		{"a path to a builtin", "/bin/echo x; /usr/bin/test -d /tmp", 0, "x\n", ""},
 		{"kill is not simulated", "kill 1", 2, "", "kill: unsupported builtin\n"},
+		{"brace expansion", "echo {1..3}{a,b}", 0, "1a 1b 2a 2b 3a 3b\n", ""},
+		{"brace expansion too big", "echo {1..1000}{1..1000}", 2, "", "sh: 1:6: brace expansion of more than 100000 words\n"},
 		{"recursion", "f() { f; }; f", 2, "", "sh: maximum function nesting level exceeded\n"},
 		{"syntax error", "echo 'x", 2, "", "sh: 1:6: reached EOF without closing quote `'`\n"},
 		{"dangling and", "a &&", 2, "", "sh: 1:3: `&&` must be followed by a statement\n"},
