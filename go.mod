@@ -19,6 +19,7 @@ require (
 	k8s.io/kubelet v0.36.4
 	k8s.io/streaming v0.36.4
 	k8s.io/utils v0.0.0-20260707023825-cf1189d6abe3
+	mvdan.cc/sh/v3 v3.14.1
 	sigs.k8s.io/yaml v1.6.0
 )
 

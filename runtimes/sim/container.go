@@ -30,7 +30,7 @@ type container struct {
 	mounts      []mount             // the config's mounts, where all are plain (else rawMounts)
 	rawMounts   []*runtimeapi.Mount // the config's mounts, where one is not plain
 	logPath     string              // absolute (sandbox log dir joined with the config's path) or ""
-	env         map[string]string   // the config's envs (nil without); see getenv
+	env         map[string]string   // the config's envs (nil without); see environ
 	argv        []string
 	linuxRes    *runtimeapi.LinuxContainerResources // statuses wrap it in a ContainerResources
 	stopSignal  runtimeapi.Signal
@@ -66,23 +66,13 @@ func (c *container) killAll() {
 		c.proc.kill()
 	}
 	for p := range c.execs {
-		p.finish(exitKilled)
+		if !p.dead {
+			p.killed = exitKilled
+			p.kill()
+		}
 	}
 	c.execs = nil
 	c.detachAll()
-}
-
-// getenv is the value of the container's environment variable k: the
-// config's envs, and HOSTNAME the sandbox's hostname unless they set it (as
-// a runtime does).
-func (c *container) getenv(k string) string {
-	if v, ok := c.env[k]; ok {
-		return v
-	}
-	if k == "HOSTNAME" {
-		return c.sb.hostname
-	}
-	return ""
 }
 
 // fsw is the container's filesystem for writing, made on the first write.
@@ -134,7 +124,7 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 	if cfg.GetImage().GetImage() == "" {
 		return nil, status.Error(codes.InvalidArgument, "container config must include an image")
 	}
-	var env map[string]string // nil without envs (HOSTNAME: getenv)
+	var env map[string]string // nil without envs (HOSTNAME: environ)
 	if envs := cfg.GetEnvs(); len(envs) > 0 {
 		env = make(map[string]string, len(envs))
 		for _, kv := range envs {
@@ -238,10 +228,14 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	c.state = runtimeapi.ContainerState_CONTAINER_RUNNING
 	c.startedAt = now()
 	r.publish(c.id, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, c.sb)
-	p := &proc{r: r, c: c}
+	p := r.newProc(context.Background(), c, false)
 	p.onExit = func(code int) { r.containerExitedLocked(c, p, code) }
 	c.proc = p
-	p.start(c.argv)
+	// The program runs without the lock (it takes it as it goes); the
+	// start returns once it first blocks or ends.
+	r.mu.Unlock()
+	p.start(ctx, c.argv)
+	r.mu.Lock()
 	return &runtimeapi.StartContainerResponse{}, nil
 }
 
@@ -517,13 +511,13 @@ func (r *Runtime) ReopenContainerLog(_ context.Context, req *runtimeapi.ReopenCo
 	return &runtimeapi.ReopenContainerLogResponse{}, nil
 }
 
-// ExecSync runs cmd (the same shell subset as containers) against the
-// container's filesystem, honouring the timeout in seconds (0 = none).
+// ExecSync runs cmd (the same programs and shell as containers) against
+// the container's filesystem, on the caller's goroutine, honouring the
+// timeout in seconds (0 = none).
 func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
 	if len(req.GetCmd()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "exec: empty command")
 	}
-	done := make(chan int, 1)
 	c, err := r.lockContainer(req.GetContainerId())
 	if err != nil {
 		return nil, err
@@ -532,47 +526,38 @@ func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 		r.mu.Unlock()
 		return nil, status.Errorf(codes.FailedPrecondition, "container %q is not in running state", c.id)
 	}
-	p := &proc{r: r, c: c, exec: true}
-	p.onExit = func(code int) { done <- code }
+	if r.closed {
+		r.mu.Unlock()
+		return nil, status.Error(codes.Unavailable, "sim: runtime closed")
+	}
+	runCtx := ctx
+	if req.GetTimeout() > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, time.Duration(req.GetTimeout())*time.Second)
+		defer cancel()
+	}
+	p := r.newProc(runCtx, c, true)
 	if c.execs == nil {
 		c.execs = map[*proc]struct{}{}
 	}
 	c.execs[p] = struct{}{}
-	p.start(req.GetCmd())
-	// Most commands (a probe's echo, test, cat) end while they start, under
-	// the lock: answer at once, with no timer, wake-up or second locking.
-	select {
-	case code := <-done:
-		delete(c.execs, p)
-		r.mu.Unlock()
-		return &runtimeapi.ExecSyncResponse{Stdout: p.stdout.Bytes(), Stderr: p.stderr.Bytes(), ExitCode: int32(code)}, nil
-	default:
-	}
 	r.mu.Unlock()
 
-	var timeout <-chan time.Time
-	if req.GetTimeout() > 0 {
-		t := time.NewTimer(time.Duration(req.GetTimeout()) * time.Second)
-		defer t.Stop()
-		timeout = t.C
-	}
-	select {
-	case code := <-done:
-		r.mu.Lock()
-		delete(c.execs, p)
-		resp := &runtimeapi.ExecSyncResponse{Stdout: p.stdout.Bytes(), Stderr: p.stderr.Bytes(), ExitCode: int32(code)}
-		r.mu.Unlock()
-		return resp, nil
-	case <-timeout:
-		err = status.Errorf(codes.DeadlineExceeded, "command %q timed out after %ds", req.GetCmd(), req.GetTimeout())
-	case <-ctx.Done():
-		err = status.FromContextError(ctx.Err()).Err()
-	case <-r.done:
-		err = status.Error(codes.Unavailable, "sim: runtime closed")
-	}
+	var stdout, stderr lockedBuffer
+	code := p.runWait(p.ctx, stdio{out: &stdout, err: &stderr}, req.GetCmd())
+
 	r.mu.Lock()
-	p.kill()
 	delete(c.execs, p)
+	killed := p.killed
+	p.kill() // background jobs of a script end with it
 	r.mu.Unlock()
-	return nil, err
+	switch {
+	case killed != 0:
+		code = killed
+	case runCtx.Err() != nil && ctx.Err() == nil:
+		return nil, status.Errorf(codes.DeadlineExceeded, "command %q timed out after %ds", req.GetCmd(), req.GetTimeout())
+	case ctx.Err() != nil:
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	return &runtimeapi.ExecSyncResponse{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: int32(code)}, nil
 }

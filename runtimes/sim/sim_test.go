@@ -41,7 +41,7 @@ type env struct {
 // checked against the state whenever one is served (Runtime.checkLists),
 // so that every test over gRPC also tests that each change invalidates
 // them.
-func newEnv(t *testing.T, cfg Config) *env {
+func newEnv(t testing.TB, cfg Config) *env {
 	t.Helper()
 	if cfg.IPBase == "" {
 		cfg.IPBase = testIPBase
@@ -70,7 +70,7 @@ func newEnv(t *testing.T, cfg Config) *env {
 	return &env{r: r, rt: runtimeapi.NewRuntimeServiceClient(conn), img: runtimeapi.NewImageServiceClient(conn), dir: dir}
 }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return c
@@ -88,7 +88,7 @@ func sandboxConfig(name string, hostNetwork bool, labels map[string]string) *run
 	return cfg
 }
 
-func (e *env) runPod(t *testing.T, name string) (string, *runtimeapi.PodSandboxConfig) {
+func (e *env) runPod(t testing.TB, name string) (string, *runtimeapi.PodSandboxConfig) {
 	t.Helper()
 	cfg := sandboxConfig(name, false, map[string]string{"app": name})
 	resp, err := e.rt.RunPodSandbox(ctx(t), &runtimeapi.RunPodSandboxRequest{Config: cfg})
@@ -116,7 +116,7 @@ func ctrConfig(name string, cmd ...string) *runtimeapi.ContainerConfig {
 	}
 }
 
-func (e *env) create(t *testing.T, sb string, sbCfg *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) string {
+func (e *env) create(t testing.TB, sb string, sbCfg *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) string {
 	t.Helper()
 	resp, err := e.rt.CreateContainer(ctx(t), &runtimeapi.CreateContainerRequest{PodSandboxId: sb, Config: cfg, SandboxConfig: sbCfg})
 	if err != nil {
@@ -125,7 +125,7 @@ func (e *env) create(t *testing.T, sb string, sbCfg *runtimeapi.PodSandboxConfig
 	return resp.ContainerId
 }
 
-func (e *env) start(t *testing.T, id string) {
+func (e *env) start(t testing.TB, id string) {
 	t.Helper()
 	if _, err := e.rt.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
 		t.Fatalf("StartContainer: %v", err)
@@ -1238,43 +1238,72 @@ func TestListenAndServe(t *testing.T) {
 	}
 }
 
-func TestParseScript(t *testing.T) {
+// TestShell runs scripts through ExecSync: the shell's syntax (on
+// mvdan.cc/sh's interpreter) over the simulated programs and filesystem,
+// with nothing of the host's.
+func TestShell(t *testing.T) {
+	e := newEnv(t, Config{})
+	sbCfg := sandboxConfig("shell", false, nil)
+	sb, err := e.rt.RunPodSandbox(ctx(t), &runtimeapi.RunPodSandboxRequest{Config: sbCfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := ctrConfig("c", "sleep", "infinity")
+	cfg.Envs = []*runtimeapi.KeyValue{{Key: "X", Value: []byte("x")}}
+	id := e.create(t, sb.PodSandboxId, sbCfg, cfg)
+	e.start(t, id)
 	tests := []struct {
-		name string
-		src  string
-		want string
+		name       string
+		src        string
+		wantExit   int32
+		wantStdout string
+		wantStderr string
 	}{
-		{"sequence", "a; b && c || d", `[{"" [a] []} {";" [b] []} {"&&" [c] []} {"||" [d] []}]`},
-		{"quotes", `echo 'a b' "c $X" d\ e`, `[{"" [echo a b c x d e] []}]`},
-		{"redirects", "echo hi > /f 2>&1", `[{"" [echo hi] [{1 false /f} {2 false &1}]}]`},
-		{"append and fd", "echo hi 2>>/err", `[{"" [echo hi] [{2 true /err}]}]`},
-		{"newlines and comments", "a # c\n\nb", `[{"" [a] []} {";" [b] []}]`},
-		{"background as sequence", "sleep 1 & wait", `[{"" [sleep 1] []} {";" [wait] []}]`},
-		{"default expansion", "echo ${Y:-dflt} ${X}", `[{"" [echo dflt x] []}]`},
+		{"sequence", "false; true && echo a || echo b; false || echo c", 0, "a\nc\n", ""},
+		{"quotes", `echo 'a  b' "c $X" d\ e`, 0, "a  b c x d e\n", ""},
+		{"redirects", "echo hi > /f 2>&1; cat /f; echo err >&2", 0, "hi\n", "err\n"},
+		{"append", "echo 1 > /g; echo 2 >> /g; cat /g", 0, "1\n2\n", ""},
+		{"relative paths from /", "echo r > rel; cat /rel", 0, "r\n", ""},
+		{"comments and newlines", "echo a # c\n\necho b", 0, "a\nb\n", ""},
+		{"background and wait", "sleep 0.01 & wait; echo done", 0, "done\n", ""},
+		{"default expansion", "echo ${Y:-dflt} ${X}", 0, "dflt x\n", ""},
+		{"status", "false; echo $?; sh -c 'exit 7'; echo $?", 0, "1\n7\n", ""},
+		{"loop and arithmetic", "i=0; while [ $i -lt 3 ]; do echo $i; i=$((i+1)); done", 0, "0\n1\n2\n", ""},
+		{"pipe", "echo piped | cat", 0, "piped\n", ""},
+		{"functions", "f() { echo \"in $1\"; return 3; }; f arg; echo $?", 0, "in arg\n3\n", ""},
+		{"dev null", "echo gone > /dev/null; cat /nope 2>/dev/null || echo missing", 0, "missing\n", ""},
+		{"not the host's files", "test -e /etc/passwd || echo none; cd /usr/lib 2>/dev/null || echo nocd", 0, "none\nnocd\n", ""},
+		{"environment", "echo $HOME $UID; echo ${PATH:-nopath}", 0, "/root 0\nnopath\n", ""},
+		{"set -e", "set -e; false; echo never", 1, "", ""},
+		{"sh -ec", "sh -ec 'false; echo never'; echo $?", 0, "1\n", ""},
+		{"positional", "sh -c 'echo $1 $#' zero one", 0, "one 1\n", ""},
+		{"ulimit is true", "ulimit -n 1024 && umask 022 && echo ok", 0, "ok\n", ""},
+		{"unknown program times out", "", 0, "", ""},
+		{"here-document and &>", "cat <<EOF &> /h\nhi $X\nEOF\ncat /h", 0, "hi x\n", ""},
+		{"a path to a builtin", "/bin/echo x; /usr/bin/test -d /tmp", 0, "x\n", ""},
+		{"kill is not simulated", "kill 1", 2, "", "kill: unsupported builtin\n"},
+		{"brace expansion", "echo {1..3}{a,b}", 0, "1a 1b 2a 2b 3a 3b\n", ""},
+		{"brace expansion too big", "echo {1..1000}{1..1000}", 2, "", "sh: 1:6: brace expansion of more than 100000 words\n"},
+		{"recursion", "f() { f; }; f", 2, "", "sh: maximum function nesting level exceeded\n"},
+		{"syntax error", "echo 'x", 2, "", "sh: 1:6: reached EOF without closing quote `'`\n"},
+		{"dangling and", "a &&", 2, "", "sh: 1:3: `&&` must be followed by a statement\n"},
+		{"process substitution", "cat <(echo x)", 2, "", "sh: 1:5: process substitution is not simulated\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			list, err := parseScript(tt.src, map[string]string{"X": "x"})
+			if tt.src == "" {
+				_, err := e.rt.ExecSync(ctx(t), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"sh", "-c", "/usr/bin/nginx"}, Timeout: 1})
+				wantCode(t, err, codes.DeadlineExceeded)
+				return
+			}
+			resp, err := e.rt.ExecSync(ctx(t), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"sh", "-c", tt.src}, Timeout: 10})
 			if err != nil {
 				t.Fatal(err)
 			}
-			var parts []string
-			for _, s := range list {
-				var rs []string
-				for _, r := range s.redirs {
-					rs = append(rs, fmt.Sprintf("{%d %t %s}", r.fd, r.append, r.target))
-				}
-				parts = append(parts, fmt.Sprintf("{%q %v [%s]}", s.op, s.args, strings.Join(rs, " ")))
-			}
-			if got := "[" + strings.Join(parts, " ") + "]"; got != tt.want {
-				t.Fatalf("got  %s\nwant %s", got, tt.want)
+			if resp.ExitCode != tt.wantExit || string(resp.Stdout) != tt.wantStdout || string(resp.Stderr) != tt.wantStderr {
+				t.Fatalf("%q = %d %q %q, want %d %q %q", tt.src, resp.ExitCode, resp.Stdout, resp.Stderr, tt.wantExit, tt.wantStdout, tt.wantStderr)
 			}
 		})
-	}
-	for _, bad := range []string{"echo 'x", "a &&", "&& b", "echo >"} {
-		if _, err := parseScript(bad, nil); err == nil {
-			t.Errorf("parseScript(%q) succeeded", bad)
-		}
 	}
 }
 
