@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -85,14 +84,14 @@ func TestFakeCRIServes(t *testing.T) {
 	if err != nil || img.GetSize() != 4096 {
 		t.Fatalf("image %v, err %v", img, err)
 	}
-	first := signalCalls(t, calls, 0)
+	first := signalCalls(t, calls, func(c bench.FakeCRICalls) bool { return c.Calls["ImageStatus"] >= 1 })
 	if first.Calls["PullImage"] != 1 || first.Calls["ImageStatus"] != 1 || first.Calls["Status"] != 1 || first.Calls["Version"] < 1 {
 		t.Errorf("calls %v, want PullImage, ImageStatus and Status once, Version at least once", first.Calls)
 	}
 	if _, err := c.ImageStatus(ctx, "localhost/x:1"); err != nil {
 		t.Fatal(err)
 	}
-	if second := signalCalls(t, calls, first.Seq); second.Calls["ImageStatus"] != 2 || second.Calls["PullImage"] != 1 {
+	if second := signalCalls(t, calls, func(c bench.FakeCRICalls) bool { return c.Seq > first.Seq && c.Calls["ImageStatus"] >= 2 }); second.Calls["ImageStatus"] != 2 || second.Calls["PullImage"] != 1 {
 		t.Errorf("calls after one more ImageStatus %v", second.Calls)
 	}
 	cancel()
@@ -105,20 +104,19 @@ func TestFakeCRIServes(t *testing.T) {
 }
 
 // signalCalls sends SIGUSR1 to this process until the fake-cri in it has
-// written calls with a sequence number past after (the first signals may
-// come before the fake catches them), at most 10 s.
-func signalCalls(t *testing.T, path string, after int) bench.FakeCRICalls {
+// written calls that satisfy done (the first signals may come before the
+// fake catches them, and a signal still queued may rewrite the file with
+// the same counts under a newer sequence number: done looks at the counts).
+func signalCalls(t *testing.T, path string, done func(bench.FakeCRICalls) bool) bench.FakeCRICalls {
 	t.Helper()
 	var c bench.FakeCRICalls
-	actortest.Eventually(t, "calls past seq "+strconv.Itoa(after)+" written to "+path, func() bool {
-		// Signal again each time: the first signals may come before the
-		// fake catches them.
+	actortest.EventuallyDetail(t, "the calls written to "+path, func() bool {
 		if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
 			t.Fatal(err)
 		}
 		c = bench.FakeCRICalls{}
 		b, err := os.ReadFile(path)
-		return err == nil && json.Unmarshal(b, &c) == nil && c.Seq > after
-	})
+		return err == nil && json.Unmarshal(b, &c) == nil && done(c)
+	}, func() string { return fmt.Sprintf("last read: %+v", c) })
 	return c
 }
