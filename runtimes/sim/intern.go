@@ -104,14 +104,9 @@ func (in *interner) imageSpec(spec *runtimeapi.ImageSpec) *runtimeapi.ImageSpec 
 	key := imageSpecKey{spec.GetImage(), spec.GetUserSpecifiedImage(), spec.GetRuntimeHandler()}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if s, ok := in.specs[key]; ok {
-		return s
-	}
-	if len(in.specs) < maxImageSpecs {
-		in.specs[key] = &runtimeapi.ImageSpec{Image: in.str(key.image), UserSpecifiedImage: in.str(key.user), RuntimeHandler: in.str(key.handler)}
-		return in.specs[key]
-	}
-	return spec
+	return keepShared(in.specs, key, spec, func() *runtimeapi.ImageSpec {
+		return &runtimeapi.ImageSpec{Image: in.str(key.image), UserSpecifiedImage: in.str(key.user), RuntimeHandler: in.str(key.handler)}
+	})
 }
 
 // namespaceOptions returns one shared option for the options that differ
@@ -123,14 +118,23 @@ func (in *interner) namespaceOptions(o *runtimeapi.NamespaceOption) *runtimeapi.
 	key := nsOptsKey{o.GetNetwork(), o.GetPid(), o.GetIpc()}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if s, ok := in.nsOpts[key]; ok {
+	return keepShared(in.nsOpts, key, o, func() *runtimeapi.NamespaceOption {
+		return &runtimeapi.NamespaceOption{Network: key.network, Pid: key.pid, Ipc: key.ipc}
+	})
+}
+
+// keepShared returns the value kept for key in kept, else one made by
+// mk and kept (while kept holds fewer than maxImageSpecs), else v
+// itself. The caller holds the interner's lock.
+func keepShared[K comparable, V any](kept map[K]V, key K, v V, mk func() V) V {
+	if s, ok := kept[key]; ok {
 		return s
 	}
-	if len(in.nsOpts) < maxImageSpecs {
-		in.nsOpts[key] = &runtimeapi.NamespaceOption{Network: key.network, Pid: key.pid, Ipc: key.ipc}
-		return in.nsOpts[key]
+	if len(kept) < maxImageSpecs {
+		kept[key] = mk()
+		return kept[key]
 	}
-	return o
+	return v
 }
 
 // sharedMap returns one map for the equal maps m (their keys and values

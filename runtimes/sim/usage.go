@@ -429,15 +429,21 @@ func (p *proc) alloc(args []string, stderr sink) int {
 
 // free [SIZE] gives back SIZE of what alloc took, or all of it.
 func (p *proc) free(args []string, stderr sink) int {
+	return giveBack(&p.c.memAlloc, "free", args, stderr, sizeArg)
+}
+
+// giveBack takes the amount in args (parsed by parse) off *held, or all
+// of it when args is empty: free and reap.
+func giveBack(held *uint64, cmd string, args []string, stderr sink, parse func(string, []string, sink) (uint64, bool)) int {
 	if len(args) == 0 {
-		p.c.memAlloc = 0
+		*held = 0
 		return 0
 	}
-	n, ok := sizeArg("free", args, stderr)
+	n, ok := parse(cmd, args, stderr)
 	if !ok {
 		return 1
 	}
-	p.c.memAlloc = sub0(p.c.memAlloc, n)
+	*held = sub0(*held, n)
 	return 0
 }
 
@@ -487,16 +493,7 @@ func (p *proc) spawn(args []string, stderr sink) int {
 
 // reap [N] ends N of the processes spawn added, or all.
 func (p *proc) reap(args []string, stderr sink) int {
-	if len(args) == 0 {
-		p.c.spawned = 0
-		return 0
-	}
-	n, ok := countArg("reap", args, stderr)
-	if !ok {
-		return 1
-	}
-	p.c.spawned = sub0(p.c.spawned, n)
-	return 0
+	return giveBack(&p.c.spawned, "reap", args, stderr, countArg)
 }
 
 func countArg(cmd string, args []string, stderr sink) (uint64, bool) {
