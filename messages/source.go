@@ -53,10 +53,14 @@ type SourceSynced struct {
 	Source string
 }
 
-// PushPod is sent by the node API to the push source: add or replace a pod.
-// Reply: PushResult.
+// PushPod is sent by the node API to the push source: add a pod (POST), or
+// add or replace it (PUT, Replace). Reply: PushResult.
 type PushPod struct {
 	Pod *v1.Pod
+	// Replace lets the pod take the place of another pushed pod of the
+	// same namespace/name whose spec differs. Without it, that is a
+	// Conflict and nothing changes (the API server's 409 to a create).
+	Replace bool
 }
 
 // RemovePushedPod is sent by the node API to the push source. Reply: PushResult.
@@ -71,6 +75,14 @@ type PushResult struct {
 	Name     string
 	NotFound bool
 	Err      string
+	// Existed: a pushed pod of this namespace/name was there before.
+	Existed bool
+	// Unchanged: it was the same pod (same UID, spec, labels and
+	// annotations); nothing was sent to the node, nothing restarts.
+	Unchanged bool
+	// Conflict: it was another pod (UID is the one kept) and Replace was
+	// not asked; nothing changed.
+	Conflict bool
 }
 
 // Resync asks the receiver to send its current state again: a source

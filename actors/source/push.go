@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
@@ -115,14 +116,51 @@ func (a *push) handlePushPod(ctx actor.Context, m *messages.PushPod) {
 	}
 	pod := m.Pod // the node API's own decoding, handed over (see push)
 	key := pod.Namespace + "/" + pod.Name
-	if old, ok := a.store.pods[key]; ok && old.UID != pod.UID {
+	old, existed := a.store.pods[key]
+	switch {
+	case existed && samePushedPod(old, pod):
+		ctx.Respond(&messages.PushResult{UID: old.UID, Name: pod.Name, Existed: true, Unchanged: true})
+		return
+	case existed && !m.Replace:
+		a.log.Info("push refused: the name holds another pod", "pod", key, "uid", old.UID, "refused", pod.UID)
+		ctx.Respond(&messages.PushResult{UID: old.UID, Name: pod.Name, Existed: true, Conflict: true})
+		return
+	case existed && old.UID != pod.UID:
 		ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourcePush, Op: messages.OpRemove, Pods: []*v1.Pod{old}})
 		a.log.Info("pushed pod replaced", "pod", key, "old", old.UID, "uid", pod.UID)
 	}
 	a.store.pods[key] = pod
 	a.store.shrink() // sees the peak
 	ctx.Send(a.node, &messages.PodUpdate{Source: messages.SourcePush, Op: messages.OpAdd, Pods: []*v1.Pod{pod}})
-	ctx.Respond(&messages.PushResult{UID: pod.UID, Name: pod.Name})
+	ctx.Respond(&messages.PushResult{UID: pod.UID, Name: pod.Name, Existed: existed})
+}
+
+// configSeenAnnotation is the time a source first saw a pod
+// (adapters/manifest sets it, as upstream): two pushes of one manifest
+// differ in it only.
+const configSeenAnnotation = "kubernetes.io/config.seen"
+
+// samePushedPod: b is a again, pushed twice (an idempotent retry): the same
+// UID, spec, labels and annotations but when it was seen.
+func samePushedPod(a, b *v1.Pod) bool {
+	if a.UID != b.UID || !equality.Semantic.DeepEqual(a.Spec, b.Spec) || !equality.Semantic.DeepEqual(a.Labels, b.Labels) {
+		return false
+	}
+	n := 0
+	for k, v := range a.Annotations {
+		if k == configSeenAnnotation {
+			continue
+		}
+		if bv, ok := b.Annotations[k]; !ok || bv != v {
+			return false
+		}
+		n++
+	}
+	_, seen := b.Annotations[configSeenAnnotation]
+	if seen {
+		n++
+	}
+	return n == len(b.Annotations)
 }
 
 func (a *push) handleRemovePushedPod(ctx actor.Context, m *messages.RemovePushedPod) {

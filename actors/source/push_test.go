@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
@@ -41,13 +42,34 @@ func TestPush(t *testing.T) {
 		{name: "add", steps: []step{
 			{msg: &messages.PushPod{Pod: a}, wantResult: messages.PushResult{UID: "uid-a", Name: "a"}, wantSent: "push ADD [a]; "},
 		}},
-		{name: "update same uid is one add", steps: []step{
+		{name: "the same pod again is unchanged and sends nothing", steps: []step{
 			{msg: &messages.PushPod{Pod: a}, wantResult: messages.PushResult{UID: "uid-a", Name: "a"}, wantSent: "push ADD [a]; "},
-			{msg: &messages.PushPod{Pod: aUpdated}, wantResult: messages.PushResult{UID: "uid-a", Name: "a"}, wantSent: "push ADD [a]; "},
+			{msg: &messages.PushPod{Pod: a.DeepCopy()}, wantResult: messages.PushResult{UID: "uid-a", Name: "a", Existed: true, Unchanged: true}},
+			{msg: &messages.PushPod{Pod: a.DeepCopy(), Replace: true}, wantResult: messages.PushResult{UID: "uid-a", Name: "a", Existed: true, Unchanged: true}},
+			// A pod pushed next is the only thing the node gets: the steps
+			// before sent nothing (the same sender's messages keep their order).
+			{msg: &messages.PushPod{Pod: b}, wantResult: messages.PushResult{UID: "uid-b", Name: "b"}, wantSent: "push ADD [b]; "},
+		}},
+		{name: "another spec under the name is a conflict and changes nothing", steps: []step{
+			{msg: &messages.PushPod{Pod: a}, wantResult: messages.PushResult{UID: "uid-a", Name: "a"}, wantSent: "push ADD [a]; "},
+			{msg: &messages.PushPod{Pod: aUpdated}, wantResult: messages.PushResult{UID: "uid-a", Name: "a", Existed: true, Conflict: true}},
+			{msg: &messages.PushPod{Pod: a2}, wantResult: messages.PushResult{UID: "uid-a", Name: "a", Existed: true, Conflict: true}},
+			// Still the first pod: pushing it again is unchanged.
+			{msg: &messages.PushPod{Pod: a.DeepCopy()}, wantResult: messages.PushResult{UID: "uid-a", Name: "a", Existed: true, Unchanged: true}},
+			// A pod pushed next is the only thing the node gets: the steps
+			// before sent nothing (the same sender's messages keep their order).
+			{msg: &messages.PushPod{Pod: b}, wantResult: messages.PushResult{UID: "uid-b", Name: "b"}, wantSent: "push ADD [b]; "},
+		}},
+		{name: "replace with the same uid is one add", steps: []step{
+			{msg: &messages.PushPod{Pod: a}, wantResult: messages.PushResult{UID: "uid-a", Name: "a"}, wantSent: "push ADD [a]; "},
+			{msg: &messages.PushPod{Pod: aUpdated, Replace: true}, wantResult: messages.PushResult{UID: "uid-a", Name: "a", Existed: true}, wantSent: "push ADD [a]; "},
 		}},
 		{name: "replace with another uid removes the old one first", steps: []step{
 			{msg: &messages.PushPod{Pod: a}, wantResult: messages.PushResult{UID: "uid-a", Name: "a"}, wantSent: "push ADD [a]; "},
-			{msg: &messages.PushPod{Pod: a2}, wantResult: messages.PushResult{UID: "uid-a2", Name: "a"}, wantSent: "push REMOVE [a]; push ADD [a]; "},
+			{msg: &messages.PushPod{Pod: a2, Replace: true}, wantResult: messages.PushResult{UID: "uid-a2", Name: "a", Existed: true}, wantSent: "push REMOVE [a]; push ADD [a]; "},
+		}},
+		{name: "replace of a name not pushed creates it", steps: []step{
+			{msg: &messages.PushPod{Pod: a, Replace: true}, wantResult: messages.PushResult{UID: "uid-a", Name: "a"}, wantSent: "push ADD [a]; "},
 		}},
 		{name: "remove", steps: []step{
 			{msg: &messages.PushPod{Pod: a}, wantResult: messages.PushResult{UID: "uid-a", Name: "a"}, wantSent: "push ADD [a]; "},
@@ -117,5 +139,40 @@ func TestPushSurvivesRestart(t *testing.T) {
 	}
 	if got := request(t, sys, pid, &messages.RemovePushedPod{Namespace: "default", Name: "a"}); got.NotFound || got.UID != "uid-a" {
 		t.Fatalf("remove after restart: %+v", got)
+	}
+}
+
+// TestSamePushedPod: one manifest pushed twice differs only in when it was
+// seen; any other difference is another pod.
+func TestSamePushedPod(t *testing.T) {
+	a := pod("a", "uid-a")
+	a.Annotations = map[string]string{configSeenAnnotation: "t1", "kubernetes.io/config.source": "push"}
+	seenLater := a.DeepCopy()
+	seenLater.Annotations[configSeenAnnotation] = "t2"
+	notSeen := a.DeepCopy()
+	delete(notSeen.Annotations, configSeenAnnotation)
+	annotated := a.DeepCopy()
+	annotated.Annotations["team"] = "x"
+	labelled := a.DeepCopy()
+	labelled.Labels = map[string]string{"app": "a"}
+	otherUID := a.DeepCopy()
+	otherUID.UID = "uid-a2"
+	otherSpec := a.DeepCopy()
+	otherSpec.Spec.Containers[0].Image = "busybox:2"
+	for _, tt := range []struct {
+		name string
+		b    *v1.Pod
+		want bool
+	}{
+		{"seen later", seenLater, true},
+		{"not seen", notSeen, true},
+		{"another annotation", annotated, false},
+		{"a label", labelled, false},
+		{"another uid", otherUID, false},
+		{"another spec", otherSpec, false},
+	} {
+		if got := samePushedPod(a, tt.b); got != tt.want {
+			t.Errorf("%s: samePushedPod = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

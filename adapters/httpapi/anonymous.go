@@ -87,7 +87,7 @@ func (a *Auth) refuseAnonymousRemote(u User, r *http.Request) string {
 	if ip, ok := peerIP(r.RemoteAddr); ok {
 		peer = ip.String()
 	}
-	return "anonymous requests may write or execute (POST/DELETE /pods, exec, attach, portForward, run, debug) " +
+	return "anonymous requests may write or execute (POST/PUT/DELETE /pods, exec, attach, portForward, run, debug) " +
 		"only from this machine (loopback), not from " + peer +
 		": authenticate with a client certificate (--client-ca-file) or a bearer token (--authentication-token-webhook), " +
 		"or open it with --insecure-anonymous-remote-writes"

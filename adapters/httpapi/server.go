@@ -147,12 +147,13 @@ func (s *Server) ReadOnly() http.Handler {
 	return s.recover(mux)
 }
 
-// Main serves everything of ReadOnly plus POST /pods, DELETE
+// Main serves everything of ReadOnly plus POST /pods, PUT and DELETE
 // /pods/{namespace}/{name} and /debug/ (when a Debug handler is set).
 func (s *Server) Main() http.Handler {
 	mux := http.NewServeMux()
 	s.readOnlyRoutes(mux)
 	mux.HandleFunc("POST /pods", s.handlePushPod)
+	mux.HandleFunc("PUT /pods/{namespace}/{name}", s.handleReplacePod)
 	mux.HandleFunc("DELETE /pods/{namespace}/{name}", s.handleRemovePod)
 	if s.cfg.ContainerLogs != nil {
 		mux.Handle("GET /containerLogs/", s.cfg.ContainerLogs)
@@ -363,7 +364,30 @@ type podRef struct {
 	Namespace string    `json:"namespace"`
 }
 
+// handlePushPod is POST /pods: a create, as the API server's. 201 for a
+// new pod; 200 when the same pod is pushed again (an idempotent retry:
+// nothing restarts); 409 when the name holds a pod with another spec
+// (PUT /pods/{namespace}/{name} replaces it, DELETE removes it).
 func (s *Server) handlePushPod(w http.ResponseWriter, r *http.Request) {
+	s.push(w, r, "", "")
+}
+
+// handleReplacePod is PUT /pods/{namespace}/{name}: the body's pod takes
+// the place of the pushed pod of that name (killed, then the new one
+// started, when their specs differ), or is created. 200 when a pod of that
+// name was there, 201 when not; 400 when the body names another pod.
+func (s *Server) handleReplacePod(w http.ResponseWriter, r *http.Request) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if ns == "" || name == "" {
+		httpError(w, http.StatusBadRequest, "expected /pods/{namespace}/{name}")
+		return
+	}
+	s.push(w, r, ns, name)
+}
+
+// push decodes one pod manifest and hands it to the push source; ns and
+// name are the PUT's path ("" for a POST).
+func (s *Server) push(w http.ResponseWriter, r *http.Request, ns, name string) {
 	if s.cfg.Push == nil || s.cfg.Decode == nil {
 		httpError(w, http.StatusServiceUnavailable, "pod push is not enabled on this node")
 		return
@@ -391,7 +415,12 @@ func (s *Server) handlePushPod(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "invalid pod manifest: no pod")
 		return
 	}
-	res, aerr := s.ask(r, s.cfg.Push, "push source", &messages.PushPod{Pod: pod})
+	replace := name != ""
+	if replace && (pod.Namespace != ns || pod.Name != name) {
+		httpError(w, http.StatusBadRequest, "the manifest is pod %s/%s, the path names %s/%s", pod.Namespace, pod.Name, ns, name)
+		return
+	}
+	res, aerr := s.ask(r, s.cfg.Push, "push source", &messages.PushPod{Pod: pod, Replace: replace})
 	if aerr != nil {
 		httpError(w, aerr.code, "push pod %s/%s: %s", pod.Namespace, pod.Name, aerr.msg)
 		return
@@ -405,12 +434,20 @@ func (s *Server) handlePushPod(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "push pod %s/%s: %s", pod.Namespace, pod.Name, pr.Err)
 		return
 	}
-	name := pr.Name
-	if name == "" {
-		name = pod.Name
+	if pr.Conflict {
+		httpError(w, http.StatusConflict, "pod %s/%s already exists with another spec (uid %s): PUT /pods/%s/%s replaces it, DELETE removes it",
+			pod.Namespace, pod.Name, pr.UID, pod.Namespace, pod.Name)
+		return
 	}
-	s.log.Debug("pod pushed", "pod", pod.Namespace+"/"+name, "uid", pr.UID)
-	writeJSON(w, http.StatusCreated, podRef{UID: pr.UID, Name: name, Namespace: pod.Namespace})
+	if pr.Name == "" {
+		pr.Name = pod.Name
+	}
+	code := http.StatusCreated
+	if pr.Existed {
+		code = http.StatusOK
+	}
+	s.log.Debug("pod pushed", "pod", pod.Namespace+"/"+pr.Name, "uid", pr.UID, "existed", pr.Existed, "unchanged", pr.Unchanged)
+	writeJSON(w, code, podRef{UID: pr.UID, Name: pr.Name, Namespace: pod.Namespace})
 }
 
 func (s *Server) handleRemovePod(w http.ResponseWriter, r *http.Request) {

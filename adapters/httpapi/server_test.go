@@ -29,12 +29,14 @@ var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 // stubs holds the state the stub actors answer from.
 type stubs struct {
-	mu       sync.Mutex
-	health   messages.Health
-	pods     []v1.Pod
-	pushed   map[string]*v1.Pod // ns/name
-	pushErr  string
-	received []any
+	mu      sync.Mutex
+	health  messages.Health
+	pods    []v1.Pod
+	pushed  map[string]*v1.Pod // ns/name
+	pushErr string
+	// pushAnswer, when set, is the push source's answer to a PushPod.
+	pushAnswer *messages.PushResult
+	received   []any
 	// rebuilding: the status stub answers StatusUnavailable with it.
 	rebuilding string
 }
@@ -120,6 +122,10 @@ func setup(t *testing.T, mutate func(*Config)) *env {
 			defer st.mu.Unlock()
 			if st.pushErr != "" {
 				c.Respond(&messages.PushResult{Err: st.pushErr})
+				return
+			}
+			if st.pushAnswer != nil {
+				c.Respond(st.pushAnswer)
 				return
 			}
 			st.pushed[m.Pod.Namespace+"/"+m.Pod.Name] = m.Pod
@@ -266,6 +272,26 @@ func TestRoutes(t *testing.T) {
 		{name: "push refused by source", handler: (*Server).Main, method: "POST", path: "/pods", body: podJSON,
 			stub: func(s *stubs) { s.pushErr = "pod with a name and a UID is required" }, wantCode: 400,
 			wantBody: []string{"push pod web/nginx: pod with a name and a UID is required"}},
+		{name: "push of a name that holds another pod is a conflict", handler: (*Server).Main, method: "POST", path: "/pods", body: podJSON,
+			stub: func(s *stubs) {
+				s.pushAnswer = &messages.PushResult{UID: "uid-old", Name: "nginx", Existed: true, Conflict: true}
+			},
+			wantCode: 409, wantBody: []string{"pod web/nginx already exists with another spec (uid uid-old)", "PUT /pods/web/nginx replaces it"}},
+		{name: "the same pod pushed again is 200", handler: (*Server).Main, method: "POST", path: "/pods", body: podJSON,
+			stub: func(s *stubs) {
+				s.pushAnswer = &messages.PushResult{UID: "uid-web-nginx", Name: "nginx", Existed: true, Unchanged: true}
+			},
+			wantCode: 200, wantBody: []string{`"uid":"uid-web-nginx"`}},
+		{name: "put replaces", handler: (*Server).Main, method: "PUT", path: "/pods/web/nginx", body: podJSON,
+			stub: func(s *stubs) {
+				s.pushAnswer = &messages.PushResult{UID: "uid-web-nginx", Name: "nginx", Existed: true}
+			},
+			wantCode: 200, wantBody: []string{`"uid":"uid-web-nginx"`, `"namespace":"web"`}},
+		{name: "put creates", handler: (*Server).Main, method: "PUT", path: "/pods/web/nginx", body: podJSON, wantCode: 201,
+			wantBody: []string{`"uid":"uid-web-nginx"`}},
+		{name: "put of another pod than the path", handler: (*Server).Main, method: "PUT", path: "/pods/web/other", body: podJSON,
+			wantCode: 400, wantBody: []string{"the manifest is pod web/nginx, the path names web/other"}},
+		{name: "read-only has no put", handler: (*Server).ReadOnly, method: "PUT", path: "/pods/web/nginx", body: podJSON, wantCode: 404},
 		{name: "push disabled", handler: (*Server).Main, mutate: func(c *Config) { c.Push = nil }, method: "POST", path: "/pods", body: podJSON,
 			wantCode: 503, wantBody: []string{"not enabled"}},
 		{name: "decoder panic is a 500", handler: (*Server).Main, method: "POST", path: "/pods",
@@ -354,8 +380,25 @@ func TestPushReachesSource(t *testing.T) {
 	if len(e.stubs.received) != 2 {
 		t.Fatalf("push source got %d messages", len(e.stubs.received))
 	}
-	if m, ok := e.stubs.received[0].(*messages.PushPod); !ok || m.Pod.Spec.Containers[0].Image != "nginx" {
-		t.Fatalf("first message %#v", e.stubs.received[0])
+	if m, ok := e.stubs.received[0].(*messages.PushPod); !ok || m.Pod.Spec.Containers[0].Image != "nginx" || m.Replace {
+		t.Fatalf("first message %#v, want the pod, no Replace", e.stubs.received[0])
+	}
+}
+
+// TestPutAsksToReplace: PUT /pods/{namespace}/{name} is the explicit
+// replacement, POST never is.
+func TestPutAsksToReplace(t *testing.T) {
+	e := setup(t, nil)
+	if code, body, _ := do(t, e.srv.Main(), "PUT", "/pods/web/nginx", podJSON); code != 201 {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	e.stubs.mu.Lock()
+	defer e.stubs.mu.Unlock()
+	if len(e.stubs.received) != 1 {
+		t.Fatalf("push source got %d messages", len(e.stubs.received))
+	}
+	if m, ok := e.stubs.received[0].(*messages.PushPod); !ok || !m.Replace || m.Pod.Name != "nginx" {
+		t.Fatalf("message %#v, want the pod with Replace", e.stubs.received[0])
 	}
 }
 

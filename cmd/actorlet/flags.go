@@ -788,7 +788,7 @@ func (o *options) nodeAPIExposure() (level slog.Level, msg string, attrs []any, 
 			[]any{"address", listen}, true
 	case o.InsecureAnonymousRemoteWrites:
 		return slog.LevelWarn, "NODE API OPEN WITHOUT CREDENTIALS: anyone may push and delete pods (privileged, hostPath / included), exec, attach, port-forward and use /debug/",
-			[]any{"open", "POST /pods, DELETE /pods/{namespace}/{name}, /exec/, /attach/, /portForward/, /run/, /debug/ as system:anonymous",
+			[]any{"open", "POST /pods, PUT and DELETE /pods/{namespace}/{name}, /exec/, /attach/, /portForward/, /run/, /debug/ as system:anonymous",
 				"to", reach, "because", "--insecure-anonymous-remote-writes with --anonymous-auth=true and --authorization-mode=AlwaysAllow",
 				"fix", "drop --insecure-anonymous-remote-writes, or set --anonymous-auth=false, or --authorization-mode=Webhook"}, true
 	default:
