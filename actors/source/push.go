@@ -143,24 +143,23 @@ const configSeenAnnotation = "kubernetes.io/config.seen"
 // samePushedPod: b is a again, pushed twice (an idempotent retry): the same
 // UID, spec, labels and annotations but when it was seen.
 func samePushedPod(a, b *v1.Pod) bool {
-	if a.UID != b.UID || !equality.Semantic.DeepEqual(a.Spec, b.Spec) || !equality.Semantic.DeepEqual(a.Labels, b.Labels) {
-		return false
-	}
-	n := 0
-	for k, v := range a.Annotations {
-		if k == configSeenAnnotation {
-			continue
-		}
-		if bv, ok := b.Annotations[k]; !ok || bv != v {
+	return a.UID == b.UID && equality.Semantic.DeepEqual(a.Spec, b.Spec) &&
+		equality.Semantic.DeepEqual(a.Labels, b.Labels) && sameButSeen(a.Annotations, b.Annotations)
+}
+
+// sameButSeen: a and b hold the same annotations, config.seen aside.
+func sameButSeen(a, b map[string]string) bool {
+	for k, v := range a {
+		if bv, ok := b[k]; k != configSeenAnnotation && (!ok || bv != v) {
 			return false
 		}
-		n++
 	}
-	_, seen := b.Annotations[configSeenAnnotation]
-	if seen {
-		n++
+	for k := range b {
+		if _, ok := a[k]; k != configSeenAnnotation && !ok {
+			return false
+		}
 	}
-	return n == len(b.Annotations)
+	return true
 }
 
 func (a *push) handleRemovePushedPod(ctx actor.Context, m *messages.RemovePushedPod) {
