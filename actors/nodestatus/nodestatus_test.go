@@ -187,7 +187,7 @@ func newHarness(t *testing.T, opts ...func(*Config)) *harness {
 		}
 	}))
 	cfg := Config{NodeName: "n1", NodeIP: "192.0.2.7", Hostname: "n1", Labels: map[string]string{"pool": "a"}, MaxPods: 110,
-		KubeReserved: v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")}, KubeletVersion: "v1.36.4-actorlet",
+		KubeReserved: v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")}, KubeletVersion: "v1.37.2-actorlet",
 		RuntimeVersion: "sim://0.1.0", Port: 10250, Events: h.events}
 	for _, o := range opts {
 		o(&cfg)

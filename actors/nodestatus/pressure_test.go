@@ -44,7 +44,7 @@ func newPressureHarness(t *testing.T, pressure messages.NodePressure) *harness {
 			c.Send(m.ReplyTo, &p)
 		}
 	}))
-	cfg := Config{NodeName: "n1", NodeIP: "192.0.2.7", Hostname: "n1", MaxPods: 110, KubeletVersion: "v1.36.4-actorlet",
+	cfg := Config{NodeName: "n1", NodeIP: "192.0.2.7", Hostname: "n1", MaxPods: 110, KubeletVersion: "v1.37.2-actorlet",
 		RuntimeVersion: "sim://0.1.0", Port: 10250, Events: h.events, Eviction: eviction}
 	h.pid = h.sys.Root.Spawn(actor.PropsFromProducer(New(cfg, h.api, h.api, fakeMachine{}, pleg, h.clk, quiet)))
 	t.Cleanup(func() { h.sys.Root.Stop(h.pid) })

@@ -24,7 +24,7 @@ import (
 )
 
 // UserAgent is sent by HTTP probes, as upstream's kube-probe/<major.minor>.
-const UserAgent = "kube-probe/1.36"
+const UserAgent = "kube-probe/1.37"
 
 // maxBody is how much of a response body is read (upstream: 10 KiB).
 const maxBody = 10 * 1024

@@ -18,7 +18,7 @@ import (
 
 // kubeletVersion is what the Node reports as its kubelet version: the
 // upstream release whose behaviour actorlet follows (set with -ldflags -X).
-var kubeletVersion = "v1.36.4-actorlet"
+var kubeletVersion = "v1.37.2-actorlet"
 
 // versionLine is what --version prints: "actorlet <version> (<go>)", or,
 // for a binary named kubelet (deploy/install.sh --as-kubelet), upstream's
