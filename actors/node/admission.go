@@ -103,6 +103,7 @@ func quantityValue(name v1.ResourceName, q resource.Quantity) int64 {
 // what the DevicesActor reported (a resource it does not know has none),
 // as fits does cpu and memory.
 func (ad *admission) fitsExtended(p *v1.Pod, allocatable map[v1.ResourceName]int64) (reason, msg string) {
+	p = withoutDRAExtended(p) // DRA allocated those (claims.go)
 	for _, name := range extendedNames(p) {
 		want := extendedRequest(p, name)
 		if want.IsZero() {
@@ -120,6 +121,7 @@ func (ad *admission) fitsExtended(p *v1.Pod, allocatable map[v1.ResourceName]int
 
 // trackExtended adds (sign 1) or removes (-1) the pod's extended requests.
 func (ad *admission) trackExtended(p *v1.Pod, sign int) {
+	p = withoutDRAExtended(p) // DRA allocated those (claims.go)
 	for _, name := range extendedNames(p) {
 		q := extendedRequest(p, name)
 		if ad.extUsed == nil {

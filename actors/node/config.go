@@ -68,6 +68,11 @@ type Config struct {
 	// resources it reports, and it is told when a pod's devices are free
 	// (devices.go). Nil: extended resources are not checked.
 	Devices *actor.PID
+	// Claims is the ClaimsActor (DRA): told when a pod with ResourceClaims
+	// is gone (UnprepareClaims) and, every housekeeping, which pods the
+	// node knows (PodsKnown: the claims of any other are unprepared). Nil:
+	// not told.
+	Claims *actor.PID
 	// GC is the container garbage collector: every housekeeping it is told
 	// the pods a source wants or a PodActor holds (PodsKnown; not those
 	// only left in the runtime: what is left of them is its to remove).

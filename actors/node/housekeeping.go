@@ -111,6 +111,10 @@ func (a *Actor) sweep() {
 		// lost with a restart).
 		a.self.SendTo(a.cfg.Devices, &messages.PodsKnown{UIDs: maps.Clone(known)})
 	}
+	if a.cfg.Claims != nil {
+		// The ClaimsActor unprepares the claims of any other pod.
+		a.self.SendTo(a.cfg.Claims, &messages.PodsKnown{UIDs: maps.Clone(known)})
+	}
 	sw := a.cfg.Sweeper
 	actorkit.Go(a.self, sweepTimeout, func(ctx context.Context) *swept {
 		removed, err := sw.Sweep(ctx, keep)

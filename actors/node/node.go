@@ -450,6 +450,7 @@ func (a *Actor) handleTerminated(ctx actor.Context, m *messages.PodTerminated) {
 		ctx.Send(a.cfg.status, forget)
 	}
 	a.releaseDevices(ctx, e)
+	a.unprepareClaims(ctx, e)
 	if e.deleting && e.source == messages.SourceAPI {
 		a.table.finish(forget)
 	}

@@ -121,6 +121,10 @@ type Deps struct {
 	// requests extended resources (GPUs) before its containers are
 	// created; nil: such pods get none.
 	Devices *actor.PID
+	// Claims is the ClaimsActor (Dynamic Resource Allocation), asked to
+	// prepare the ResourceClaims of a pod that has any before its sandbox
+	// is created; nil: such pods wait (a claim cannot be prepared).
+	Claims *actor.PID
 	// Files keeps the pod's files on the host (managed /etc/hosts,
 	// termination logs, probe checkpoints); nil: none.
 	Files Files
@@ -234,6 +238,7 @@ type Actor struct {
 	images   imageWaits
 	volumes  volumeState
 	devices  deviceState
+	claims   claimState
 	probes   probeSet
 	deadline deadline
 	events   eventLog
@@ -281,6 +286,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handleVolumesReady(ctx, m)
 	case *messages.DevicesAllocated:
 		a.handleDevicesAllocated(ctx, m)
+	case *messages.ClaimsPrepared:
+		a.handleClaimsPrepared(ctx, m)
+	case *messages.ClaimsHealth:
+		a.handleClaimsHealth(ctx, m)
 	case *messages.StartGranted:
 		if a.slot.grant() {
 			a.kick(ctx)
@@ -350,6 +359,7 @@ func (a *Actor) handleFired(ctx actor.Context, m *actorkit.Fired) {
 		// VolumeActor restarted): ask again.
 		a.volumes.asked = false
 		a.devices.asked = false
+		a.claims.asked = false
 		a.look(ctx, false)
 	case a.cacheTTL.Fired(a.self, m):
 		if a.asked {
@@ -629,6 +639,22 @@ func (a *Actor) reconcileKill(ctx actor.Context, now time.Time) {
 // take starts the planned action, or what it waits for first: a start
 // slot, the pod's volumes, the container's image.
 func (a *Actor) take(ctx actor.Context, act action) {
+	if act.kind == actRunSandbox || (act.kind == actStartContainer && act.createdID == "") {
+		// The pod's ResourceClaims are prepared before its sandbox, as
+		// upstream (and asked again, answered from the record, by a
+		// restarted PodActor before its next container).
+		ready, ask := a.claims.ready(true, usesClaims(a.pod))
+		switch {
+		case ask && a.d.Claims != nil:
+			ctx.Send(a.d.Claims, &messages.PrepareClaims{Pod: a.pod, ReplyTo: a.self.PID()})
+		case ask: // no ClaimsActor: the answer is a failure, and a retry
+			a.self.Send(&messages.ClaimsPrepared{UID: a.uid, Reason: messages.ReasonFailedPrepareDynamicResources,
+				Message: "prepare dynamic resources: DRA is off on this node (no claims actor)"})
+		}
+		if !ready {
+			return // ClaimsPrepared continues
+		}
+	}
 	switch {
 	case act.kind == actNone:
 	case act.kind == actRunSandbox && act.attempt == 0 && a.d.Config.ThrottleStarts:
@@ -647,9 +673,10 @@ func (a *Actor) take(ctx actor.Context, act action) {
 		if !ready {
 			return // VolumesReady continues
 		}
-		ready, ask = a.devices.ready(a.d.Devices != nil, len(podspec.ExtendedResources(a.pod)) > 0)
+		devPod := withoutDRAExtended(a.pod) // DRA-backed extended resources are claims
+		ready, ask = a.devices.ready(a.d.Devices != nil, len(podspec.ExtendedResources(devPod)) > 0)
 		if ask {
-			ctx.Send(a.d.Devices, &messages.AllocateDevices{Pod: a.pod, ReplyTo: a.self.PID()})
+			ctx.Send(a.d.Devices, &messages.AllocateDevices{Pod: devPod, ReplyTo: a.self.PID()})
 		}
 		if !ready {
 			return // DevicesAllocated continues
@@ -789,6 +816,7 @@ func (a *Actor) statusWith(waits map[string]waitInfo, now time.Time) v1.PodStatu
 	if a.kill != nil && a.kill.Evicted {
 		st = evictedStatus(st, a.kill, a.snap != nil && a.snap.empty(), a.status, now)
 	}
+	a.claims.applyHealth(&st)
 	return st
 }
 

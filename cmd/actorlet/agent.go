@@ -177,6 +177,7 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	defer stopChaos()
 	devServers := startDeviceServers(ctx, w, t)
 	defer devServers.stop()
+	defer startDRA(ctx, w, t)()
 
 	srv, err := newNodeAPI(w, t)
 	if err != nil {

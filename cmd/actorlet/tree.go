@@ -50,6 +50,7 @@ func treeActors(w *wiring) []treeActor {
 		{name: "source-url", source: messages.SourceURL, off: w.o.ManifestURL == "", build: urlSource},
 		{name: "volumes", build: volumeActor},
 		{name: "devices", build: devicesActor},
+		{name: "dra", build: draActor},
 		{name: "gc", build: gcActor},
 		{name: "eviction", build: evictionActor},
 		{name: "source-api", source: messages.SourceAPI, off: standalone, build: w.cluster.apiSource},
@@ -285,6 +286,7 @@ func nodeActor(w *wiring) actor.Producer {
 		RespawnBackoffMax: o.ActorRespawnBackoffMax,
 		Events:            w.cluster.recorder(w.log),
 		Devices:           w.pid("devices"),
+		Claims:            w.pid("dra"),
 		GC:                w.pid("gc"),
 		Eviction:          w.pid("eviction"),
 	}, w.pid("status"), podProps, w.m, w.log)
@@ -309,6 +311,7 @@ func podDeps(w *wiring, files *podfiles.Files) pod.Deps {
 		ConfigSource: w.cluster.configSource(),
 		Volumes:      w.pid("volumes"),
 		Devices:      w.pid("devices"),
+		Claims:       w.pid("dra"),
 		Events:       w.cluster.recorder(w.log),
 		Probes: pod.Probing{
 			Handlers:          probe.Handlers{Exec: rt, HTTP: pr, TCP: pr, GRPC: pr},
