@@ -411,4 +411,3 @@ func TestHealthReachesThePod(t *testing.T) {
 		t.Fatalf("resource health %+v", res)
 	}
 }
-
