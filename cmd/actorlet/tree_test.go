@@ -8,7 +8,7 @@ import (
 // TestPlan checks which actors each configuration spawns, in which order,
 // and the pod sources the node waits for.
 func TestPlan(t *testing.T) {
-	base := []string{"status", "images", "volumes", "devices", "gc", "eviction", "node", "pleg", "source-push"}
+	base := []string{"status", "images", "volumes", "devices", "dra", "gc", "eviction", "node", "pleg", "source-push"}
 	tests := []struct {
 		name        string
 		manifestDir string
@@ -21,15 +21,15 @@ func TestPlan(t *testing.T) {
 		{name: "standalone, push only", wantActors: base,
 			wantSources: []string{"push"}, wantPIDs: []string{"source-push"}},
 		{name: "standalone with a manifest dir", manifestDir: "/etc/kubernetes/manifests",
-			wantActors:  []string{"status", "images", "source-file", "volumes", "devices", "gc", "eviction", "node", "pleg", "source-push"},
+			wantActors:  []string{"status", "images", "source-file", "volumes", "devices", "dra", "gc", "eviction", "node", "pleg", "source-push"},
 			wantSources: []string{"push", "file"}, wantPIDs: []string{"source-push", "source-file"}},
 		{name: "cluster with every source", manifestDir: "/m", manifestURL: "http://x/pods.yaml", cluster: true,
-			wantActors: []string{"status", "images", "source-file", "source-url", "volumes", "devices", "gc", "eviction", "source-api",
+			wantActors: []string{"status", "images", "source-file", "source-url", "volumes", "devices", "dra", "gc", "eviction", "source-api",
 				"node", "pleg", "source-push", "nodestatus"},
 			wantSources: []string{"push", "file", "http", "api"},
 			wantPIDs:    []string{"source-push", "source-file", "source-url", "source-api"}},
 		{name: "cluster, no static pods", cluster: true,
-			wantActors:  []string{"status", "images", "volumes", "devices", "gc", "eviction", "source-api", "node", "pleg", "source-push", "nodestatus"},
+			wantActors:  []string{"status", "images", "volumes", "devices", "dra", "gc", "eviction", "source-api", "node", "pleg", "source-push", "nodestatus"},
 			wantSources: []string{"push", "api"}, wantPIDs: []string{"source-push", "source-api"}},
 	}
 	for _, tc := range tests {
