@@ -42,8 +42,17 @@ type ClaimsPrepared struct {
 // UnprepareClaims tells the ClaimsActor a pod is gone (terminated, its
 // containers stopped): its claims are unprepared, each once the last pod
 // on the node using it is gone. The ClaimsActor retries a failing driver
-// on its own.
+// on its own. With ReplyTo (the PodActor, which holds the pod's final
+// status until then, as upstream unprepares before the pod's status is
+// final) it answers ClaimsUnprepared once done.
 type UnprepareClaims struct {
+	UID     types.UID
+	ReplyTo *actor.PID
+}
+
+// ClaimsUnprepared answers UnprepareClaims: the pod's claims are
+// unprepared (or left to the other pods using them).
+type ClaimsUnprepared struct {
 	UID types.UID
 }
 

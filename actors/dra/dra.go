@@ -168,6 +168,8 @@ type Actor struct {
 	// gone are pods to unprepare once their op ends, or again after a
 	// failure (with the attempts so far).
 	gone  map[types.UID]int
+	// unprepWaiters are told ClaimsUnprepared once the pod's claims are.
+	unprepWaiters map[types.UID][]*actor.PID
 	wipes map[string]int // drivers whose slices wait to be wiped: attempts
 }
 
@@ -251,6 +253,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.PrepareClaims:
 		a.handlePrepare(m)
 	case *messages.UnprepareClaims:
+		if m.ReplyTo != nil {
+			a.unprepWaiters[m.UID] = append(a.unprepWaiters[m.UID], m.ReplyTo)
+		}
 		a.handleUnprepare(m.UID)
 	case *messages.PodsKnown:
 		a.handlePodsKnown(m)
@@ -295,6 +300,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.ops = map[types.UID]*podOp{}
 	a.pods = map[types.UID]*podRef{}
 	a.gone = map[types.UID]int{}
+	a.unprepWaiters = map[types.UID][]*actor.PID{}
 	a.wipes = map[string]int{}
 	a.claims = map[string]*claimInfo{}
 	b, err := a.cfg.Store.Load()

@@ -51,7 +51,7 @@ func newEnv(t *testing.T) *env {
 		store: host.FileStore{Path: filepath.Join(root, "dra_manager_state")}, replies: make(chan any, 100), timeout: 2 * time.Second}
 	e.probe = e.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
-		case *messages.ClaimsPrepared, *messages.ClaimsHealth:
+		case *messages.ClaimsPrepared, *messages.ClaimsHealth, *messages.ClaimsUnprepared:
 			e.replies <- m
 		}
 	}))
@@ -105,6 +105,22 @@ func (e *env) prepare(p *v1.Pod) *messages.ClaimsPrepared {
 			}
 		case <-time.After(20 * time.Second):
 			e.t.Fatalf("no ClaimsPrepared for %s", p.Name)
+		}
+	}
+}
+
+// unprepare sends UnprepareClaims and waits for ClaimsUnprepared.
+func (e *env) unprepare(uid types.UID) {
+	e.t.Helper()
+	e.sys.Root.Send(e.pid, &messages.UnprepareClaims{UID: uid, ReplyTo: e.probe})
+	for {
+		select {
+		case m := <-e.replies:
+			if r, ok := m.(*messages.ClaimsUnprepared); ok && r.UID == uid {
+				return
+			}
+		case <-time.After(20 * time.Second):
+			e.t.Fatalf("no ClaimsUnprepared for %s", uid)
 		}
 	}
 }
@@ -286,15 +302,19 @@ func TestSharedClaimUnpreparedWithTheLastPod(t *testing.T) {
 	if n, _ := d.calls(); n != 1 {
 		t.Fatalf("shared claim prepared %d times, want 1", n)
 	}
-	e.sys.Root.Send(e.pid, &messages.UnprepareClaims{UID: a.UID})
-	actortest.Eventually(t, "pod a dropped from the claim", func() bool {
-		return !strings.Contains(e.checkpointClaims(), string(a.UID))
-	})
+	e.unprepare(a.UID)
+	if strings.Contains(e.checkpointClaims(), string(a.UID)) {
+		t.Fatalf("pod a still in the checkpoint: %s", e.checkpointClaims())
+	}
 	if _, u := d.calls(); u != 0 {
 		t.Fatalf("claim unprepared while pod b uses it")
 	}
-	e.sys.Root.Send(e.pid, &messages.UnprepareClaims{UID: b.UID})
-	actortest.Eventually(t, "unprepared with the last pod", func() bool { _, u := d.calls(); return u == 1 })
+	e.unprepare(b.UID)
+	if _, u := d.calls(); u != 1 {
+		t.Fatalf("answered before the last pod's claim was unprepared (%d calls)", u)
+	}
+	// A pod without prepared claims is answered at once.
+	e.unprepare("never-prepared")
 }
 
 func TestRestartNeitherPreparesAgainNorLeaks(t *testing.T) {

@@ -45,10 +45,13 @@ func (a *Actor) handleUnprepare(uid types.UID) {
 		}
 	}
 	if len(keys) == 0 {
-		delete(a.gone, uid)
-		if dropped {
-			_ = a.save() // logged; the next change writes it again
+		if dropped && a.save() != nil {
+			// Not on disk: the pod keeps its references in the checkpoint;
+			// tried again (a restart would find it and unprepare again).
+			a.retryLater(uid, errors.New("checkpoint not written"), "")
+			return
 		}
+		a.unprepareDone(uid)
 		return
 	}
 	calls := map[string]Driver{}
@@ -115,19 +118,34 @@ func (a *Actor) handleUnprepared(m *unprepared) {
 		}
 	}
 	if m.err != nil {
-		a.driverError(m.driver, "NodeUnprepareResources")
-		n := a.gone[m.uid] + 1
-		a.gone[m.uid] = n
-		d := a.cfg.RetryBackoff.Delay(n)
-		a.log.Warn("claims not unprepared: retrying", "uid", m.uid, "err", m.err, "attempt", n, "retryIn", d)
-		a.self.After(d, &retryUnprepare{Tag: actorkit.Tag{Gen: a.self.Gen()}, uid: m.uid})
+		a.retryLater(m.uid, m.err, m.driver)
 		return
 	}
-	delete(a.gone, m.uid)
 	if err := a.save(); err != nil {
+		a.retryLater(m.uid, err, "")
 		return
 	}
 	a.log.Debug("claims unprepared", "uid", m.uid, "claims", m.keys)
+	a.unprepareDone(m.uid)
+}
+
+// retryLater unprepares the pod's claims again after back-off.
+func (a *Actor) retryLater(uid types.UID, err error, driver string) {
+	a.driverError(driver, "NodeUnprepareResources")
+	n := a.gone[uid] + 1
+	a.gone[uid] = n
+	d := a.cfg.RetryBackoff.Delay(n)
+	a.log.Warn("claims not unprepared: retrying", "uid", uid, "err", err, "attempt", n, "retryIn", d)
+	a.self.After(d, &retryUnprepare{Tag: actorkit.Tag{Gen: a.self.Gen()}, uid: uid})
+}
+
+// unprepareDone ends a pod's unprepare and answers who waits for it.
+func (a *Actor) unprepareDone(uid types.UID) {
+	delete(a.gone, uid)
+	for _, to := range a.unprepWaiters[uid] {
+		a.self.SendTo(to, &messages.ClaimsUnprepared{UID: uid})
+	}
+	delete(a.unprepWaiters, uid)
 }
 
 // handlePodsKnown unprepares the claims of every pod the node no longer

@@ -290,6 +290,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handleClaimsPrepared(ctx, m)
 	case *messages.ClaimsHealth:
 		a.handleClaimsHealth(ctx, m)
+	case *messages.ClaimsUnprepared:
+		a.handleClaimsUnprepared(ctx, m)
 	case *messages.StartGranted:
 		if a.slot.grant() {
 			a.kick(ctx)
@@ -360,6 +362,7 @@ func (a *Actor) handleFired(ctx actor.Context, m *actorkit.Fired) {
 		a.volumes.asked = false
 		a.devices.asked = false
 		a.claims.asked = false
+		a.claims.unprepAsked = false
 		a.look(ctx, false)
 	case a.cacheTTL.Fired(a.self, m):
 		if a.asked {
@@ -617,8 +620,8 @@ func (a *Actor) reconcileKill(ctx actor.Context, now time.Time) {
 		}
 		return
 	}
-	if a.done {
-		return
+	if a.done || !a.claimsReleased(ctx) {
+		return // ClaimsUnprepared continues
 	}
 	a.done = true
 	a.publishFinal(now)

@@ -21,6 +21,9 @@ type claimState struct {
 	containers map[string][]string
 	asked      bool
 	health     map[string][]v1.ResourceStatus
+	// unprepAsked: UnprepareClaims sent once the pod stopped; released:
+	// answered (the final status may go out).
+	unprepAsked, released bool
 }
 
 // usesClaims reports whether the pod has ResourceClaims to prepare.
@@ -126,4 +129,30 @@ func withoutDRAExtended(p *v1.Pod) *v1.Pod {
 		}
 	}
 	return out
+}
+
+// claimsReleased reports whether a pod being killed may publish its final
+// status: its claims are unprepared first, as upstream's
+// syncTerminatingPod (after the containers stopped, before the status is
+// final), so that no device is handed to another pod while its driver
+// still has it prepared. A driver that fails keeps the pod terminating
+// while the ClaimsActor retries.
+func (a *Actor) claimsReleased(ctx actor.Context) bool {
+	if a.d.Claims == nil || a.pod == nil || !usesClaims(a.pod) || a.claims.released {
+		return true
+	}
+	if !a.claims.unprepAsked {
+		a.claims.unprepAsked = true
+		ctx.Send(a.d.Claims, &messages.UnprepareClaims{UID: a.uid, ReplyTo: a.self.PID()})
+	}
+	return false
+}
+
+// handleClaimsUnprepared lets a pod being killed finish.
+func (a *Actor) handleClaimsUnprepared(ctx actor.Context, m *messages.ClaimsUnprepared) {
+	if m.UID != a.uid || a.claims.released {
+		return
+	}
+	a.claims.released = true
+	a.kick(ctx)
 }

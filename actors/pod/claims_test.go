@@ -118,3 +118,53 @@ func TestDRABackedExtendedResourcesSkipTheDevicesActor(t *testing.T) {
 		t.Fatal("the pod itself was changed")
 	}
 }
+
+// TestClaimsUnpreparedBeforeTheFinalStatus: a killed pod with claims
+// stops its containers, then waits for its claims to be unprepared before
+// it reports terminated (upstream's syncTerminatingPod).
+func TestClaimsUnpreparedBeforeTheFinalStatus(t *testing.T) {
+	p := testPod(v1.RestartPolicyAlways, "app")
+	claim := "c"
+	p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "c", ResourceClaimName: &claim}}
+	p.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "c"}}
+	var mu sync.Mutex
+	var unprepareTo *actor.PID
+	h := newHarnessSys(t, p, func(sys *actor.ActorSystem, d *Deps) {
+		d.Claims = sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+			switch m := c.Message().(type) {
+			case *messages.PrepareClaims:
+				c.Send(m.ReplyTo, &messages.ClaimsPrepared{UID: m.Pod.UID, Containers: map[string][]string{}})
+			case *messages.UnprepareClaims:
+				mu.Lock()
+				unprepareTo = m.ReplyTo
+				mu.Unlock()
+			}
+		}))
+	})
+	h.waitStatus("Running", running)
+	h.send(&messages.KillPod{UID: p.UID, Reason: "deleted from the API server"})
+	h.waitFor("UnprepareClaims once the containers stopped", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return unprepareTo != nil
+	})
+	if h.rt.Count("StopContainer") == 0 {
+		t.Fatal("claims unprepared before the containers stopped")
+	}
+	h.sync()
+	h.mu.Lock()
+	early := h.terminated
+	h.mu.Unlock()
+	if early {
+		t.Fatal("pod reported terminated before its claims were unprepared")
+	}
+	mu.Lock()
+	to := unprepareTo
+	mu.Unlock()
+	h.sys.Root.Send(to, &messages.ClaimsUnprepared{UID: p.UID})
+	h.waitFor("pod terminated", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.terminated
+	})
+}
