@@ -167,10 +167,10 @@ type Actor struct {
 	pods map[types.UID]*podRef
 	// gone are pods to unprepare once their op ends, or again after a
 	// failure (with the attempts so far).
-	gone  map[types.UID]int
+	gone map[types.UID]int
 	// unprepWaiters are told ClaimsUnprepared once the pod's claims are.
 	unprepWaiters map[types.UID][]*actor.PID
-	wipes map[string]int // drivers whose slices wait to be wiped: attempts
+	wipes         map[string]int // drivers whose slices wait to be wiped: attempts
 }
 
 // podRef is an answered pod: its spec (read only) and its PodActor.
