@@ -42,9 +42,10 @@ type Driver interface {
 	Close() error
 }
 
-// Dialer connects to a driver that registered.
+// Dialer connects to a driver that registered; connected is told
+// whenever the connection comes up or goes down (from any goroutine).
 type Dialer interface {
-	Dial(driver, endpoint string, services []string) (Driver, error)
+	Dial(driver, endpoint string, services []string, connected func(bool)) (Driver, error)
 }
 
 // ClaimGetter reads a ResourceClaim from the API server.
@@ -141,6 +142,13 @@ type driverConn struct {
 	name, endpoint string
 	drv            Driver
 	stop           context.CancelFunc // ends its health stream
+	connected      bool               // read and written in the mailbox
+}
+
+// wipeState is a pending deletion of a driver's slices.
+type wipeState struct {
+	seq      uint64
+	attempts int
 }
 
 // deviceHealth is the last health a driver reported for a device.
@@ -170,7 +178,8 @@ type Actor struct {
 	gone map[types.UID]int
 	// unprepWaiters are told ClaimsUnprepared once the pod's claims are.
 	unprepWaiters map[types.UID][]*actor.PID
-	wipes         map[string]int // drivers whose slices wait to be wiped: attempts
+	wipes         map[string]*wipeState // drivers whose slices wait to be wiped
+	wipeSeq       uint64
 }
 
 // podRef is an answered pod: its spec (read only) and its PodActor.
@@ -217,7 +226,11 @@ type (
 	wipeDue struct {
 		actorkit.Tag
 		driver string
-		dueAt  time.Time
+		seq    uint64
+	}
+	connState struct {
+		conn      *driverConn
+		connected bool
 	}
 	wipeDone struct {
 		actorkit.Tag
@@ -291,6 +304,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handleHealth(m)
 	case *healthEnded:
 		a.handleHealthEnded(m)
+	case *connState:
+		a.handleConnState(m)
 	}
 }
 
@@ -301,7 +316,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.pods = map[types.UID]*podRef{}
 	a.gone = map[types.UID]int{}
 	a.unprepWaiters = map[types.UID][]*actor.PID{}
-	a.wipes = map[string]int{}
+	a.wipes = map[string]*wipeState{}
 	a.claims = map[string]*claimInfo{}
 	b, err := a.cfg.Store.Load()
 	if err == nil {
@@ -322,15 +337,16 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.sh.wiped = true
 	var away []string
 	for name, d := range a.sh.drivers {
-		if d == nil {
-			away = append(away, name)
+		if d == nil || !d.connected {
+			away = append(away, name) // gone, or not connected: wiped unless it comes back
 		}
 	}
 	a.sh.mu.Unlock()
 	if wipe {
 		// As upstream at start: no driver has registered yet, so no slice
 		// of this node can be served; the drivers publish theirs again.
-		a.wipes[""] = 0
+		a.wipeSeq++
+		a.wipes[""] = &wipeState{seq: a.wipeSeq}
 		a.startWipe("")
 	}
 	for _, name := range away {

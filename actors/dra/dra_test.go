@@ -16,6 +16,7 @@ import (
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/actorlet/actorlet/actors/dra"
 	draadapter "github.com/actorlet/actorlet/adapters/dra"
@@ -38,6 +39,8 @@ type env struct {
 	probe   *actor.PID
 	stopW   func()
 	timeout time.Duration
+	wiper   *fakeWiper
+	clk     clock.WithDelayedExecution
 }
 
 func newEnv(t *testing.T) *env {
@@ -48,7 +51,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(root) })
 	e := &env{t: t, root: root, sys: actor.NewActorSystem(), claims: &fakeClaims{},
-		store: host.FileStore{Path: filepath.Join(root, "dra_manager_state")}, replies: make(chan any, 100), timeout: 2 * time.Second}
+		store: host.FileStore{Path: filepath.Join(root, "dra_manager_state")}, replies: make(chan any, 100), timeout: 2 * time.Second, wiper: &fakeWiper{}, clk: clock.RealClock{}}
 	e.probe = e.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case *messages.ClaimsPrepared, *messages.ClaimsHealth, *messages.ClaimsUnprepared:
@@ -69,9 +72,9 @@ func newEnv(t *testing.T) *env {
 func (e *env) start() {
 	e.t.Helper()
 	e.pid = e.sys.Root.Spawn(actor.PropsFromProducer(dra.New(dra.Config{
-		Dialer: testDialer{timeout: e.timeout}, Claims: e.claims, Store: e.store, Clock: clock.RealClock{},
-		HealthRetry: 50 * time.Millisecond, RetryBackoff: actorkit.Backoff{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond},
-	}, nil)))
+		Dialer: testDialer{timeout: e.timeout}, Claims: e.claims, Store: e.store, Clock: e.clk,
+		HealthRetry: 50 * time.Millisecond, Wiper: e.wiper, WipeDelay: 300 * time.Millisecond, RetryBackoff: actorkit.Backoff{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond},
+	}, nil), actor.WithReceiverMiddleware(actortest.Barrier())))
 	w := draadapter.NewWatcher(filepath.Join(e.root, draadapter.RegistryDir),
 		func(m *messages.DRADriverRegistered) { e.sys.Root.Send(e.pid, m) },
 		func(m *messages.DRADriverDeregistered) { e.sys.Root.Send(e.pid, m) }, nil)
@@ -430,4 +433,27 @@ func TestHealthReachesThePod(t *testing.T) {
 	if res.ResourceID != "example.com/gpu=gpu0" || res.Health != v1.ResourceHealthStatusUnhealthy || res.Message == nil || *res.Message != "Xid 79" {
 		t.Fatalf("resource health %+v", res)
 	}
+}
+
+func TestSlicesWipedAsUpstream(t *testing.T) {
+	e := newEnv(t)
+	fc := clocktesting.NewFakeClock(time.Now())
+	e.clk = fc
+	e.start()
+	actortest.Eventually(t, "the node's slices wiped at start", func() bool { return slices.Equal(e.wiper.wiped(), []string{""}) })
+	d := e.registered("gpu.example.com")
+	p := podWith("p", "", "c")
+	e.claims.put(claim("c", d.name, []string{"r"}, p))
+	wantOK(t, e.prepare(p)) // connected
+	// The driver dies without removing its registration socket: its
+	// connection drops, and after the grace period its slices go.
+	d.srv.Stop()
+	actortest.Eventually(t, "the grace period armed", fc.HasWaiters)
+	fc.Step(299 * time.Millisecond)
+	actortest.Sync(t, e.sys, e.pid)
+	if slices.Contains(e.wiper.wiped(), d.name) {
+		t.Fatal("slices wiped before the grace period")
+	}
+	fc.Step(time.Millisecond)
+	actortest.Eventually(t, "the dead driver's slices wiped", func() bool { return slices.Contains(e.wiper.wiped(), d.name) })
 }

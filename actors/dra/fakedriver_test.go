@@ -202,8 +202,8 @@ func (d *fakeDriver) calls() (prepares, unprepares int) {
 // testDialer dials with adapters/dra and a short call timeout.
 type testDialer struct{ timeout time.Duration }
 
-func (d testDialer) Dial(driver, endpoint string, services []string) (dra.Driver, error) {
-	c, err := draadapter.Dial(driver, endpoint, services, d.timeout, nil)
+func (d testDialer) Dial(driver, endpoint string, services []string, connected func(bool)) (dra.Driver, error) {
+	c, err := draadapter.Dial(driver, endpoint, services, d.timeout, nil, connected)
 	if err != nil {
 		return nil, err
 	}
@@ -272,4 +272,23 @@ func podWith(name string, req string, claims ...string) *v1.Pod {
 	}
 	p.Spec.Containers = []v1.Container{c, {Name: "sidecar", Image: "busybox"}}
 	return p
+}
+
+// fakeWiper records the slice deletions asked for.
+type fakeWiper struct {
+	mu      sync.Mutex
+	drivers []string
+}
+
+func (w *fakeWiper) WipeSlices(_ context.Context, driver string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.drivers = append(w.drivers, driver)
+	return nil
+}
+
+func (w *fakeWiper) wiped() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.drivers...)
 }

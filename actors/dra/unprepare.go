@@ -176,24 +176,46 @@ func (a *Actor) handleRegistered(m *messages.DRADriverRegistered) {
 		a.log.Warn("DRA driver refused: no dialer wired", "driver", m.Driver)
 		return
 	}
-	drv, err := a.cfg.Dialer.Dial(m.Driver, m.Endpoint, m.Services)
+	conn := &driverConn{name: m.Driver, endpoint: m.Endpoint}
+	self := a.self
+	drv, err := a.cfg.Dialer.Dial(m.Driver, m.Endpoint, m.Services, func(up bool) {
+		self.Send(&connState{conn: conn, connected: up})
+	})
 	if err != nil {
 		a.driverError(m.Driver, "Register")
 		a.log.Error("DRA driver not usable", "driver", m.Driver, "endpoint", m.Endpoint, "err", err)
 		return
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	conn := &driverConn{name: m.Driver, endpoint: m.Endpoint, drv: drv, stop: stop}
+	conn.drv, conn.stop = drv, stop
 	a.sh.mu.Lock()
 	old := a.sh.drivers[m.Driver]
 	a.sh.drivers[m.Driver] = conn
 	a.sh.mu.Unlock()
-	delete(a.wipes, m.Driver) // back in time: its slices stay
 	if old != nil {
 		old.close(a.log)
 	}
 	a.log.Info("DRA driver registered", "driver", m.Driver, "endpoint", m.Endpoint, "replaced", old != nil)
+	// Usable once connected: a wipe pending since it went away waits for
+	// that (and is cancelled then), as upstream.
+	a.scheduleWipe(m.Driver)
 	a.watchHealth(ctx, conn)
+}
+
+// handleConnState follows a driver's connection: connected, its slices
+// stay; disconnected (a driver that died without removing its socket), its
+// slices are deleted unless it comes back within WipeDelay.
+func (a *Actor) handleConnState(m *connState) {
+	if a.driver(m.conn.name) != m.conn || m.conn.connected == m.connected {
+		return
+	}
+	m.conn.connected = m.connected
+	if m.connected {
+		delete(a.wipes, m.conn.name)
+		return
+	}
+	a.log.Info("DRA driver disconnected", "driver", m.conn.name, "endpoint", m.conn.endpoint)
+	a.scheduleWipe(m.conn.name)
 }
 
 // handleDeregistered drops a driver whose registration socket went; its
@@ -212,20 +234,23 @@ func (a *Actor) handleDeregistered(m *messages.DRADriverDeregistered) {
 	a.scheduleWipe(m.Driver)
 }
 
-// scheduleWipe arms the deletion of a driver's slices after WipeDelay.
+// scheduleWipe arms the deletion of a driver's slices after WipeDelay,
+// unless one is pending already (its time stands, as upstream).
 func (a *Actor) scheduleWipe(driver string) {
-	if a.cfg.Wiper == nil || a.cfg.WipeDelay < 0 {
+	if a.cfg.Wiper == nil || a.cfg.WipeDelay < 0 || a.wipes[driver] != nil {
 		return
 	}
-	a.wipes[driver] = 0
-	a.self.After(a.cfg.WipeDelay, &wipeDue{Tag: actorkit.Tag{Gen: a.self.Gen()}, driver: driver})
+	a.wipeSeq++
+	a.wipes[driver] = &wipeState{seq: a.wipeSeq}
+	a.self.After(a.cfg.WipeDelay, &wipeDue{Tag: actorkit.Tag{Gen: a.self.Gen()}, driver: driver, seq: a.wipeSeq})
 }
 
 func (a *Actor) handleWipeDue(m *wipeDue) {
-	if _, ok := a.wipes[m.driver]; !ok {
+	w := a.wipes[m.driver]
+	if w == nil || w.seq != m.seq {
 		return // the driver came back
 	}
-	if m.driver != "" && a.driver(m.driver) != nil {
+	if d := a.driver(m.driver); m.driver != "" && d != nil && d.connected {
 		delete(a.wipes, m.driver)
 		return
 	}
@@ -240,8 +265,8 @@ func (a *Actor) startWipe(driver string) {
 }
 
 func (a *Actor) handleWipeDone(m *wipeDone) {
-	n, ok := a.wipes[m.driver]
-	if !ok {
+	w := a.wipes[m.driver]
+	if w == nil {
 		return
 	}
 	if m.err == nil || errors.Is(m.err, context.Canceled) {
@@ -251,11 +276,10 @@ func (a *Actor) handleWipeDone(m *wipeDone) {
 		}
 		return
 	}
-	n++
-	a.wipes[m.driver] = n
-	d := a.cfg.RetryBackoff.Delay(n)
+	w.attempts++
+	d := a.cfg.RetryBackoff.Delay(w.attempts)
 	a.log.Info("deleting ResourceSlices failed, retrying", "driver", driverLabel(m.driver), "err", m.err, "retryIn", d)
-	a.self.After(d, &wipeDue{Tag: actorkit.Tag{Gen: a.self.Gen()}, driver: m.driver})
+	a.self.After(d, &wipeDue{Tag: actorkit.Tag{Gen: a.self.Gen()}, driver: m.driver, seq: w.seq})
 }
 
 func driverLabel(d string) string {

@@ -20,6 +20,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	grpcstats "google.golang.org/grpc/stats"
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 	drahealthv1alpha1 "k8s.io/kubelet/pkg/apis/dra-health/v1alpha1"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -72,10 +73,14 @@ type Client struct {
 }
 
 // Dial returns the client of a driver's endpoint (an absolute unix socket
-// path) for the services it announced. The connection is made on demand
-// (gRPC reconnects by itself); timeout bounds every call (upstream: 45s).
-// observe, when not nil, gets every call's duration and error (metrics).
-func Dial(driver, endpoint string, announced []string, timeout time.Duration, observe func(driver, method string, d time.Duration, err error)) (*Client, error) {
+// path) for the services it announced. The connection is made at once and
+// kept (gRPC reconnects by itself; no idle timeout); timeout bounds every
+// call (upstream: 45s). observe, when not nil, gets every call's duration
+// and error (metrics); connected, when not nil, is told whenever the
+// connection comes up (true) or goes down (false), as upstream watches a
+// driver's connection (a driver that died without removing its
+// registration socket is seen this way).
+func Dial(driver, endpoint string, announced []string, timeout time.Duration, observe func(driver, method string, d time.Duration, err error), connected func(bool)) (*Client, error) {
 	service, health, err := ChooseServices(announced)
 	if err != nil {
 		return nil, fmt.Errorf("invalid supported gRPC versions of DRA driver plugin %s at endpoint %s: %w", driver, endpoint, err)
@@ -84,9 +89,15 @@ func Dial(driver, endpoint string, announced []string, timeout time.Duration, ob
 		timeout = 45 * time.Second
 	}
 	c := &Client{driver: driver, endpoint: endpoint, service: service, health: health, timeout: timeout, observe: observe}
-	conn, err := grpc.NewClient("unix:"+endpoint,
+	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithChainUnaryInterceptor(c.intercept))
+		grpc.WithChainUnaryInterceptor(c.intercept),
+		grpc.WithIdleTimeout(0), // an idle driver stays connected
+	}
+	if connected != nil {
+		opts = append(opts, grpc.WithStatsHandler(connWatch(connected)))
+	}
+	conn, err := grpc.NewClient("unix:"+endpoint, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("create gRPC connection to DRA driver %s plugin at endpoint %s: %w", driver, endpoint, err)
 	}
@@ -165,3 +176,18 @@ func (c *Client) WatchHealth(ctx context.Context, report func(*drahealthv1.NodeW
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
+
+// connWatch is a gRPC stats handler that reports the connection's state.
+type connWatch func(bool)
+
+func (w connWatch) TagRPC(ctx context.Context, _ *grpcstats.RPCTagInfo) context.Context   { return ctx }
+func (w connWatch) HandleRPC(context.Context, grpcstats.RPCStats)                         {}
+func (w connWatch) TagConn(ctx context.Context, _ *grpcstats.ConnTagInfo) context.Context { return ctx }
+func (w connWatch) HandleConn(_ context.Context, s grpcstats.ConnStats) {
+	switch s.(type) {
+	case *grpcstats.ConnBegin:
+		w(true)
+	case *grpcstats.ConnEnd:
+		w(false)
+	}
+}

@@ -55,7 +55,7 @@ func TestWiperSelectsTheNodesSlices(t *testing.T) {
 }
 
 func TestDialRefusesUnknownServices(t *testing.T) {
-	if _, err := Dial("d", "/nonexistent.sock", []string{"v9.DRAPlugin"}, 0, nil); err == nil || !strings.Contains(err.Error(), "invalid supported gRPC versions of DRA driver plugin d") {
+	if _, err := Dial("d", "/nonexistent.sock", []string{"v9.DRAPlugin"}, 0, nil, nil); err == nil || !strings.Contains(err.Error(), "invalid supported gRPC versions of DRA driver plugin d") {
 		t.Fatalf("err %v", err)
 	}
 }

@@ -50,8 +50,8 @@ func draActor(w *wiring) actor.Producer {
 // draDialer makes adapters/dra's client the ClaimsActor's Driver.
 type draDialer struct{ m *draadapter.Metrics }
 
-func (d draDialer) Dial(driver, endpoint string, services []string) (dra.Driver, error) {
-	c, err := draadapter.Dial(driver, endpoint, services, draCallTimeout, d.m.ObserveGRPC)
+func (d draDialer) Dial(driver, endpoint string, services []string, connected func(bool)) (dra.Driver, error) {
+	c, err := draadapter.Dial(driver, endpoint, services, draCallTimeout, d.m.ObserveGRPC, connected)
 	if err != nil {
 		return nil, err
 	}
