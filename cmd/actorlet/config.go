@@ -630,3 +630,13 @@ func (o *options) nameFileFields(err error) error {
 	}
 	return errors.New(msg)
 }
+
+// eventClientQPS is the QPS the events client is built with for
+// --event-qps (eventRecordQPS): since Kubernetes v1.37 0 means no limit,
+// which client-go spells as a negative QPS (no token bucket at all).
+func eventClientQPS(flag float32) float32 {
+	if flag == 0 {
+		return -1
+	}
+	return flag
+}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Kubernetes v1.37: eventRecordQPS 0 (--event-qps 0) means unlimited. The
+// file and the flag accept it, a negative value is refused at start, and
+// the events client is built without a rate limiter (eventClientQPS;
+// adapters/kube TestEventQPSUnlimited checks the client).
+func TestEventRecordQPSZeroIsUnlimited(t *testing.T) {
+	o, _, err := loadConfig(t, writeConfig(t, configHeader+"eventRecordQPS: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.EventQPS != 0 {
+		t.Fatalf("eventRecordQPS 0 read as %v", o.EventQPS)
+	}
+	if err := o.validate(); err != nil && strings.Contains(err.Error(), "event-qps") {
+		t.Fatalf("eventRecordQPS 0 refused: %v", err)
+	}
+	if got := eventClientQPS(o.EventQPS); got >= 0 {
+		t.Fatalf("events client QPS %v for eventRecordQPS 0, want negative (no limiter)", got)
+	}
+	if got := eventClientQPS(50); got != 50 {
+		t.Fatalf("events client QPS %v for 50", got)
+	}
+	if c := o.effectiveKubeletConfig(); c.EventRecordQPS == nil || *c.EventRecordQPS != 0 {
+		t.Fatalf("/configz eventRecordQPS %v, want 0", c.EventRecordQPS)
+	}
+	o = defaultOptions()
+	o.EventQPS = -1
+	if err := o.validate(); err == nil || !strings.Contains(err.Error(), "--event-qps and --event-burst must not be negative") {
+		t.Fatalf("negative --event-qps: %v", err)
+	}
+}
