@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -53,5 +54,40 @@ func TestE2ESimV137ReadOnlyMethods(t *testing.T) {
 		if got := resp.Header.Get("Allow"); got != tt.wantAllow {
 			t.Errorf("port %d %s %s: Allow %q, want %q", tt.port, tt.method, tt.path, got, tt.wantAllow)
 		}
+	}
+}
+
+// TestE2ESimV137StaticPodRefs: a static pod that references an API object
+// (here a ConfigMap through env, a Secret through a volume) is refused as
+// a whole with upstream's message, its file's other pods run, and the push
+// API refuses such a pod with a 400 naming the reference.
+func TestE2ESimV137StaticPodRefs(t *testing.T) {
+	dir := t.TempDir()
+	writeManifest(t, dir, "pods.yaml", manifests(
+		busyboxPod("plain", sleepForever),
+		busyboxPod("cmref", sleepForever, `env: [{name: X, valueFrom: {configMapKeyRef: {name: settings, key: k}}}]`)))
+	writeManifest(t, dir, "secret.yaml", busyboxPod("secretvol", sleepForever, "spec.volumes: [{name: s, secret: {secretName: creds}}]"))
+	a := startAgent(t, agentOpts{manifestDir: dir})
+	a.waitPod(60*time.Second, "plain-e2e-node", "running", isRunning)
+	pods, err := a.pods()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if p.Name == "cmref-e2e-node" || p.Name == "secretvol-e2e-node" {
+			t.Errorf("static pod %s referencing an API object was admitted: %s", p.Name, describe(&p))
+		}
+	}
+	for _, want := range []string{
+		"document 2: pod default/cmref-e2e-node: static pods may not reference configmaps",
+		"secret.yaml: document 1: pod default/secretvol-e2e-node: static pods may not reference secrets",
+	} {
+		if !a.logContains(want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+	code, body := a.postPod(t, busyboxPod("pushed-token", sleepForever, "spec.serviceAccountName: builder"))
+	if code != http.StatusBadRequest || !strings.Contains(body, "static pods may not reference serviceaccounts") {
+		t.Errorf("POST /pods of a pod with a service account: %d %s", code, body)
 	}
 }
