@@ -8,7 +8,9 @@ import (
 
 // The message of a False PodReadyToStartContainers (Kubernetes v1.37).
 func TestSandboxNotReadyMessage(t *testing.T) {
-	sb := func(s runtimeapi.PodSandboxState) *runtimeapi.PodSandboxStatus { return &runtimeapi.PodSandboxStatus{State: s} }
+	sb := func(s runtimeapi.PodSandboxState) *runtimeapi.PodSandboxStatus {
+		return &runtimeapi.PodSandboxStatus{State: s}
+	}
 	ready, notReady := runtimeapi.PodSandboxState_SANDBOX_READY, runtimeapi.PodSandboxState_SANDBOX_NOTREADY
 	tests := []struct {
 		name      string
