@@ -91,9 +91,14 @@ func StaticPodRefError(resource string) error {
 	return fmt.Errorf("static pods may not reference %s", resource)
 }
 
-// CheckStaticPod is StaticPodAPIReference as one error: nil when the pod
-// may run as a static pod.
+// CheckStaticPod is StaticPodAPIReference as one error, and the API
+// server's checks of v1.37 fields that actorlet's manifest validation does
+// not run (ValidateHostnameOverride): nil when the pod may run as a static
+// pod.
 func CheckStaticPod(pod *v1.Pod) error {
+	if err := ValidateHostnameOverride(&pod.Spec); err != nil {
+		return err
+	}
 	resource, err := StaticPodAPIReference(pod)
 	if err != nil {
 		return err

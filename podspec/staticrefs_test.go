@@ -72,3 +72,38 @@ func TestStaticPodAPIReference(t *testing.T) {
 		})
 	}
 }
+
+// spec.hostnameOverride as the API server checks it (v1.37 GA): a static
+// pod with it and setHostnameAsFQDN or hostNetwork, or an override that
+// is too long or no DNS subdomain, is refused.
+func TestCheckStaticPodHostnameOverride(t *testing.T) {
+	yes := true
+	str := func(s string) *string { return &s }
+	tests := []struct {
+		name    string
+		spec    v1.PodSpec
+		wantErr string
+	}{
+		{name: "plain override", spec: v1.PodSpec{HostnameOverride: str("db-0.example")}},
+		{name: "with setHostnameAsFQDN", spec: v1.PodSpec{HostnameOverride: str("h"), SetHostnameAsFQDN: &yes},
+			wantErr: "spec.hostnameOverride: Forbidden: may not be specified when setHostnameAsFQDN is true"},
+		{name: "with hostNetwork", spec: v1.PodSpec{HostnameOverride: str("h"), HostNetwork: true},
+			wantErr: "spec.hostnameOverride: Forbidden: may not be specified when hostNetwork is true"},
+		{name: "too long", spec: v1.PodSpec{HostnameOverride: str(strings.Repeat("a", 65))},
+			wantErr: "spec.hostnameOverride: Too long: may not be more than 64 bytes"},
+		{name: "not a subdomain", spec: v1.PodSpec{HostnameOverride: str("Not_Valid")},
+			wantErr: `spec.hostnameOverride: Invalid value: "Not_Valid"`},
+	}
+	for _, tt := range tests {
+		err := CheckStaticPod(&v1.Pod{Spec: tt.spec})
+		if tt.wantErr == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tt.name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.wantErr)
+		}
+	}
+}
