@@ -518,6 +518,9 @@ func (o *options) applyConfigFile(changed func(flag string) bool) (ignored []str
 	if err != nil {
 		return nil, err
 	}
+	if err := refuseDefaultPodSysctls(c); err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Config, err)
+	}
 	o.fileFields = map[string]string{}
 	for _, f := range configFields {
 		if changed(f.flag) {
@@ -639,4 +642,19 @@ func eventClientQPS(flag float32) float32 {
 		return -1
 	}
 	return flag
+}
+
+// refuseDefaultPodSysctls refuses defaultPodSysctls (Kubernetes v1.37,
+// alpha): upstream honours it only behind the DefaultPodSysctls feature
+// gate, off by default, and refuses the field without it; actorlet has no
+// feature gates and does not apply default sysctls, so it refuses the
+// field as upstream does with the gate off, rather than run pods without
+// the sysctls the file asks for.
+func refuseDefaultPodSysctls(c *kcfg) error {
+	if len(c.DefaultPodSysctls) == 0 {
+		return nil
+	}
+	return errors.New("invalid configuration: defaultPodSysctls is not implemented by actorlet " +
+		"(alpha in Kubernetes v1.37, behind the DefaultPodSysctls feature gate, off by default): " +
+		"remove it, or set the sysctls in each pod's spec.securityContext.sysctls")
 }

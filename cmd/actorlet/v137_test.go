@@ -35,3 +35,20 @@ func TestEventRecordQPSZeroIsUnlimited(t *testing.T) {
 		t.Fatalf("negative --event-qps: %v", err)
 	}
 }
+
+// defaultPodSysctls (v1.37 alpha, gate off upstream) is refused at start
+// with a clear error, not ignored.
+func TestDefaultPodSysctlsRefused(t *testing.T) {
+	path := writeConfig(t, configHeader+"defaultPodSysctls: {net.ipv4.ip_forward: \"1\"}\n")
+	o := defaultOptions()
+	o.Config = path
+	_, err := o.applyConfigFile(func(string) bool { return false })
+	if err == nil || !strings.Contains(err.Error(), "defaultPodSysctls is not implemented by actorlet") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("defaultPodSysctls: %v", err)
+	}
+	o = defaultOptions()
+	o.Config = writeConfig(t, configHeader+"defaultPodSysctls: {}\n")
+	if _, err := o.applyConfigFile(func(string) bool { return false }); err != nil {
+		t.Fatalf("an empty defaultPodSysctls: %v", err)
+	}
+}
