@@ -91,3 +91,45 @@ func TestE2ESimV137StaticPodRefs(t *testing.T) {
 		t.Errorf("POST /pods of a pod with a service account: %d %s", code, body)
 	}
 }
+
+// TestE2ESimV137NoRemovedCadvisorSurfaces: what v1.37 removed from the
+// kubelet's cAdvisor surfaces is not served: no userDefinedMetrics in
+// /stats/summary, none of container_cpu_load_average_10s,
+// container_cpu_load_d_average_10s, container_tasks_state or
+// container_application_* in /metrics, and no /metrics/cadvisor (actorlet
+// never served it: its container figures come from the CRI).
+func TestE2ESimV137NoRemovedCadvisorSurfaces(t *testing.T) {
+	dir := t.TempDir()
+	writeManifest(t, dir, "pod.yaml", busyboxPod("stats", sleepForever))
+	a := startAgent(t, agentOpts{manifestDir: dir})
+	a.waitPod(60*time.Second, "stats-e2e-node", "running", isRunning)
+	client := &http.Client{Timeout: 30 * time.Second}
+	get := func(path string) (int, string) {
+		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d%s", a.roPort, path))
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, summary := get("/stats/summary")
+	if code != http.StatusOK || !strings.Contains(summary, `"podRef"`) {
+		t.Fatalf("/stats/summary: %d %.300s", code, summary)
+	}
+	if strings.Contains(summary, "userDefinedMetrics") {
+		t.Error("/stats/summary carries userDefinedMetrics, removed in v1.37")
+	}
+	code, metrics := get("/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	for _, gone := range []string{"container_cpu_load_average_10s", "container_cpu_load_d_average_10s", "container_tasks_state", "container_application_"} {
+		if strings.Contains(metrics, gone) {
+			t.Errorf("/metrics serves %s, removed in v1.37", gone)
+		}
+	}
+	if code, _ := get("/metrics/cadvisor"); code != http.StatusNotFound {
+		t.Errorf("/metrics/cadvisor: %d, want 404", code)
+	}
+}
