@@ -312,9 +312,10 @@ func setKubeletConfigDefaults(c *kcfg) {
 	if c.FailCgroupV1 == nil {
 		c.FailCgroupV1 = ptr.To(false)
 	}
-	if c.MemoryThrottlingFactor == nil {
-		c.MemoryThrottlingFactor = ptr.To(0.9)
-	}
+	// memoryThrottlingFactor has no default since v1.37 (MemoryQoS beta:
+	// memory.high is not set unless it is configured); actorlet sets no
+	// memory.min/low/high, so a file that sets it is named at start as an
+	// ignored field (docs/KUBERNETES-1.37.md).
 	if c.RegisterNode == nil {
 		c.RegisterNode = ptr.To(true)
 	}

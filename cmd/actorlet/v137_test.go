@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -50,5 +51,28 @@ func TestDefaultPodSysctlsRefused(t *testing.T) {
 	o.Config = writeConfig(t, configHeader+"defaultPodSysctls: {}\n")
 	if _, err := o.applyConfigFile(func(string) bool { return false }); err != nil {
 		t.Fatalf("an empty defaultPodSysctls: %v", err)
+	}
+}
+
+// MemoryQoS (beta in v1.37): memoryThrottlingFactor has no default any
+// more, and actorlet, which sets no memory.min/low/high, names it at start
+// as an ignored field when a file sets it.
+func TestMemoryThrottlingFactorNamedNotDefaulted(t *testing.T) {
+	o, ignored, err := loadConfig(t, writeConfig(t, configHeader))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := o.effectiveKubeletConfig(); c.MemoryThrottlingFactor != nil {
+		t.Errorf("memoryThrottlingFactor defaulted to %v, want unset (v1.37)", *c.MemoryThrottlingFactor)
+	}
+	if len(ignored) != 0 {
+		t.Errorf("ignored %v", ignored)
+	}
+	_, ignored, err = loadConfig(t, writeConfig(t, configHeader+"memoryThrottlingFactor: 0.8\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(ignored, "memoryThrottlingFactor") {
+		t.Errorf("memoryThrottlingFactor not named as ignored: %v", ignored)
 	}
 }
