@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -74,5 +76,28 @@ func TestMemoryThrottlingFactorNamedNotDefaulted(t *testing.T) {
 	}
 	if !slices.Contains(ignored, "memoryThrottlingFactor") {
 		t.Errorf("memoryThrottlingFactor not named as ignored: %v", ignored)
+	}
+}
+
+// SELinux mount-option relabelling (GA in v1.37) is not implemented: an
+// enforcing host is named at start; a permissive, disabled or absent
+// SELinux is not.
+func TestSELinuxWarning(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if w := selinuxWarning(write("enforcing", "1\n")); !strings.Contains(w, "SELinux enforces on this host") {
+		t.Errorf("enforcing: %q", w)
+	}
+	if w := selinuxWarning(write("permissive", "0\n")); w != "" {
+		t.Errorf("permissive: %q", w)
+	}
+	if w := selinuxWarning(filepath.Join(dir, "absent")); w != "" {
+		t.Errorf("absent: %q", w)
 	}
 }
