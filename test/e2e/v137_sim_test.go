@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // Kubernetes v1.37 node items on the wire, against the real agent on the
@@ -132,4 +135,34 @@ func TestE2ESimV137NoRemovedCadvisorSurfaces(t *testing.T) {
 	if code, _ := get("/metrics/cadvisor"); code != http.StatusNotFound {
 		t.Errorf("/metrics/cadvisor: %d, want 404", code)
 	}
+}
+
+// TestE2ESimV137ReadyToStartMessage: a pod that cannot get a sandbox yet
+// (its hostPath volume of type Directory does not exist, so it waits on
+// the mount) shows PodReadyToStartContainers False with v1.37's reason and
+// message; a running pod shows it True.
+func TestE2ESimV137ReadyToStartMessage(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(t.TempDir(), "not-there")
+	writeManifest(t, dir, "pods.yaml", manifests(
+		busyboxPod("runs", sleepForever),
+		busyboxPod("nomount", sleepForever, `volumeMounts: [{name: d, mountPath: /d}]`,
+			`spec.volumes: [{name: d, hostPath: {path: "`+missing+`", type: Directory}}]`)))
+	a := startAgent(t, agentOpts{manifestDir: dir})
+	cond := func(p *v1.Pod) *v1.PodCondition {
+		for i := range p.Status.Conditions {
+			if p.Status.Conditions[i].Type == v1.PodReadyToStartContainers {
+				return &p.Status.Conditions[i]
+			}
+		}
+		return nil
+	}
+	a.waitPod(60*time.Second, "nomount-e2e-node", "PodReadyToStartContainers False with a message", func(p *v1.Pod) bool {
+		c := cond(p)
+		return c != nil && c.Status == v1.ConditionFalse && c.Reason == "PodSandboxNotReady" && c.Message == "no pod sandbox exists"
+	})
+	a.waitPod(60*time.Second, "runs-e2e-node", "PodReadyToStartContainers True", func(p *v1.Pod) bool {
+		c := cond(p)
+		return isRunning(p) && c != nil && c.Status == v1.ConditionTrue && c.Message == ""
+	})
 }
