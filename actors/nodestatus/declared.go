@@ -22,9 +22,9 @@ var declaredFeatures []string
 // declare, with the reason (docs/KUBERNETES-1.37.md).
 var notDeclared = map[string]string{
 	"RestartAllContainersOnContainerExits":         "container restart rules (restartPolicyRules, RestartAllContainers) are not implemented",
-	"InPlacePodLevelResourcesVerticalScaling":      "in-place pod resize is not implemented (cgroups/resize work)",
-	"InPlacePodVerticalScalingInitContainers":      "in-place pod resize is not implemented (cgroups/resize work)",
-	"InPlacePodVerticalScalingMemoryBackedVolumes": "in-place pod resize is not implemented (cgroups/resize work)",
+	"InPlacePodLevelResourcesVerticalScaling":      "in-place pod resize is not implemented (not yet)",
+	"InPlacePodVerticalScalingInitContainers":      "in-place pod resize is not implemented (not yet)",
+	"InPlacePodVerticalScalingMemoryBackedVolumes": "in-place pod resize is not implemented (not yet)",
 	"ExtendWebSocketsToKubelet":                    "exec and attach speak v5 WebSockets, but port-forward over a WebSocket tunnel is refused (SPDY only): declaring it would make the API server pass those through and break kubectl port-forward",
 	"UserNamespacesHostNetworkSupport":             "alpha, off upstream; user namespaces with hostNetwork are not implemented",
 	"DRANodeAllocatableResources":                  "alpha, off upstream; DRA node-allocatable resources are not implemented",
