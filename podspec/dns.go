@@ -2,6 +2,7 @@ package podspec
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -431,4 +432,34 @@ func MountsEtcHosts(c *v1.Container) bool {
 		}
 	}
 	return true
+}
+
+// ValidateHostnameOverride is the API server's check of
+// spec.hostnameOverride (HostnameOverride, GA in v1.37), which a pod from a
+// node-local source does not get there: it may not be set with
+// setHostnameAsFQDN or hostNetwork, is at most 64 characters and a DNS
+// subdomain. Messages as the API server's field errors.
+func ValidateHostnameOverride(spec *v1.PodSpec) error {
+	o := spec.HostnameOverride
+	if o == nil {
+		return nil
+	}
+	const path = "spec.hostnameOverride"
+	var errs []string
+	if spec.SetHostnameAsFQDN != nil && *spec.SetHostnameAsFQDN {
+		errs = append(errs, path+": Forbidden: may not be specified when setHostnameAsFQDN is true")
+	}
+	if spec.HostNetwork {
+		errs = append(errs, path+": Forbidden: may not be specified when hostNetwork is true")
+	}
+	if len(*o) > 64 {
+		errs = append(errs, path+": Too long: may not be more than 64 bytes")
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(*o) {
+		errs = append(errs, fmt.Sprintf("%s: Invalid value: %q: %s", path, *o, msg))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(errs, "; "))
 }

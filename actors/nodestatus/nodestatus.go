@@ -586,9 +586,10 @@ func (a *Actor) status(now time.Time) (*v1.NodeStatus, error) {
 			{Type: v1.NodeInternalIP, Address: a.cfg.NodeIP},
 			{Type: v1.NodeHostName, Address: a.cfg.Hostname},
 		},
-		DaemonEndpoints: v1.NodeDaemonEndpoints{KubeletEndpoint: v1.DaemonEndpoint{Port: a.cfg.Port}},
-		Phase:           a.node.Status.Phase,
-		Images:          a.images,
+		DaemonEndpoints:  v1.NodeDaemonEndpoints{KubeletEndpoint: v1.DaemonEndpoint{Port: a.cfg.Port}},
+		Phase:            a.node.Status.Phase,
+		Images:           a.images,
+		DeclaredFeatures: DeclaredFeatures(),
 	}
 	st.Conditions = a.conditions(now)
 	return st, err

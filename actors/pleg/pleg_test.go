@@ -374,6 +374,12 @@ func newHarness(t *testing.T, rt *fakecri.Runtime) *harness {
 // wrapper of it).
 func newHarnessOn(t *testing.T, rt *fakecri.Runtime, l Lister) *harness {
 	t.Helper()
+	return newHarnessCfg(t, rt, l, Config{Period: period, Threshold: time.Minute})
+}
+
+// newHarnessCfg is newHarnessOn with the PLEG's Config.
+func newHarnessCfg(t *testing.T, rt *fakecri.Runtime, l Lister, cfg Config) *harness {
+	t.Helper()
 	h := &harness{
 		t:    t,
 		sys:  actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet })),
@@ -384,7 +390,7 @@ func newHarnessOn(t *testing.T, rt *fakecri.Runtime, l Lister) *harness {
 	}
 	h.nPID = h.sys.Root.Spawn(actor.PropsFromFunc(h.node.receive))
 	h.pleg = h.sys.Root.Spawn(actor.PropsFromProducer(
-		New(h.nPID, l, h.clk, Config{Period: period, Threshold: time.Minute}, h.m, quiet),
+		New(h.nPID, l, h.clk, cfg, h.m, quiet),
 		actor.WithReceiverMiddleware(actortest.Barrier()),
 	))
 	t.Cleanup(func() {

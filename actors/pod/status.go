@@ -142,7 +142,7 @@ func computeStatus(in statusInput) v1.PodStatus {
 	}
 	terminal := st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed
 	conds := []v1.PodCondition{
-		cond(v1.PodReadyToStartContainers, sandboxReady && !terminal, "", ""),
+		readyToStartCondition(in.snap, sandboxReady, terminal),
 		initializedCondition(initDone, incomplete),
 		readyCondition(v1.ContainersReady, allReady && !terminal, terminal, st.ContainerStatuses),
 		gatedReady(pod, readyCondition(v1.PodReady, allReady && !terminal, terminal, st.ContainerStatuses)),
@@ -150,6 +150,20 @@ func computeStatus(in statusInput) v1.PodStatus {
 	}
 	st.Conditions = keepTransitionTimes(conds, in.prev, in.now)
 	return st
+}
+
+// readyToStartCondition is PodReadyToStartContainers: False with
+// upstream v1.37's reason and message when the sandbox is not ready
+// (podspec.SandboxNotReadyMessage).
+func readyToStartCondition(snap *snapshot, sandboxReady, terminal bool) v1.PodCondition {
+	if sandboxReady {
+		return cond(v1.PodReadyToStartContainers, !terminal, "", "")
+	}
+	var sandboxes []*runtimeapi.PodSandboxStatus
+	if snap != nil {
+		sandboxes = snap.sandboxes
+	}
+	return cond(v1.PodReadyToStartContainers, false, podspec.ReasonPodSandboxNotReady, podspec.SandboxNotReadyMessage(sandboxes))
 }
 
 func cond(t v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {

@@ -123,10 +123,11 @@ func TestComputeStatus(t *testing.T) {
 			phase:      v1.PodPending,
 			containers: map[string]string{"app": "waiting:ContainerCreating"},
 			conds: map[v1.PodConditionType]string{
-				v1.PodReadyToStartContainers: "False", v1.PodInitialized: "True",
+				v1.PodReadyToStartContainers: "False/PodSandboxNotReady", v1.PodInitialized: "True",
 				v1.ContainersReady: "False/ContainersNotReady", v1.PodReady: "False/ContainersNotReady", v1.PodScheduled: "True",
 			},
-			messages: map[v1.PodConditionType]string{v1.PodReady: "containers with unready status: [app]"},
+			messages: map[v1.PodConditionType]string{v1.PodReady: "containers with unready status: [app]",
+				v1.PodReadyToStartContainers: "no pod sandbox exists"}, // v1.37's message
 		},
 		{
 			name:       "created container is still creating",
@@ -275,7 +276,11 @@ func TestComputeStatus(t *testing.T) {
 			rt:         newRT().sandbox("sb0", 0, false).exited("sb0", "app", 0, 0, time.Second),
 			phase:      v1.PodSucceeded,
 			containers: map[string]string{"app": "terminated:Completed(0)"},
-			conds:      completed,
+			conds: map[v1.PodConditionType]string{
+				v1.PodReadyToStartContainers: "False/PodSandboxNotReady", v1.PodInitialized: "True",
+				v1.ContainersReady: "False/PodCompleted", v1.PodReady: "False/PodCompleted", v1.PodScheduled: "True",
+			},
+			messages: map[v1.PodConditionType]string{v1.PodReadyToStartContainers: "pod sandbox is not ready"}, // v1.37's message
 		},
 		{
 			// Upstream (generateContainersReadyConditionForTerminalPhase)

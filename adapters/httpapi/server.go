@@ -136,15 +136,16 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Healthz() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
-	return s.recover(mux)
+	return s.recover(allowMethods(mux, []methodRule{{path: "/healthz", allow: getAndHead}}))
 }
 
 // ReadOnly serves GET /pods, GET /healthz, GET /metrics, GET
-// /stats/summary and GET /metrics/resource (the read-only port). Other paths get 404, other methods 405.
+// /stats/summary and GET /metrics/resource (the read-only port). Other
+// paths get 404, other methods 405 with an Allow header (methods.go).
 func (s *Server) ReadOnly() http.Handler {
 	mux := http.NewServeMux()
 	s.readOnlyRoutes(mux)
-	return s.recover(mux)
+	return s.recover(allowMethods(mux, s.readOnlyRules(getOnly)))
 }
 
 // Main serves everything of ReadOnly plus POST /pods, PUT and DELETE
@@ -172,7 +173,17 @@ func (s *Server) Main() http.Handler {
 	if s.cfg.Devices != nil {
 		mux.HandleFunc("POST /devices/fault", s.handleDeviceFault)
 	}
-	return s.recover(mux)
+	rules := s.readOnlyRules([]string{http.MethodGet, http.MethodPost})
+	if s.cfg.ContainerLogs != nil {
+		rules = append(rules, methodRule{path: "/containerLogs/", prefix: true, allow: getOnly})
+	}
+	if s.cfg.Debug != nil {
+		rules = append(rules, methodRule{path: "/debug/", prefix: true, allow: getOnly})
+	}
+	if s.cfg.Configz != nil {
+		rules = append(rules, methodRule{path: "/configz", allow: getOnly})
+	}
+	return s.recover(allowMethods(mux, rules))
 }
 
 func (s *Server) readOnlyRoutes(mux *http.ServeMux) {

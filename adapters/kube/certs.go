@@ -133,9 +133,11 @@ func applyOptions(cfg *rest.Config, o *Options) {
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
 	}
-	if o.EventQPS <= 0 {
+	if o.EventQPS == 0 {
 		o.EventQPS = 50
 	}
+	// A negative EventQPS is kept: client-go builds no rate limiter for
+	// it, which is what --event-qps 0 means since v1.37 (unlimited).
 	if o.EventBurst <= 0 {
 		o.EventBurst = 100
 	}

@@ -41,7 +41,7 @@ type Options struct {
 	Burst      int     // --kube-api-burst, 100
 	UserAgent  string
 	Timeout    time.Duration // per request, default 30 s
-	EventQPS   float32       // --event-qps, 50
+	EventQPS   float32       // --event-qps, 50 when zero; negative: no limit (upstream's --event-qps 0)
 	EventBurst int           // --event-burst, 100
 }
 

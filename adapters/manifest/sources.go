@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/podspec"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -283,6 +284,10 @@ func prepare(items []item, digests map[string]string, source, nodeName string) (
 		}
 		ApplyDefaults(pod, source, nodeName, origin)
 		if err := Validate(pod); err != nil {
+			fail("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			continue
+		}
+		if err := podspec.CheckStaticPod(pod); err != nil { // v1.37: no API references
 			fail("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 			continue
 		}

@@ -8,7 +8,9 @@
 // assumes nothing about actors. actorlet has no CPU manager, memory manager
 // or dynamic resource allocation on this API, so CPU ids, memory and
 // dynamic resources are always empty, as an upstream kubelet with the none
-// policies answers; devices carry no NUMA topology. Only v1 is served (not
+// policies answers: per container, and per pod (the pod-level cpu_ids and
+// memory v1.37 added, which upstream fills from the CPU and memory
+// managers' pod-level allocations); devices carry no NUMA topology. Only v1 is served (not
 // the deprecated v1alpha1). Requests are rate limited as upstream's (100 per
 // second, bursts of 10; over it: ResourceExhausted "rejected by rate
 // limit").

@@ -58,6 +58,9 @@ func runAgent(ctx context.Context, args []string) int {
 	if len(ignored) > 0 {
 		log.Warn("--config: these fields are not implemented by actorlet and are ignored", "config", opts.Config, "fields", strings.Join(ignored, ","))
 	}
+	if w := selinuxWarning(selinuxEnforceFile); w != "" { // selinux.go
+		log.Warn(w)
+	}
 	if err := agent(ctx, opts, log); err != nil {
 		log.Error("actorlet stopped", "err", err)
 		return exitError

@@ -34,7 +34,7 @@ import (
 // client whose certificate rotates with --rotate-certificates.
 func nodeClient(ctx context.Context, o *options, nodeName string, log *slog.Logger) (*kube.Client, error) {
 	kopts := kube.Options{Kubeconfig: o.Kubeconfig, QPS: o.KubeAPIQPS, Burst: int(o.KubeAPIBurst),
-		EventQPS: o.EventQPS, EventBurst: int(o.EventBurst),
+		EventQPS: eventClientQPS(o.EventQPS), EventBurst: int(o.EventBurst),
 		UserAgent: "actorlet/" + kubeletVersion + " (" + nodeName + ")"}
 	if o.BootstrapKubeconfig != "" {
 		_, err := kube.LoadClientCert(ctx, kube.Bootstrap{

@@ -312,9 +312,10 @@ func setKubeletConfigDefaults(c *kcfg) {
 	if c.FailCgroupV1 == nil {
 		c.FailCgroupV1 = ptr.To(false)
 	}
-	if c.MemoryThrottlingFactor == nil {
-		c.MemoryThrottlingFactor = ptr.To(0.9)
-	}
+	// memoryThrottlingFactor has no default since v1.37 (MemoryQoS beta:
+	// memory.high is not set unless it is configured); actorlet sets no
+	// memory.min/low/high, so a file that sets it is named at start as an
+	// ignored field (docs/KUBERNETES-1.37.md).
 	if c.RegisterNode == nil {
 		c.RegisterNode = ptr.To(true)
 	}
@@ -518,6 +519,9 @@ func (o *options) applyConfigFile(changed func(flag string) bool) (ignored []str
 	if err != nil {
 		return nil, err
 	}
+	if err := refuseDefaultPodSysctls(c); err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Config, err)
+	}
 	o.fileFields = map[string]string{}
 	for _, f := range configFields {
 		if changed(f.flag) {
@@ -629,4 +633,29 @@ func (o *options) nameFileFields(err error) error {
 			fmt.Sprintf("%s of %s (--%s)", o.fileFields[flag], o.Config, flag))
 	}
 	return errors.New(msg)
+}
+
+// eventClientQPS is the QPS the events client is built with for
+// --event-qps (eventRecordQPS): since Kubernetes v1.37 0 means no limit,
+// which client-go spells as a negative QPS (no token bucket at all).
+func eventClientQPS(flag float32) float32 {
+	if flag == 0 {
+		return -1
+	}
+	return flag
+}
+
+// refuseDefaultPodSysctls refuses defaultPodSysctls (Kubernetes v1.37,
+// alpha): upstream honours it only behind the DefaultPodSysctls feature
+// gate, off by default, and refuses the field without it; actorlet has no
+// feature gates and does not apply default sysctls, so it refuses the
+// field as upstream does with the gate off, rather than run pods without
+// the sysctls the file asks for.
+func refuseDefaultPodSysctls(c *kcfg) error {
+	if len(c.DefaultPodSysctls) == 0 {
+		return nil
+	}
+	return errors.New("invalid configuration: defaultPodSysctls is not implemented by actorlet " +
+		"(alpha in Kubernetes v1.37, behind the DefaultPodSysctls feature gate, off by default): " +
+		"remove it, or set the sysctls in each pod's spec.securityContext.sysctls")
 }

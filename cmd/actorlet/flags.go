@@ -267,7 +267,7 @@ func (o *options) addClusterFlags(fs *pflag.FlagSet) {
 		"Renew the client certificate through the API server (CSR) before it expires.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS towards the API server.")
 	fs.Int32Var(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst towards the API server.")
-	fs.Float32Var(&o.EventQPS, "event-qps", o.EventQPS, "QPS of event writes (their own limit, not --kube-api-qps).")
+	fs.Float32Var(&o.EventQPS, "event-qps", o.EventQPS, "QPS of event writes (their own limit, not --kube-api-qps); 0 is unlimited, as upstream since v1.37.")
 	fs.Int32Var(&o.EventBurst, "event-burst", o.EventBurst, "Burst of event writes.")
 }
 
@@ -524,8 +524,8 @@ func (o *options) validate() error {
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		bad("--kube-api-qps and --kube-api-burst must be positive")
 	}
-	if o.EventQPS <= 0 || o.EventBurst <= 0 {
-		bad("--event-qps and --event-burst must be positive")
+	if o.EventQPS < 0 || o.EventBurst < 0 {
+		bad("--event-qps and --event-burst must not be negative (--event-qps 0 is unlimited)")
 	}
 	for name, m := range map[string]map[string]string{"kube-reserved": o.KubeReserved, "system-reserved": o.SystemReserved} {
 		if _, err := parseResources(m); err != nil {

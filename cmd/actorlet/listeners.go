@@ -16,6 +16,7 @@ import (
 	"github.com/actorlet/actorlet/adapters/httpapi"
 	"github.com/actorlet/actorlet/adapters/manifest"
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 	"github.com/actorlet/actorlet/supervisors"
 )
 
@@ -147,6 +148,9 @@ func pushDecoder(nodeName string) func([]byte) (*v1.Pod, error) {
 		p := pods[0]
 		manifest.ApplyDefaults(p, messages.SourcePush, nodeName, "push")
 		if err := manifest.Validate(p); err != nil {
+			return nil, err
+		}
+		if err := podspec.CheckStaticPod(p); err != nil { // a pushed pod is a static pod
 			return nil, err
 		}
 		return p, nil
