@@ -95,7 +95,8 @@ var (
 		{"ExtendedResourceClaimStatus", "extendedResourceClaimStatus,omitempty", "", ""},
 		{"AllocatedResources", "allocatedResources,omitempty", "", ""},
 		{"Resources", "resources,omitempty", "", ""},
-		{"NodeAllocatableResourceClaimStatuses", "nodeAllocatableResourceClaimStatuses,omitempty", "", ""},
+		{"NodeAllocatableResourceClaimStatuses", "nodeAllocatableResourceClaimStatuses,omitempty", "merge", "resourceClaimName"},
+		{"VolumeHealth", "volumeHealth,omitempty", "", ""},
 	}
 	podConditionFields = []fieldTags{
 		{"Type", "type", "", ""},
@@ -195,7 +196,8 @@ func samePodStatusRest(o, n *v1.PodStatus) bool {
 		sameJSON(o.AllocatedResources, n.AllocatedResources, len(o.AllocatedResources) == 0, len(n.AllocatedResources) == 0) &&
 		sameJSON(o.Resources, n.Resources, o.Resources == nil, n.Resources == nil) &&
 		sameJSON(o.NodeAllocatableResourceClaimStatuses, n.NodeAllocatableResourceClaimStatuses,
-			len(o.NodeAllocatableResourceClaimStatuses) == 0, len(n.NodeAllocatableResourceClaimStatuses) == 0)
+			len(o.NodeAllocatableResourceClaimStatuses) == 0, len(n.NodeAllocatableResourceClaimStatuses) == 0) &&
+		sameJSON(o.VolumeHealth, n.VolumeHealth, len(o.VolumeHealth) == 0, len(n.VolumeHealth) == 0)
 }
 
 // sameJSON tells whether o and n encode the same; oOmitted and nOmitted

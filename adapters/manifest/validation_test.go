@@ -61,7 +61,7 @@ func TestValidateAsTheAPIServer(t *testing.T) {
 			wantErr: []string{"metadata.name: Invalid value", "(1048576 bytes)", "must be no more than 253 characters"}},
 		{name: "owner reference without uid", mutate: func(p *v1.Pod) {
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "n1"}}
-		}, wantErr: []string{"metadata.ownerReferences.uid: Invalid value"}},
+		}, wantErr: []string{"metadata.ownerReferences[0].uid: Required value"}},
 		{name: "finalizer", mutate: func(p *v1.Pod) { p.Finalizers = []string{"not a name"} },
 			wantErr: []string{`metadata.finalizers: Invalid value: "not a name"`}},
 		{name: "image with whitespace", mutate: func(p *v1.Pod) { p.Spec.Containers[0].Image = " nginx" },
