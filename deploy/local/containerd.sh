@@ -469,7 +469,7 @@ up() {
   local had
   had=$(cat "$LINEF" 2>/dev/null || true)
   if [ -n "$had" ] && [ "$had" != "$LINE" ] && { running || [ -d "$DIR/root" ]; }; then
-    die "$DIR holds containerd line $had, not $LINE (run: ACTORLET_CONTAINERD_LINE=$had $0 down)"
+    die "$DIR holds containerd line $had, not $LINE (run: $0 down)"
   fi
   if [ "$LINE" = 2 ]; then build2; fi
   if running && images_present; then
