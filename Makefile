@@ -98,7 +98,7 @@ containerd2-build:
 	deploy/local/containerd.sh build --line 2
 
 # Before `make test` (whose containerd 2.x tests would otherwise pay for a
-# cold build, ~25 min on 2 cores); exit 3: this machine cannot build it.
+# cold build, ~5 min on 2 idle cores); exit 3: this machine cannot build it.
 test-binaries-containerd2:
 	@deploy/local/containerd.sh build --line 2 >/dev/null || { rc=$$?; [ $$rc = 3 ] || exit $$rc; echo "containerd 2: cannot build here (exit 3)"; }
 

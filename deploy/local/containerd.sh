@@ -4,7 +4,7 @@
 #   containerd.sh up [--line 1|2]
 #                         install what is missing (Debian), build busybox + pause images locally
 #                         (no registry), start containerd on a private socket, import the images
-#   containerd.sh build [--line 2]
+#   containerd.sh build --line 2
 #                         build (once, cached by version) containerd 2.x and runc from the Go
 #                         module proxy, at the versions deploy/containerd2/go.mod pins
 #   containerd.sh status  print the lines below and exit 0 if running, else exit 1
@@ -172,7 +172,7 @@ build2() {
   ld="-s -w -X $p/version.Version=$C2_VERSION -X $p/version.Package=$p"
   t0=$(date +%s)
   if [ ! -x "$C2BIN/containerd" ] || [ ! -x "$C2BIN/ctr" ]; then
-    log "building containerd $C2_VERSION into $C2BIN (cold caches: ~10 min on 2 cores)"
+    log "building containerd $C2_VERSION into $C2BIN (cold caches: ~5 min on 2 idle cores)"
     go_build "$C2BIN" 1 "" "$ld" "$p/cmd/containerd" "$p/cmd/ctr"
   fi
   if [ ! -x "$C2BIN/containerd-shim-runc-v2" ]; then
@@ -657,8 +657,11 @@ done
 case "$CMD" in
   up) up ;;
   build)
-    [ "$LINE" = 1 ] && LINE=2 # line 1 is Debian's packages: nothing to build
     check_line
+    if [ "$LINE" = 1 ]; then
+      log "line 1 is Debian's packages (installed by up): nothing to build; use --line 2"
+      exit 0
+    fi
     build2
     log "containerd $C2_VERSION in $C2BIN, runc $RUNC_VERSION in $RUNCBIN"
     ;;
