@@ -81,6 +81,10 @@ type Config struct {
 	DNS *DNS
 	// CgroupDriver names the pods' cgroup parents ("" is cgroupfs).
 	CgroupDriver podspec.CgroupDriver
+	// NoCDI says why the runtime cannot inject CDI devices (its version
+	// predates CDI); empty: it can. A container given CDI devices then
+	// fails with CreateContainerConfigError rather than run without them.
+	NoCDI string
 }
 
 // Probing is what the ProbeActors need. The zero value runs exec probes

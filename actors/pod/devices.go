@@ -1,6 +1,7 @@
 package pod
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -73,4 +74,19 @@ func applyDevices(cfg *runtimeapi.ContainerConfig, cd messages.ContainerDevices)
 	for _, name := range cd.CDIDevices {
 		cfg.CDIDevices = append(cfg.CDIDevices, &runtimeapi.CDIDevice{Name: name})
 	}
+}
+
+// cdiSupported refuses a container config that names CDI devices when the
+// runtime cannot inject them (noCDI says why): the container would run
+// without its devices, its CDI names silently dropped.
+func cdiSupported(cfg *runtimeapi.ContainerConfig, noCDI string) error {
+	if noCDI == "" || len(cfg.CDIDevices) == 0 {
+		return nil
+	}
+	names := make([]string, len(cfg.CDIDevices))
+	for i, d := range cfg.CDIDevices {
+		names[i] = d.GetName()
+	}
+	return fmt.Errorf("container %q needs CDI devices %v, which the container runtime cannot inject: %s",
+		cfg.GetMetadata().GetName(), names, noCDI)
 }

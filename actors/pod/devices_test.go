@@ -95,3 +95,36 @@ func TestDevicesAreGivenToTheContainer(t *testing.T) {
 		t.Errorf("the devices actor was asked %d times, want 2 (the refusal and the retry): one answer serves every container", asks)
 	}
 }
+
+// A runtime that cannot inject CDI devices (containerd 1.6) gets no
+// container that needs them: it waits with CreateContainerConfigError and
+// a Failed event naming the devices and why, rather than run without them.
+func TestCDIDevicesRefusedWhereTheRuntimeCannot(t *testing.T) {
+	p := testPod(v1.RestartPolicyAlways, "app", "plain")
+	p.Spec.Containers[0].Resources.Limits = v1.ResourceList{"example.com/dev": resource.MustParse("1")}
+	rec := &fakeRecorder{}
+	const why = "containerd 1.6.20 ignores CDI devices (CDI needs containerd 1.7 or later)"
+	h := newHarnessSys(t, p, func(sys *actor.ActorSystem, d *Deps) {
+		d.Events = rec
+		d.Config.NoCDI = why
+		d.Devices = sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+			if m, ok := c.Message().(*messages.AllocateDevices); ok {
+				c.Send(m.ReplyTo, &messages.DevicesAllocated{UID: m.Pod.UID, Containers: map[string]messages.ContainerDevices{
+					"app": {CDIDevices: []string{"example.com/dev=dev0"}}}})
+			}
+		}))
+	})
+	h.waitStatus("app refused", func(s *v1.PodStatus) bool {
+		w := s.ContainerStatuses[0].State.Waiting
+		return w != nil && w.Reason == ReasonCreateContainerConfigError &&
+			contains(w.Message, "example.com/dev=dev0") && contains(w.Message, why)
+	})
+	for _, c := range h.rt.Containers() {
+		if c.Metadata.Name == "app" {
+			t.Fatalf("app was created on a runtime without CDI: %v", c)
+		}
+	}
+	if !rec.has("Failed") {
+		t.Errorf("no Failed event: %v", rec.events)
+	}
+}

@@ -210,6 +210,7 @@ func (a *Actor) startFunc(act action) opFunc {
 	attempt := act.attempt
 	devs := a.devices.containers[act.container.Name] // read only once answered
 	cdi := a.claims.containers[act.container.Name]   // the same
+	noCDI := a.d.Config.NoCDI
 	return func(ctx context.Context) (*delta, error) {
 		envs, command, args, err := makeEnv(ctx, envInput{pod: pod, c: spec, podIP: hooks.podIP, hostIP: hostIP, src: src, allocatable: alloc})
 		if err != nil {
@@ -226,6 +227,9 @@ func (a *Actor) startFunc(act action) opFunc {
 		applyClaims(cfg, cdi)
 		if err := hostMounts(cfg, hostFiles, pod, spec, attempt, hosts); err != nil {
 			return nil, &startError{err: fmt.Errorf("create container %s: %w", cfg.Metadata.Name, err)}
+		}
+		if err := cdiSupported(cfg, noCDI); err != nil {
+			return nil, &startError{config: true, err: err}
 		}
 		id, err := rt.CreateContainer(ctx, sandboxID, cfg, sbCfg)
 		if err != nil {

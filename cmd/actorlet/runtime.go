@@ -29,6 +29,8 @@ type runtimeConn struct {
 	// linux is the runtime's Linux configuration (its cgroup driver); nil
 	// when it does not tell.
 	linux *runtimeapi.LinuxRuntimeConfiguration
+	// noCDI says why the runtime cannot inject CDI devices; "" it can.
+	noCDI string
 }
 
 // startRuntime starts the embedded sim runtime for sim://, dials the
@@ -52,11 +54,15 @@ func startRuntime(ctx context.Context, o *options, m *metrics.Registry, log *slo
 		_ = rt.Close()
 		return nil, err
 	}
+	noCDI := cri.NoCDI(name, strings.TrimPrefix(version, name+"://"))
+	if noCDI != "" {
+		log.Warn("the container runtime cannot inject CDI devices: containers given some fail with CreateContainerConfigError", "reason", noCDI)
+	}
 	linux, err := rt.RuntimeConfig(ctx)
 	if err != nil {
 		log.Warn("the runtime's configuration (cgroup driver) unknown: --cgroup-driver is trusted", "err", err)
 	}
-	return &runtimeConn{client: rt, endpoint: endpoint, name: name, version: version, sim: simRT, linux: linux}, nil
+	return &runtimeConn{client: rt, endpoint: endpoint, name: name, version: version, sim: simRT, linux: linux, noCDI: noCDI}, nil
 }
 
 // waitForRuntime asks the runtime for its version until it answers (as the

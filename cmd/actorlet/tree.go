@@ -307,6 +307,7 @@ func podDeps(w *wiring, files *podfiles.Files) pod.Deps {
 			NodeAllocatable: w.allocatable, // downward API for unset limits
 			DNS:             podDNS(o, w.hostIP, w.log),
 			CgroupDriver:    cgroupDriver(o, w.rt, w.log),
+			NoCDI:           w.rt.noCDI,
 		},
 		ConfigSource: w.cluster.configSource(),
 		Volumes:      w.pid("volumes"),

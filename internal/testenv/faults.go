@@ -29,6 +29,13 @@ type PrivateContainerd struct {
 // Containerd does.
 func NewPrivateContainerd(t testing.TB, bridge, subnet string) *PrivateContainerd {
 	t.Helper()
+	return newPrivateContainerd(t, 0, bridge, subnet)
+}
+
+// newPrivateContainerd is NewPrivateContainerd on containerd line line (0:
+// the process's, ACTORLET_CONTAINERD_LINE).
+func newPrivateContainerd(t testing.TB, line int, bridge, subnet string) *PrivateContainerd {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		cannotRun(t, "containerd", fmt.Sprintf("needs root (euid %d)", os.Geteuid()))
 	}
@@ -39,6 +46,9 @@ func NewPrivateContainerd(t testing.TB, bridge, subnet string) *PrivateContainer
 	c := &PrivateContainerd{root: RepoRoot(t), env: []string{
 		"ACTORLET_CONTAINERD_DIR=" + dir, "ACTORLET_CNI_BRIDGE=" + bridge, "ACTORLET_CNI_SUBNET=" + subnet,
 	}}
+	if line != 0 {
+		c.env = append(c.env, fmt.Sprintf("ACTORLET_CONTAINERD_LINE=%d", line))
+	}
 	t.Cleanup(func() {
 		if _, stderr, err := runScriptEnv(c.root, "containerd.sh", c.env, 2*time.Minute, "down"); err != nil {
 			t.Errorf("containerd.sh down (%s): %v\n%s", dir, err, tail(stderr, 20))
@@ -46,8 +56,8 @@ func NewPrivateContainerd(t testing.TB, bridge, subnet string) *PrivateContainer
 		_ = os.Remove(dir + ".lock") // the script's lock file, beside its dir
 	})
 	vals := c.run(t, scriptTimeout, "containerd", "up")
-	c.ContainerdEnv = ContainerdEnv{Endpoint: vals["CONTAINER_RUNTIME_ENDPOINT"], BusyboxImage: vals["BUSYBOX_IMAGE"], PauseImage: vals["PAUSE_IMAGE"]}
-	if c.Endpoint == "" || c.BusyboxImage == "" {
+	var ok bool
+	if c.ContainerdEnv, ok = containerdEnv(vals); !ok {
 		t.Fatalf("containerd.sh up: unexpected output %v", vals)
 	}
 	return c

@@ -30,6 +30,24 @@ type ContainerdEnv struct {
 	Endpoint     string // CONTAINER_RUNTIME_ENDPOINT, unix:///...
 	BusyboxImage string // BUSYBOX_IMAGE
 	PauseImage   string // PAUSE_IMAGE
+	Line         int    // CONTAINERD_LINE: 1 Debian's containerd 1.6, 2 containerd 2.x
+	CDISpecDir   string // CDI_SPEC_DIR (line 2): where CDI specs go; "" without CDI
+}
+
+// containerdEnv reads the script's lines; ok is false when the endpoint
+// or the busybox image is missing.
+func containerdEnv(vals map[string]string) (ContainerdEnv, bool) {
+	e := ContainerdEnv{
+		Endpoint:     vals["CONTAINER_RUNTIME_ENDPOINT"],
+		BusyboxImage: vals["BUSYBOX_IMAGE"],
+		PauseImage:   vals["PAUSE_IMAGE"],
+		Line:         1,
+		CDISpecDir:   vals["CDI_SPEC_DIR"],
+	}
+	if vals["CONTAINERD_LINE"] == "2" {
+		e.Line = 2
+	}
+	return e, e.Endpoint != "" && e.BusyboxImage != ""
 }
 
 var containerd part[ContainerdEnv]
@@ -89,7 +107,9 @@ func (p *part[E]) run(root, script, command string, timeout time.Duration, timeo
 }
 
 // Containerd brings up the local containerd through deploy/local/containerd.sh
-// up (once per test process) and returns its endpoint and busybox image. When
+// up (once per test process) and returns its endpoint and busybox image. The
+// line is the script's: ACTORLET_CONTAINERD_LINE (1, Debian's containerd 1.6,
+// by default; 2, containerd 2.x built from the module proxy). When
 // the machine cannot run it (not root, script exit 3) the test is skipped with
 // the reason, or fails when CI=true. Any other failure fails the test with the
 // tail of the script's stderr. The containerd stays up after the tests (fast
@@ -113,14 +133,7 @@ func upContainerd(root string) {
 		containerd.skipMsg = fmt.Sprintf("needs root (euid %d)", os.Geteuid())
 		return
 	}
-	containerd.up(root, "containerd.sh", scriptTimeout, "", func(vals map[string]string) (ContainerdEnv, bool) {
-		e := ContainerdEnv{
-			Endpoint:     vals["CONTAINER_RUNTIME_ENDPOINT"],
-			BusyboxImage: vals["BUSYBOX_IMAGE"],
-			PauseImage:   vals["PAUSE_IMAGE"],
-		}
-		return e, e.Endpoint != "" && e.BusyboxImage != ""
-	})
+	containerd.up(root, "containerd.sh", scriptTimeout, "", containerdEnv)
 }
 
 // runScript runs deploy/local/<name> with args. A timeout is reported as an

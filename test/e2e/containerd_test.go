@@ -22,7 +22,7 @@ import (
 
 func startContainerdAgent(t *testing.T, dir string, extra ...string) (*agent, string) {
 	t.Helper()
-	env := testenv.ContainerdInfo(t)
+	env := containerdFor(t)
 	a := startAgent(t, agentOpts{endpoint: env.Endpoint, manifestDir: dir, extra: extra})
 	return a, env.BusyboxImage
 }
