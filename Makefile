@@ -108,7 +108,7 @@ metrics-server-down:
 clean:
 	rm -rf bin
 
-# The upstream e2e [NodeConformance] specs of Kubernetes v1.36.4 against
+# The upstream e2e [NodeConformance] specs of Kubernetes v1.37.2 against
 # actorlet on the local control plane and containerd (docs/CONFORMANCE.md;
 # as root, ~45 min plus a cold build; not part of `make test`). Results in
 # docs/CONFORMANCE.md. CONFORMANCE_FOCUS/CONFORMANCE_SKIP/CONFORMANCE_NODES
