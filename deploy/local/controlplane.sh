@@ -61,6 +61,11 @@
 # kube-system/extension-apiserver-authentication), and --enable-aggregator-routing=true makes it dial
 # an APIService's endpoints directly, as there is no kube-proxy.
 #
+# kube-apiserver advertises 127.0.0.1 and keeps no endpoints for the kubernetes Service
+# (--endpoint-reconciler-type=none): v1.37 refuses a loopback address for the endpoint reconciler
+# ("may not be in the loopback range"), and with no kube-proxy the Service's cluster IP reaches
+# nothing anyway; clients use APISERVER.
+#
 # kube-apiserver reaches kubelets (kubectl logs, exec, /proxy) as CN kube-apiserver-kubelet-client,
 # bound to the ClusterRole system:kubelet-api-admin (as kubeadm does), so kubelets with
 # --authorization-mode=Webhook allow it; it prefers a node's InternalIP, then its Hostname.
@@ -166,7 +171,8 @@ STAGING_SKIP='k8s.io/sample-cli-plugin|k8s.io/sample-controller' # replaced upst
 # 3: the aggregation layer (front-proxy CA and client cert, --requestheader-*, aggregator routing).
 # 4: TLS bootstrapping (--enable-bootstrap-token-auth, bootstrapsigner and tokencleaner, bootstrap RBAC;
 # kube-controller-manager restarts too). 5: kube-apiserver's /debug/pprof on (--profiling=true).
-CONFIG_VERSION=5
+# 6: --endpoint-reconciler-type=none (v1.37 refuses a loopback advertise address with a reconciler).
+CONFIG_VERSION=6
 STAMP=$DIR/config.version
 KUBELET_CLIENT_CN=kube-apiserver-kubelet-client
 SIGNING_DURATION=${ACTORLET_SIGNING_DURATION:-}
@@ -490,6 +496,7 @@ start_apiserver() {
     --proxy-client-cert-file="$PKI/front-proxy-client.crt" --proxy-client-key-file="$PKI/front-proxy-client.key" \
     --enable-aggregator-routing=true \
     --enable-bootstrap-token-auth=true \
+    --endpoint-reconciler-type=none \
     --allow-privileged=true --profiling=true
   wait_until "kube-apiserver /readyz" 120 kube-apiserver api_ready
   log "kube-apiserver ready on 127.0.0.1:$API_PORT in $(($(now_ms) - t1)) ms"
