@@ -1,6 +1,6 @@
 #!/bin/bash
 # conformance.sh — the upstream e2e [NodeConformance] specs of Kubernetes (e2e.test of the control
-# plane's version, v1.36.4) against actorlet, the only node of the local control plane, on the local
+# plane's version, v1.37.2) against actorlet, the only node of the local control plane, on the local
 # containerd; no registry, no network: the test images are built here (docs/CONFORMANCE.md).
 #
 #   conformance.sh build    build e2e.test, ginkgo, agnhost and nonewprivs' nnp from the Go module
@@ -234,14 +234,14 @@ base_rootfs() {
 image_refs() {
   # ref archive
   cat <<EOF
-$E2E_REGISTRY/busybox:1.37.0-1 busybox
-$E2E_REGISTRY/agnhost:2.63.0 agnhost
+$E2E_REGISTRY/busybox:1.37.0-2 busybox
+$E2E_REGISTRY/agnhost:2.66.1 agnhost
 $E2E_REGISTRY/agnhost:2.55 agnhost
-$E2E_REGISTRY/nginx:1.15-4 nginx
-$E2E_REGISTRY/nginx:1.27-0 nginx
+$E2E_REGISTRY/nginx:1.27.0-2 nginx
+$E2E_REGISTRY/nginx:1.28.0-2 nginx
 $E2E_REGISTRY/nonroot:1.5 nonroot
 $E2E_REGISTRY/nonewprivs:1.4 nonewprivs
-$E2E_REGISTRY/glibc-dns-testing:2.0.0 glibc-dns-testing
+$E2E_REGISTRY/glibc-dns-testing:2.1.1 glibc-dns-testing
 registry.k8s.io/pause:3.10.2 pause
 EOF
 }
@@ -390,7 +390,7 @@ images() {
   # Always imported (what is there already costs little): a rebuilt archive replaces its image.
   local first
   while read -r ref name; do
-    # import tags the archive's own ref; the second ref of an archive (agnhost:2.55, nginx:1.27-0)
+    # import tags the archive's own ref; the second ref of an archive (agnhost:2.55, nginx:1.28.0-2)
     # is a tag of the first.
     first=$(image_refs | awk -v n="$name" '$2 == n {print $1; exit}')
     if [ "$first" = "$ref" ]; then

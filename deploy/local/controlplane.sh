@@ -25,7 +25,9 @@
 #   controlplane.sh start-apiserver       start kube-apiserver again on the same port, PKI and etcd; waits
 #                                         until /readyz is ok and prints the lines below
 #   controlplane.sh gomod                 regenerate deploy/controlplane/go.mod from k8s.io/kubernetes's
-#                                         own go.mod (after changing K8S_VERSION below), then go mod tidy
+#                                         own go.mod (K8S_VERSION_NEW=v1.X.Y for another version; the
+#                                         module of ACTORLET_K8S_VERSION's control plane when that is
+#                                         set), then go mod tidy
 #
 # kube-apiserver serves /debug/pprof (its default; only system:masters may read it, as the admin
 # kubeconfig): `actorlet-bench --against upstream --api-server-profile` profiles it while each agent's
@@ -59,6 +61,11 @@
 # kube-system/extension-apiserver-authentication), and --enable-aggregator-routing=true makes it dial
 # an APIService's endpoints directly, as there is no kube-proxy.
 #
+# kube-apiserver advertises 127.0.0.1 and keeps no endpoints for the kubernetes Service
+# (--endpoint-reconciler-type=none): v1.37 refuses a loopback address for the endpoint reconciler
+# ("may not be in the loopback range"), and with no kube-proxy the Service's cluster IP reaches
+# nothing anyway; clients use APISERVER.
+#
 # kube-apiserver reaches kubelets (kubectl logs, exec, /proxy) as CN kube-apiserver-kubelet-client,
 # bound to the ClusterRole system:kubelet-api-admin (as kubeadm does), so kubelets with
 # --authorization-mode=Webhook allow it; it prefers a node's InternalIP, then its Hostname.
@@ -71,9 +78,26 @@
 # go.sum; etcd in its own module deploy/controlplane/etcd so it keeps its own dependencies).
 # Builds use the default Go module and build caches.
 #
+# Version skew (ACTORLET_K8S_VERSION): a control plane one minor version older than the pinned one,
+# for the skew test (test/e2e/skew_cluster_test.go; upstream's skew policy lets a kubelet of v1.N
+# join a control plane of v1.N-1, down to v1.N-3). ACTORLET_K8S_VERSION=v1.36.4 takes the module
+# deploy/controlplane-v1.36/ (its go.mod pins k8s.io/kubernetes v1.36.4; there is one such module
+# per older minor kept) and its own binary cache <root>/controlplane/k8s-v1.36.4/bin. Such a skew
+# control plane is etcd and kube-apiserver only, so its cold build is kube-apiserver and kubectl
+# (see docs/KUBEADM.md, "Version skew", for the time): no kube-controller-manager and no
+# kube-scheduler. `up` makes what a pod needs of them itself: the default ServiceAccount and the
+# kube-root-ca.crt ConfigMap in namespace default (the ServiceAccount admission refuses pods
+# without the first; a service account token volume projects the second). Pods are bound by their
+# creator (spec.nodeName, or the binding subresource as kube-scheduler does); bootstrap-kubeconfig
+# (CSR signing) is refused. A skew control plane never takes the default state dir: it defaults to
+# /tmp/actorlet-controlplane-<version>. `up` restarts from scratch a state dir whose kube-apiserver
+# runs another version's binary.
+#
 # Environment:
 #   ACTORLET_CONTROLPLANE_DIR  state dir (default /tmp/actorlet-controlplane): PKI, kubeconfigs,
 #                              etcd data, logs, pid files
+#   ACTORLET_K8S_VERSION       the Kubernetes version (default: the pin of deploy/controlplane/go.mod,
+#                              v1.37.2); another one is a skew control plane (above)
 #   ACTORLET_CACHE             binary cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/actorlet);
 #                              binaries go to <root>/controlplane/k8s-<version>/bin and
 #                              <root>/controlplane/etcd-<version>/bin
@@ -93,10 +117,37 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 MODDIR=$ROOT/deploy/controlplane
-ETCDMOD=$MODDIR/etcd
+ETCDMOD=$ROOT/deploy/controlplane/etcd
 CACHE=${ACTORLET_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/actorlet}
 CACHE=${CACHE%/}/controlplane
-DIR=${ACTORLET_CONTROLPLANE_DIR:-/tmp/actorlet-controlplane}
+
+# modver FILE MODULE: the version FILE's go.mod requires of MODULE.
+modver() {
+  awk -v m="$2" '($1 == m && $2 ~ /^v/) {print $2; exit} ($1 == "require" && $2 == m) {print $3; exit}' "$1" 2>/dev/null
+}
+
+PINNED_VERSION=$(modver "$MODDIR/go.mod" k8s.io/kubernetes)
+WANT_VERSION=${ACTORLET_K8S_VERSION:-$PINNED_VERSION}
+SKEW=false
+if [ -n "$WANT_VERSION" ] && [ "$WANT_VERSION" != "$PINNED_VERSION" ]; then
+  SKEW=true
+  if ! [[ $WANT_VERSION =~ ^v1\.([0-9]+)\.[0-9]+$ ]]; then
+    echo "controlplane.sh: ACTORLET_K8S_VERSION=$WANT_VERSION is not a version v1.X.Y" >&2
+    exit 2
+  fi
+  MODDIR=$ROOT/deploy/controlplane-v1.${BASH_REMATCH[1]}
+  if [ "$(modver "$MODDIR/go.mod" k8s.io/kubernetes)" != "$WANT_VERSION" ]; then
+    echo "controlplane.sh: no control plane module for ACTORLET_K8S_VERSION=$WANT_VERSION; there are" \
+      "$PINNED_VERSION (deploy/controlplane)" \
+      "$(for m in "$ROOT"/deploy/controlplane-v1.*/go.mod; do modver "$m" k8s.io/kubernetes; done | tr '\n' ' ')" >&2
+    exit 2
+  fi
+fi
+if $SKEW; then
+  DIR=${ACTORLET_CONTROLPLANE_DIR:-/tmp/actorlet-controlplane-$WANT_VERSION}
+else
+  DIR=${ACTORLET_CONTROLPLANE_DIR:-/tmp/actorlet-controlplane}
+fi
 DIR=${DIR%/}
 case $DIR in "" | / | "$HOME") echo "controlplane.sh: refusing state dir '$DIR'" >&2 && exit 2 ;; esac
 PKI=$DIR/pki
@@ -105,6 +156,12 @@ PORTS=$DIR/ports.env
 ADMIN_KUBECONFIG=$DIR/admin.kubeconfig
 SERVICE_CIDR=${ACTORLET_SERVICE_CIDR:-10.96.0.0/16}
 PROCS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+KBINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+ALL_PROCS=("${PROCS[@]}") # what down stops, whatever made the state dir
+if $SKEW; then
+  PROCS=(etcd kube-apiserver)
+  KBINS=(kube-apiserver kubectl)
+fi
 # Started in DIR by other scripts (deploy/local/metrics-server.sh), with their pid files next to ours:
 # not part of the control plane's health, but stopped with it (they would outlive their cluster).
 ADDONS=(metrics-server)
@@ -114,7 +171,8 @@ STAGING_SKIP='k8s.io/sample-cli-plugin|k8s.io/sample-controller' # replaced upst
 # 3: the aggregation layer (front-proxy CA and client cert, --requestheader-*, aggregator routing).
 # 4: TLS bootstrapping (--enable-bootstrap-token-auth, bootstrapsigner and tokencleaner, bootstrap RBAC;
 # kube-controller-manager restarts too). 5: kube-apiserver's /debug/pprof on (--profiling=true).
-CONFIG_VERSION=5
+# 6: --endpoint-reconciler-type=none (v1.37 refuses a loopback advertise address with a reconciler).
+CONFIG_VERSION=6
 STAMP=$DIR/config.version
 KUBELET_CLIENT_CN=kube-apiserver-kubelet-client
 SIGNING_DURATION=${ACTORLET_SIGNING_DURATION:-}
@@ -126,11 +184,6 @@ PROG=controlplane.sh
 # log, die, cannot_run, now_ms, check_machine, lock, b64, write_kubeconfig, pid_for
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
-
-# modver FILE MODULE: the version FILE's go.mod requires of MODULE.
-modver() {
-  awk -v m="$2" '($1 == m && $2 ~ /^v/) {print $2; exit} ($1 == "require" && $2 == m) {print $3; exit}' "$1"
-}
 
 versions() {
   [[ -f $MODDIR/go.mod && -f $ETCDMOD/go.mod ]] || die "missing $MODDIR/go.mod or $ETCDMOD/go.mod"
@@ -168,7 +221,7 @@ install_pkgs() {
 
 all_built() {
   local b
-  for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for b in "${KBINS[@]}"; do
     [ -x "$KBIN/$b" ] || return 1
   done
   [ -x "$EBIN/etcd" ]
@@ -195,7 +248,7 @@ build() {
   all_built && return 0
   check_go
   local b missing=() t0 ld
-  for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for b in "${KBINS[@]}"; do
     [ -x "$KBIN/$b" ] || missing+=("k8s.io/kubernetes/cmd/$b")
   done
   if [ ! -x "$EBIN/etcd" ]; then
@@ -228,7 +281,7 @@ gomod() {
     echo "// Generated by deploy/local/controlplane.sh gomod; do not edit by hand."
     echo "// k8s.io/kubernetes cannot be required as is: its go.mod replaces the staging"
     echo "// modules with ./staging/src/..., so replace each with the published release."
-    echo "module github.com/actorlet/actorlet/deploy/controlplane"
+    echo "module github.com/actorlet/actorlet/deploy/$(basename "$MODDIR")"
     echo
     echo "go 1.26.0"
     echo
@@ -243,7 +296,7 @@ gomod() {
   } >"$MODDIR/go.mod"
   rm -f "$MODDIR/go.sum"
   (cd "$MODDIR" && GOWORK=off go mod tidy >&2)
-  (cd "$ETCDMOD" && GOWORK=off go mod tidy >&2)
+  $SKEW || (cd "$ETCDMOD" && GOWORK=off go mod tidy >&2)
   log "wrote $MODDIR/go.mod for k8s.io/kubernetes $want (staging $staging)"
 }
 
@@ -367,8 +420,12 @@ api_get() {
 
 healthy() {
   [ -f "$ADMIN_KUBECONFIG" ] && load_ports || return 1
-  local p
+  local p pid
   for p in "${PROCS[@]}"; do ours "$p" >/dev/null || return 1; done
+  # Another version's control plane in this state dir (ACTORLET_K8S_VERSION changed, or the pin did)
+  # is not this one.
+  pid=$(ours kube-apiserver)
+  [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$KBIN/kube-apiserver" ] || return 1
   [ "$(api_get /readyz)" = ok ]
 }
 
@@ -439,6 +496,7 @@ start_apiserver() {
     --proxy-client-cert-file="$PKI/front-proxy-client.crt" --proxy-client-key-file="$PKI/front-proxy-client.key" \
     --enable-aggregator-routing=true \
     --enable-bootstrap-token-auth=true \
+    --endpoint-reconciler-type=none \
     --allow-privileged=true --profiling=true
   wait_until "kube-apiserver /readyz" 120 kube-apiserver api_ready
   log "kube-apiserver ready on 127.0.0.1:$API_PORT in $(($(now_ms) - t1)) ms"
@@ -512,7 +570,7 @@ upgrade() {
   stop_one kube-apiserver
   start_apiserver
   apply_rbac
-  if [ "$(cat "$STAMP" 2>/dev/null || echo 0)" -lt 4 ]; then
+  if ! $SKEW && [ "$(cat "$STAMP" 2>/dev/null || echo 0)" -lt 4 ]; then
     # TLS bootstrapping (config version 4) needs the bootstrapsigner and tokencleaner controllers.
     log "restarting kube-controller-manager too (bootstrap token controllers)"
     stop_one kube-controller-manager
@@ -546,6 +604,12 @@ start_all() {
   apply_rbac
 
   t1=$(now_ms)
+  if $SKEW; then
+    skew_defaults
+    log "skew control plane $K8S_VERSION (etcd and kube-apiserver only) up in $(($(now_ms) - t0)) ms"
+    echo "$CONFIG_VERSION" >"$STAMP"
+    return 0
+  fi
   start_controller_manager
   start kube-scheduler "$KBIN/kube-scheduler" \
     --kubeconfig="$DIR/scheduler.kubeconfig" --secure-port=0 --leader-elect=false --profiling=false
@@ -553,6 +617,20 @@ start_all() {
   ours kube-scheduler >/dev/null || { tail -n 30 "$DIR/kube-scheduler.log" >&2; die "kube-scheduler exited"; }
   log "kube-controller-manager made the default ServiceAccount in $(($(now_ms) - t1)) ms; up in $(($(now_ms) - t0)) ms"
   echo "$CONFIG_VERSION" >"$STAMP"
+}
+
+# skew_defaults: what kube-controller-manager would make that a pod needs, for a skew control plane
+# that runs none: the default ServiceAccount (serviceaccounts controller) and the kube-root-ca.crt
+# ConfigMap (root-ca-cert-publisher) in namespace default.
+skew_defaults() {
+  {
+    printf 'apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: default\n  namespace: default\n---\n'
+    printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kube-root-ca.crt\n  namespace: default\n'
+    printf 'data:\n  ca.crt: |\n'
+    sed 's/^/    /' "$PKI/ca.crt"
+  } | "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" --request-timeout 20s apply -f - >/dev/null ||
+    die "could not create the default ServiceAccount and kube-root-ca.crt in default"
+  wait_until "the default ServiceAccount and kube-root-ca.crt in default" 30 kube-apiserver sa_ready
 }
 
 # start_controller_manager: start kube-controller-manager (not waiting), with the bootstrap token
@@ -587,7 +665,7 @@ check_signing_duration() {
 
 # stop_all: TERM our processes and the add-ons (newest first), KILL what is left after 10s.
 stop_all() {
-  local p pid pids=() i all=("${PROCS[@]}" "${ADDONS[@]}")
+  local p pid pids=() i all=("${ALL_PROCS[@]}" "${ADDONS[@]}")
   for ((i = ${#all[@]} - 1; i >= 0; i--)); do
     p=${all[i]}
     if pid=$(ours "$p"); then
@@ -666,6 +744,7 @@ bootstrap_kubeconfig() {
     exit 2
   }
   case $out in /*) ;; *) out=$PWD/$out ;; esac
+  $SKEW && die "a skew control plane ($WANT_VERSION) runs no kube-controller-manager to sign bootstrap CSRs"
   lock
   versions
   healthy || die "the control plane is not running (run: $0 up)"

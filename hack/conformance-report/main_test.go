@@ -10,7 +10,7 @@ import (
 const ginkgoJSON = `[{"StartTime":"2026-11-26T19:00:00Z","RunTime":60000000000,"SpecReports":[
 {"ContainerHierarchyTexts":["[sig-node] Pods"],"LeafNodeType":"It","LeafNodeText":"should get a host IP [NodeConformance] [Conformance]","State":"passed","StartTime":"2026-11-26T19:00:01Z"},
 {"ContainerHierarchyTexts":["[sig-node] Pods"],"LeafNodeType":"It","LeafNodeText":"should be updated [NodeConformance] [Conformance]","State":"failed","StartTime":"2026-11-26T19:00:02Z",
- "Failure":{"Message":"\nTimed out after 60.001s.\nExpected\n    <string>: x\nto equal\n    <string>: y\nmore detail","Location":{"FileName":"/root/go/pkg/mod/k8s.io/kubernetes@v1.36.4/test/e2e/common/node/pods.go","LineNumber":370}}},
+ "Failure":{"Message":"\nTimed out after 60.001s.\nExpected\n    <string>: x\nto equal\n    <string>: y\nmore detail","Location":{"FileName":"/root/go/pkg/mod/k8s.io/kubernetes@v1.37.2/test/e2e/common/node/pods.go","LineNumber":370}}},
 {"ContainerHierarchyTexts":["[sig-storage] ConfigMap"],"LeafNodeType":"It","LeafNodeText":"should be consumable from pods in volume [NodeConformance] [Conformance]","State":"passed","StartTime":"2026-11-26T19:00:03Z"},
 {"ContainerHierarchyTexts":["[sig-storage] ConfigMap"],"LeafNodeType":"It","LeafNodeText":"filtered out","State":"skipped","StartTime":"2026-11-26T19:00:03Z"},
 {"ContainerHierarchyTexts":["[sig-network] Networking","Granular Checks: Pods"],"LeafNodeType":"It","LeafNodeText":"needs two nodes [NodeConformance]","State":"skipped","StartTime":"2026-11-26T19:00:04Z","Failure":{"Message":"Requires at least 2 nodes"}},

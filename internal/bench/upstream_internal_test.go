@@ -64,14 +64,14 @@ func TestAgainstMarkdown(t *testing.T) {
 			StartLatencyMS: Latency{P50: 2500, P90: 3000, P99: 3500}, RSSPeakBytes: 90 << 20,
 			Recovery: &Recovery{Pods: 200, Recovered: true, Seconds: 1.25, HealthySeconds: 1, ReadyFlaps: 2}}
 	}
-	a := &Against{KubeletVersion: "v1.36.4", Actorlet: f(25), Upstream: f(15)}
+	a := &Against{KubeletVersion: "v1.37.2", Actorlet: f(25), Upstream: f(15)}
 	a.Actorlet.Memory = &MemoryFigures{Idle: MemorySample{RSSBytes: 30 << 20}, Steady: MemorySample{RSSBytes: 45 << 20}, SteadySettleSeconds: 30,
 		AfterDelete: MemorySample{RSSBytes: 32 << 20}, AfterDeleteSettleSeconds: 30}
 	a.Upstream.Memory = &MemoryFigures{Idle: MemorySample{RSSBytes: 90 << 20}, Steady: MemorySample{RSSBytes: 180 << 20}, SteadySettleSeconds: 30}
 	a.Ratios = ratios(a.Actorlet, a.Upstream)
 	md := a.Markdown(&Result{Pods: 100}, "bench/upstream/against-upstream-100.json")
 	for _, want := range []string{
-		"|  | upstream kubelet v1.36.4 | actorlet | actorlet / upstream |",
+		"|  | upstream kubelet v1.37.2 | actorlet | actorlet / upstream |",
 		"| create throughput (pods/s) | 15.0 | 25.0 | 1.67 |",
 		"| start latency p99 | 3.50 s | 3.50 s | 1.00 |",
 		"| RSS peak | 90 MiB | 90 MiB | 1.00 |",

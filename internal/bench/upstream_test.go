@@ -86,7 +86,7 @@ func TestBenchAgainstUpstream(t *testing.T) {
 	if r.Scenario != bench.ScenarioAgainstUpstream || a == nil || a.Actorlet == nil || a.Upstream == nil {
 		t.Fatalf("scenario %q, against %+v", r.Scenario, a)
 	}
-	if !strings.HasPrefix(a.KubeletVersion, "v1.36.") || a.NodeIP == "" || strings.HasPrefix(a.NodeIP, "127.") {
+	if !strings.HasPrefix(a.KubeletVersion, "v1.37.") || a.NodeIP == "" || strings.HasPrefix(a.NodeIP, "127.") {
 		t.Errorf("kubelet version %q, node IP %q", a.KubeletVersion, a.NodeIP)
 	}
 	for _, f := range []*bench.AgentFigures{a.Actorlet, a.Upstream} {

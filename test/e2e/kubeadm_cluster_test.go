@@ -45,7 +45,7 @@ var kubeadmNodeFiles = []string{
 
 // TestE2EKubeadmJoin joins a new node to the local control plane with
 // `kubeadm join <apiserver> --token ... --discovery-token-ca-cert-hash
-// sha256:...` (kubeadm v1.36.4), with actorlet as the node's kubelet on the
+// sha256:...` (kubeadm v1.37.2), with actorlet as the node's kubelet on the
 // simulated runtime (--cri-socket: the sim as its own process), and checks
 // that the node comes up Ready with the client certificate it got through
 // TLS bootstrapping, and runs a pod.
