@@ -177,6 +177,8 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	defer stopChaos()
 	devServers := startDeviceServers(ctx, w, t)
 	defer devServers.stop()
+	stopPodsAPI := startPodsAPI(ctx, w, t)
+	defer stopPodsAPI()
 
 	srv, err := newNodeAPI(w, t)
 	if err != nil {
