@@ -283,7 +283,9 @@ func TestPodCertificateBadInput(t *testing.T) {
 			p.SignerName, p.MaxExpirationSeconds = "kubernetes.io/kube-apiserver-client-pod", ptr(int32(2*86400))
 		}, want: "more than 86400"},
 		{name: "no signer", edit: func(p *v1.PodCertificateProjection) { p.SignerName = "" }, want: "signerName is required"},
-		{name: "no path", edit: func(p *v1.PodCertificateProjection) { p.CredentialBundlePath, p.KeyPath, p.CertificateChainPath = "", "", "" }, want: "none of credentialBundlePath"},
+		{name: "no path", edit: func(p *v1.PodCertificateProjection) {
+			p.CredentialBundlePath, p.KeyPath, p.CertificateChainPath = "", "", ""
+		}, want: "none of credentialBundlePath"},
 		{name: "static pod", pod: func(p *v1.Pod) { p.Annotations = map[string]string{"kubernetes.io/config.source": "file"} }, want: "static pod"},
 	}
 	for _, tt := range tests {
