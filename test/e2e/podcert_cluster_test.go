@@ -145,12 +145,14 @@ func TestE2EClusterPodCertificate(t *testing.T) {
 		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "certs", MountPath: "/certs/bundle.pem", SubPath: "credentialbundle.pem"}}
 		return p
 	}
+	created := time.Now()
 	for _, p := range []*v1.Pod{certPod("with-cert", nil), certPod("denied-cert", map[string]string{denyAnnotation: "yes"})} {
 		if _, err := c.cs.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	p := c.waitPod(t, "default", "with-cert", "Running with its certificate", time.Minute, isRunning)
+	t.Logf("with-cert Running %v after its creation", time.Since(created).Round(time.Millisecond))
 
 	// What the container read: the key, then the chain.
 	var logText string
@@ -216,6 +218,7 @@ func TestE2EClusterPodCertificate(t *testing.T) {
 		return len(cs) == 1 && cs[0].State.Waiting != nil && cs[0].State.Waiting.Reason == "ContainerCreating" &&
 			strings.Contains(cs[0].State.Waiting.Message, "was denied")
 	})
+	t.Logf("denied-cert waiting with the denial %v after its creation", time.Since(created).Round(time.Millisecond))
 	testenv.WaitFor(t, 30*time.Second, "a Denied event on denied-cert", func() (bool, error) {
 		evs, err := c.cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(denied.UID)})
 		if err != nil {
