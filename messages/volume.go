@@ -33,3 +33,13 @@ type VolumesReady struct {
 type TearDownVolumes struct {
 	UID types.UID
 }
+
+// CredentialsChanged tells the VolumeActor that what a projected volume
+// shows changed on the API server: a PodCertificateRequest of the pod UID
+// (set up its volumes again now: an issued certificate reaches the pod
+// without waiting for the next retry), or, with TrustBundles, any
+// ClusterTrustBundle (every pod with a clusterTrustBundle projection).
+type CredentialsChanged struct {
+	UID          types.UID
+	TrustBundles bool
+}

@@ -1,7 +1,8 @@
 // Package volume is the VolumeActor: it sets up a pod's volumes on the host
 // (emptyDir, hostPath, projected service-account tokens, ConfigMaps,
-// Secrets and the downward API), keeps projected tokens fresh and tears
-// everything down when the pod is gone. File I/O and API calls run off the
+// Secrets, the downward API, pod certificates and ClusterTrustBundles),
+// keeps projected tokens and certificates fresh and tears everything down
+// when the pod is gone. File I/O and API calls run off the
 // mailbox; results come back as messages.
 package volume
 
@@ -59,6 +60,12 @@ type Config struct {
 	// (downward API resourceFieldRef limits.*) and sizes memory-backed
 	// emptyDirs, as upstream. Never written after the start.
 	NodeAllocatable v1.ResourceList
+	// Certs serves podCertificate and clusterTrustBundle projections
+	// (cluster mode); nil: they are refused.
+	Certs Certs
+	// Recorder records the pod events of pod certificates (denied,
+	// failed, overdue, expired); nil: none.
+	Recorder Recorder
 }
 
 // setupRetry paces the setups of a pod whose volumes failed: 2 s doubling
@@ -104,8 +111,9 @@ type Actor struct {
 
 type podVolumes struct {
 	pod      *v1.Pod
-	tokens   map[string]token // by volume/path: reused until 80 % of their life
-	emptyDir map[string]bool  // emptyDirs set up (by name): not set up again on a refresh
+	tokens   map[string]token     // by volume/path: reused until 80 % of their life
+	certs    map[string]certState // podCertificate projections, by certKey
+	emptyDir map[string]bool      // emptyDirs set up (by name): not set up again on a refresh
 	paths    map[string]string
 	ready    bool
 	busy     bool
@@ -126,6 +134,7 @@ type (
 		uid       types.UID
 		paths     map[string]string
 		tokens    map[string]token
+		certs     map[string]certState
 		emptyDir  map[string]bool
 		refreshIn time.Duration
 		err       error
@@ -159,6 +168,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		if pv, ok := a.pods[types.UID(m.Name)]; ok && pv.refresh.Fired(a.self, m) {
 			a.start(pv)
 		}
+	case *messages.CredentialsChanged:
+		a.handleCredentialsChanged(m)
 	case *messages.TearDownVolumes:
 		a.handleTearDown(m)
 	case *tornDown:
@@ -194,6 +205,37 @@ func (a *Actor) handleEnsure(ctx actor.Context, m *messages.EnsureVolumes) {
 		pv.waiters = append(pv.waiters, m.ReplyTo)
 	}
 	a.start(pv)
+}
+
+// handleCredentialsChanged sets up again the volumes of the pod whose
+// PodCertificateRequest changed, or of every pod with a clusterTrustBundle
+// projection.
+func (a *Actor) handleCredentialsChanged(m *messages.CredentialsChanged) {
+	if !m.TrustBundles {
+		if pv, ok := a.pods[m.UID]; ok && !pv.gone {
+			a.refreshNow(pv)
+		}
+		return
+	}
+	for _, pv := range a.pods {
+		if !pv.gone && hasTrustBundle(pv.pod) {
+			a.refreshNow(pv)
+		}
+	}
+}
+
+func hasTrustBundle(pod *v1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, s := range v.Projected.Sources {
+			if s.ClusterTrustBundle != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // refreshNow sets up a ready pod's volumes again now (its downward API
@@ -234,9 +276,13 @@ func (a *Actor) start(pv *podVolumes) {
 	if emptyDir == nil {
 		emptyDir = map[string]bool{}
 	}
+	certs := maps.Clone(pv.certs)
+	if certs == nil {
+		certs = map[string]certState{}
+	}
 	actorkit.Go(a.self, cfg.Timeout, func(ctx context.Context) *setUp {
-		paths, refreshIn, err := setUpPod(ctx, files, api, cfg, pod, now, podState{tokens: tokens, emptyDir: emptyDir})
-		return &setUp{uid: pod.UID, paths: paths, tokens: tokens, emptyDir: emptyDir, refreshIn: refreshIn, err: err}
+		paths, refreshIn, err := setUpPod(ctx, files, api, cfg, pod, now, podState{tokens: tokens, emptyDir: emptyDir, certs: certs})
+		return &setUp{uid: pod.UID, paths: paths, tokens: tokens, certs: certs, emptyDir: emptyDir, refreshIn: refreshIn, err: err}
 	})
 }
 
@@ -255,6 +301,9 @@ func (a *Actor) handleSetUp(ctx actor.Context, m *setUp) {
 	}
 	if m.emptyDir != nil {
 		pv.emptyDir = m.emptyDir
+	}
+	if m.certs != nil {
+		pv.certs = m.certs
 	}
 	next := m.refreshIn
 	if m.err != nil {
@@ -317,6 +366,7 @@ func (a *Actor) tearDown(uid types.UID) {
 type podState struct {
 	tokens   map[string]token
 	emptyDir map[string]bool
+	certs    map[string]certState // podCertificate projections (by certKey)
 }
 
 // setUpPod writes every volume of the pod and returns their host paths and
@@ -355,7 +405,7 @@ func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod
 			}
 		case v.Projected != nil:
 			dir = filepath.Join(base, "kubernetes.io~projected", v.Name)
-			contents, resync, err = projected(ctx, api, cfg, pod, v.Name, v.Projected, now, st.tokens)
+			contents, resync, err = projected(ctx, api, cfg, pod, v.Name, v.Projected, now, st)
 			write, memory = true, true
 		case v.ConfigMap != nil:
 			dir = filepath.Join(base, "kubernetes.io~configmap", v.Name)
@@ -417,7 +467,8 @@ var errNoAPI = fmt.Errorf("%w: needs the API server (cluster mode)", errdefs.Err
 
 // projected gathers the sources of a projected volume; the duration is when
 // its token must be refreshed (at 80 %% of its lifetime, as upstream).
-func projected(ctx context.Context, api API, cfg Config, pod *v1.Pod, volume string, p *v1.ProjectedVolumeSource, now time.Time, tokens map[string]token) (map[string]podspec.VolumeFile, time.Duration, error) {
+func projected(ctx context.Context, api API, cfg Config, pod *v1.Pod, volume string, p *v1.ProjectedVolumeSource, now time.Time, st podState) (map[string]podspec.VolumeFile, time.Duration, error) {
+	tokens := st.tokens
 	out := map[string]podspec.VolumeFile{}
 	var refreshIn time.Duration
 	sooner := func(d time.Duration) {
@@ -430,20 +481,21 @@ func projected(ctx context.Context, api API, cfg Config, pod *v1.Pod, volume str
 			out[k] = v
 		}
 	}
-	for _, src := range p.Sources {
+	// With an fsUser or fsGroup a token, a certificate or a trust bundle
+	// is 0600, owned by the pod's user; the fsGroup ownership makes it
+	// 0640 (upstream).
+	tokenFile := func(b []byte) podspec.VolumeFile {
+		f := podspec.VolumeFile{Data: b, Mode: podspec.FileMode(nil, p.DefaultMode), FsUser: podspec.FsUser(pod)}
+		if f.FsUser != nil || podspec.FSGroup(pod) != nil {
+			f.Mode = 0o600
+		}
+		return f
+	}
+	for i, src := range p.Sources {
 		switch {
 		case src.ServiceAccountToken != nil:
 			if api == nil {
 				return nil, 0, errNoAPI
-			}
-			// With an fsUser or fsGroup the token is 0600, owned by the
-			// pod's user; the fsGroup ownership makes it 0640 (upstream).
-			tokenFile := func(b []byte) podspec.VolumeFile {
-				f := podspec.VolumeFile{Data: b, Mode: podspec.FileMode(nil, p.DefaultMode), FsUser: podspec.FsUser(pod)}
-				if f.FsUser != nil || podspec.FSGroup(pod) != nil {
-					f.Mode = 0o600
-				}
-				return f
 			}
 			key := volume + "/" + src.ServiceAccountToken.Path
 			if t, ok := tokens[key]; ok && now.Before(t.renewAt) {
@@ -493,8 +545,27 @@ func projected(ctx context.Context, api API, cfg Config, pod *v1.Pod, volume str
 				return nil, 0, err
 			}
 			add(files)
+		case src.PodCertificate != nil:
+			key := certKey(volume, i)
+			cs := st.certs[key]
+			k, chain, again, err := podCertificate(ctx, cfg.Certs, cfg.Recorder, pod, src.PodCertificate, &cs, now)
+			st.certs[key] = cs
+			if err != nil {
+				return nil, 0, err
+			}
+			podCertificateFiles(src.PodCertificate, k, chain, tokenFile(nil), out)
+			sooner(again)
+		case src.ClusterTrustBundle != nil:
+			b, err := trustBundle(ctx, cfg.Certs, src.ClusterTrustBundle)
+			if err != nil {
+				return nil, 0, fmt.Errorf("clusterTrustBundle: %w", err)
+			}
+			out[src.ClusterTrustBundle.Path] = tokenFile(b)
+			// Changes arrive as CredentialsChanged; the resync is
+			// upstream's periodic remount.
+			sooner(cfg.ResyncEach)
 		default:
-			return nil, 0, fmt.Errorf("projected source not supported (clusterTrustBundle, podCertificate)")
+			return nil, 0, fmt.Errorf("%w: projected source %d of volume %q has no source set", errdefs.ErrInvalidArgument, i, volume)
 		}
 	}
 	return out, refreshIn, nil

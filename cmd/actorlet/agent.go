@@ -181,6 +181,8 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	devServers := startDeviceServers(ctx, w, t)
 	defer devServers.stop()
 	defer startDRA(ctx, w, t)()
+	stopPodsAPI := startPodsAPI(ctx, w, t)
+	defer stopPodsAPI()
 
 	srv, err := newNodeAPI(w, t)
 	if err != nil {

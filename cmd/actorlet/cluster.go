@@ -30,6 +30,8 @@ type clusterParts struct {
 	client  *kube.Client
 	objects *kube.ObjectCache
 	events  *kube.Events
+	certs   *kube.PodCertificates // podCertificate projections (podcert.go)
+	bundles *kube.TrustBundles    // clusterTrustBundle projections
 }
 
 // newCluster connects to the API server named by --kubeconfig, or returns
@@ -52,7 +54,8 @@ func newCluster(ctx context.Context, o *options, nodeName string, log *slog.Logg
 	}
 	objects := kc.NewObjectCache(0)
 	go objects.Run(ctx)
-	return &clusterParts{client: kc, objects: objects, events: kc.NewEvents(clock.RealClock{}, log)}, nil
+	return &clusterParts{client: kc, objects: objects, events: kc.NewEvents(clock.RealClock{}, log),
+		certs: kc.NewPodCertificates(ctx), bundles: kc.NewTrustBundles(ctx)}, nil
 }
 
 // close stops the event recorder (the object cache stops with ctx).

@@ -249,7 +249,7 @@ func pushSource(w *wiring) actor.Producer {
 func volumeActor(w *wiring) actor.Producer {
 	return volume.New(volumefiles.New(w.log), w.cluster.volumeAPI(),
 		volume.Config{PodsDir: filepath.Join(w.o.RootDir, "pods"), Timeout: w.o.RuntimeRequestTimeout,
-			NodeAllocatable: w.allocatable}, w.clk, w.log)
+			NodeAllocatable: w.allocatable, Certs: w.cluster.volumeCerts(w), Recorder: w.cluster.recorder(w.log)}, w.clk, w.log)
 }
 
 // The CRI client has the lean listing, so the PLEG relists with it: it
