@@ -29,9 +29,8 @@ type DRAConfig struct {
 	// Resource is the built-in provider's resource served through DRA
 	// ("nvidia.com/gpu"); its capacity is no longer reported.
 	Resource string
-	// Slices receives the healthy devices (IDs, sorted) whenever they
-	// change; it must not block (the adapter publishes off the mailbox,
-	// retrying).
+	// Slices receives the devices and their health whenever they change;
+	// it must not block (the adapter publishes off the mailbox, retrying).
 	Slices SliceSink
 	// CDI writes and removes the CDI spec of a prepared claim. Called off
 	// the mailbox.
@@ -40,9 +39,18 @@ type DRAConfig struct {
 	Store Store
 }
 
-// SliceSink is told the devices the driver publishes.
+// SliceSink is told the devices the driver publishes, sorted by ID: an
+// unhealthy one is published with a NoSchedule device taint (GA in v1.37),
+// so the scheduler allocates it to no new claim and the claims holding it
+// keep it.
 type SliceSink interface {
-	SetDevices(ids []string)
+	SetDevices(devices []SliceDevice)
+}
+
+// SliceDevice is a device of the slice and its health.
+type SliceDevice struct {
+	ID      string
+	Healthy bool
 }
 
 // CDISpecs writes the CDI spec of a prepared claim (one spec per claim,
@@ -144,7 +152,7 @@ type claimRecord struct {
 type draState struct {
 	claims    map[types.UID]*claimRecord
 	saver     *saver
-	published []string // the devices last given to the SliceSink (nil: none yet)
+	published []SliceDevice // the devices last given to the SliceSink (nil: none yet)
 }
 
 // claimsCheckpoint is the claims' checkpoint data.
@@ -202,8 +210,8 @@ func (a *Actor) draClaimed(resource string, busy map[string]bool) {
 	}
 }
 
-// draPublish gives the SliceSink the healthy devices when they changed
-// (publish calls it). Nothing before the provider listed.
+// draPublish gives the SliceSink the devices and their health when they
+// changed (publish calls it). Nothing before the provider listed.
 func (a *Actor) draPublish() {
 	if a.dra == nil || a.cfg.DRA.Slices == nil {
 		return
@@ -212,18 +220,15 @@ func (a *Actor) draPublish() {
 	if r == nil || !r.listed {
 		return
 	}
-	ids := []string{}
-	for id, ok := range r.devices {
-		if ok {
-			ids = append(ids, id)
-		}
+	devs := []SliceDevice{}
+	for _, id := range sortedKeys(r.devices) {
+		devs = append(devs, SliceDevice{ID: id, Healthy: r.devices[id]})
 	}
-	sort.Strings(ids)
-	if a.dra.published != nil && slices.Equal(ids, a.dra.published) {
+	if a.dra.published != nil && slices.Equal(devs, a.dra.published) {
 		return
 	}
-	a.dra.published = ids
-	a.cfg.DRA.Slices.SetDevices(slices.Clone(ids))
+	a.dra.published = devs
+	a.cfg.DRA.Slices.SetDevices(slices.Clone(devs))
 }
 
 func (a *Actor) handlePrepareClaims(ctx actor.Context, m *PrepareClaims) {

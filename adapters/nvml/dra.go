@@ -1,8 +1,9 @@
 package nvml
 
 import (
-	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -71,18 +72,33 @@ func (g *GPUs) GPUInfos() ([]GPUInfo, error) {
 	return out, nil
 }
 
-// DeviceNodes returns the device nodes a container gets for these GPUs
-// (by UUID), as Allocate gives them: host path, container path.
-func (g *GPUs) DeviceNodes(uuids []string) (hostPaths, containerPaths []string, err error) {
-	resp, err := g.Allocate(context.Background(), uuids)
-	if err != nil {
-		return nil, nil, err
+// GPUNode returns the device node of the GPU of this UUID (host path
+// under DevRoot, container path under /dev), as Allocate gives it; a
+// missing node is an error.
+func (g *GPUs) GPUNode(uuid string) (host, container string, err error) {
+	d, ok := g.byUUID[uuid]
+	if !ok {
+		return "", "", fmt.Errorf("%w %q (this node has %s)", ErrUnknownDevice, uuid, g.uuidList())
 	}
-	for _, d := range resp.Devices {
-		hostPaths = append(hostPaths, d.HostPath)
-		containerPaths = append(containerPaths, d.ContainerPath)
+	node := fmt.Sprintf("nvidia%d", d.minor)
+	host = filepath.Join(g.devRoot, node)
+	if _, err := os.Stat(host); err != nil {
+		return "", "", fmt.Errorf("device node of %s: %w", uuid, err)
 	}
-	return hostPaths, containerPaths, nil
+	return host, "/dev/" + node, nil
+}
+
+// ControlNodes returns the driver's control device nodes the host has
+// (host path, container path), which every GPU container gets.
+func (g *GPUs) ControlNodes() [][2]string {
+	var out [][2]string
+	for _, node := range controlNodes {
+		host := filepath.Join(g.devRoot, node)
+		if _, err := os.Stat(host); err == nil {
+			out = append(out, [2]string{host, "/dev/" + node})
+		}
+	}
+	return out
 }
 
 // brandName is NVML's brand as NVIDIA's DRA driver writes it.
