@@ -290,6 +290,9 @@ func (a *Actor) allocatedOf(resource string) map[string]bool {
 func (a *Actor) free() map[string][]string {
 	out := make(map[string][]string, len(a.res))
 	for name, r := range a.res {
+		if a.draServes(name) { // given through claims only
+			continue
+		}
 		busy := a.allocatedOf(name)
 		for _, pa := range a.pending {
 			for _, id := range pa.reserved[name] {
