@@ -154,6 +154,7 @@ func defaultOptions() *options {
 		ImageGCLowThreshold:              80,
 		ImageMinimumGCAge:                2 * time.Minute,
 		GPUDeviceRoot:                    "/dev",
+		gpuDRAOptions:                    defaultGPUDRAOptions(),
 		DeviceMetricsPeriod:              10 * time.Second,
 		Address:                          "0.0.0.0",
 		Port:                             10250,

@@ -42,13 +42,11 @@ type gpuDRAOptions struct {
 	CDISpecDir    string
 }
 
+func defaultGPUDRAOptions() gpuDRAOptions {
+	return gpuDRAOptions{GPUAllocation: gpuAllocDevicePlugin, CDISpecDir: "/var/run/cdi"}
+}
+
 func (o *options) addGPUDRAFlags(fs *pflag.FlagSet) {
-	if o.GPUAllocation == "" {
-		o.GPUAllocation = gpuAllocDevicePlugin
-	}
-	if o.CDISpecDir == "" {
-		o.CDISpecDir = "/var/run/cdi"
-	}
 	fs.StringVar(&o.GPUAllocation, "gpu-allocation", o.GPUAllocation, "How pods get the built-in GPUs: device-plugin (the extended resource nvidia.com/gpu) "+
 		"or dra (ResourceClaims of driver gpu.nvidia.com: the agent publishes the GPUs' ResourceSlice and prepares their claims by CDI spec; needs --kubeconfig).")
 	fs.StringVar(&o.CDISpecDir, "cdi-spec-dir", o.CDISpecDir, "Directory the CDI specs of prepared GPU claims are written to (--gpu-allocation=dra); the runtime must read CDI specs from it.")
