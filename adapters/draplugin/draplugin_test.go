@@ -109,6 +109,14 @@ func TestPublisher(t *testing.T) {
 	if !reflect.DeepEqual(s.Spec.Devices[1].Taints, want) {
 		t.Errorf("gpu-1 taints %v, want %v", s.Spec.Devices[1].Taints, want)
 	}
+	// Deleted by someone else (the node's DRA manager at its start): written again.
+	if err := cs.ResourceV1().ResourceSlices().Delete(context.Background(), s.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s = waitSlice(t, cs, func(s *resourceapi.ResourceSlice) bool { return len(s.Spec.Devices) == 2 })
+	if len(s.Spec.Devices[1].Taints) != 1 {
+		t.Errorf("written again without the taint: %+v", s.Spec.Devices[1])
+	}
 }
 
 func waitSlice(t *testing.T, cs *fake.Clientset, ok func(*resourceapi.ResourceSlice) bool) *resourceapi.ResourceSlice {

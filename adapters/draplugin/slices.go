@@ -9,9 +9,11 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
@@ -61,6 +63,7 @@ func NewPublisher(client kubernetes.Interface, driver, nodeName string, log *slo
 		log:  log.With("component", "dra-slice", "driver", driver),
 		kick: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	go p.run()
+	go p.watch()
 	return p
 }
 
@@ -95,6 +98,8 @@ func (p *Publisher) Close() {
 func (p *Publisher) run() {
 	defer close(p.stopped)
 	backoff, lastErr := time.Duration(0), ""
+	resync := time.NewTicker(resyncPeriod)
+	defer resync.Stop()
 	for {
 		var retry <-chan time.Time
 		if backoff > 0 {
@@ -105,6 +110,7 @@ func (p *Publisher) run() {
 			return
 		case <-p.kick:
 		case <-retry:
+		case <-resync.C:
 		}
 		p.mu.Lock()
 		devs, set, gen := p.want, p.wantSet, p.gen
@@ -113,7 +119,7 @@ func (p *Publisher) run() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := p.write(ctx, devs)
+		wrote, err := p.write(ctx, devs)
 		cancel()
 		if err != nil {
 			if err.Error() != lastErr { // logged once per reason
@@ -132,13 +138,47 @@ func (p *Publisher) run() {
 			p.synced = true
 		}
 		p.mu.Unlock()
-		p.log.Info("ResourceSlice written", "slice", SliceName(p.nodeName, p.driver), "devices", len(devs))
+		if wrote {
+			p.log.Info("ResourceSlice written", "slice", SliceName(p.nodeName, p.driver), "devices", len(devs))
+		}
+	}
+}
+
+// resyncPeriod is how often the slice is written again though nothing
+// changed (a safety net under the watch: someone edited or deleted it).
+const resyncPeriod = time.Minute
+
+// watch writes the slice again when someone else deletes it: the node's
+// DRA manager deletes the node's slices at its start, before its drivers
+// register, as upstream's kubelet, and a driver publishes again.
+func (p *Publisher) watch() {
+	name := SliceName(p.nodeName, p.driver)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-p.done; cancel() }()
+	for ctx.Err() == nil {
+		w, err := p.client.ResourceV1().ResourceSlices().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+		if err == nil {
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Deleted {
+					p.log.Info("ResourceSlice deleted by someone else: writing it again", "slice", name)
+					select {
+					case p.kick <- struct{}{}:
+					default:
+					}
+				}
+			}
+			w.Stop()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
 	}
 }
 
 // write creates or updates the slice (its pool's generation grows with
 // every change; one slice per pool).
-func (p *Publisher) write(ctx context.Context, devs []SliceDevice) error {
+func (p *Publisher) write(ctx context.Context, devs []SliceDevice) (bool, error) {
 	api := p.client.ResourceV1().ResourceSlices()
 	name := SliceName(p.nodeName, p.driver)
 	spec := resourceapi.ResourceSliceSpec{
@@ -158,7 +198,7 @@ func (p *Publisher) write(ctx context.Context, devs []SliceDevice) error {
 	case apierrors.IsNotFound(err):
 		node, err := p.client.CoreV1().Nodes().Get(ctx, p.nodeName, metav1.GetOptions{})
 		if err != nil {
-			return fmt.Errorf("get the node (the slice's owner): %w", err)
+			return false, fmt.Errorf("get the node (the slice's owner): %w", err)
 		}
 		spec.Pool.Generation = 1
 		s := &resourceapi.ResourceSlice{
@@ -168,15 +208,19 @@ func (p *Publisher) write(ctx context.Context, devs []SliceDevice) error {
 			Spec: spec,
 		}
 		_, err = api.Create(ctx, s, metav1.CreateOptions{})
-		return err
+		return err == nil, err
 	case err != nil:
-		return err
+		return false, err
+	}
+	spec.Pool.Generation = old.Spec.Pool.Generation
+	if equality.Semantic.DeepEqual(old.Spec, spec) {
+		return false, nil // a resync with nothing changed
 	}
 	spec.Pool.Generation = old.Spec.Pool.Generation + 1
 	upd := old.DeepCopy()
 	upd.Spec = spec
 	_, err = api.Update(ctx, upd, metav1.UpdateOptions{})
-	return err
+	return err == nil, err
 }
 
 // taintValue fits a reason in a taint value (a label value: at most 63
