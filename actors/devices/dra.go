@@ -153,6 +153,14 @@ type draState struct {
 	claims    map[types.UID]*claimRecord
 	saver     *saver
 	published []SliceDevice // the devices last given to the SliceSink (nil: none yet)
+	// waiting are the prepares that came before the provider first
+	// listed its devices (after a restart): answered once it has.
+	waiting []waitingPrepare
+}
+
+type waitingPrepare struct {
+	m  *PrepareClaims
+	to *actor.PID
 }
 
 // claimsCheckpoint is the claims' checkpoint data.
@@ -220,6 +228,12 @@ func (a *Actor) draPublish() {
 	if r == nil || !r.listed {
 		return
 	}
+	if w := a.dra.waiting; len(w) > 0 {
+		a.dra.waiting = nil
+		for _, p := range w {
+			a.prepareClaims(p.m, p.to)
+		}
+	}
 	devs := []SliceDevice{}
 	for _, id := range sortedKeys(r.devices) {
 		devs = append(devs, SliceDevice{ID: id, Healthy: r.devices[id]})
@@ -232,7 +246,16 @@ func (a *Actor) draPublish() {
 }
 
 func (a *Actor) handlePrepareClaims(ctx actor.Context, m *PrepareClaims) {
-	to := ctx.Sender()
+	if a.dra != nil {
+		if r := a.res[a.cfg.DRA.Resource]; r == nil || !r.listed {
+			a.dra.waiting = append(a.dra.waiting, waitingPrepare{m: m, to: ctx.Sender()})
+			return
+		}
+	}
+	a.prepareClaims(m, ctx.Sender())
+}
+
+func (a *Actor) prepareClaims(m *PrepareClaims, to *actor.PID) {
 	results := map[types.UID]ClaimResult{}
 	if a.dra == nil {
 		for _, c := range m.Claims {

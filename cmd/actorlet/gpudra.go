@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -12,6 +13,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/actorlet/actorlet/actors/devices"
 	"github.com/actorlet/actorlet/adapters/draplugin"
@@ -70,14 +72,15 @@ func (o *options) validateGPUDRA() error {
 
 // gpuDRA is the DRA driver's parts around the DevicesActor.
 type gpuDRA struct {
-	w      *wiring
-	gpus   *nvml.GPUs
-	byName map[string]nvml.GPUInfo
-	byUUID map[string]nvml.GPUInfo
-	pub    *draplugin.Publisher
-	cdi    *draplugin.CDIWriter
-	srv    *draplugin.Server
-	log    *slog.Logger
+	o        *options
+	nodeName string
+	client   kubernetes.Interface
+	byName   map[string]nvml.GPUInfo
+	byUUID   map[string]nvml.GPUInfo
+	pub      *draplugin.Publisher
+	cdi      *draplugin.CDIWriter
+	srv      *draplugin.Server
+	log      *slog.Logger
 }
 
 // draConfig is the DevicesActor's DRA config (nil: the device plugin
@@ -89,36 +92,54 @@ func (w *wiring) draConfig() *devices.DRAConfig {
 		}
 		return nil
 	}
-	log := w.log.With("component", "gpu-dra")
-	infos, err := w.gpus.GPUInfos()
+	d, err := newGPUDRA(w.o, w.name, w.gpus, w.cluster.kubeClient().Clientset(), w.log)
 	if err != nil {
-		log.Error("GPU attributes unreadable: no DRA driver", "err", err)
+		w.log.Error("GPU attributes unreadable: no DRA driver", "err", err)
 		return nil
 	}
-	d := &gpuDRA{w: w, gpus: w.gpus, byName: map[string]nvml.GPUInfo{}, byUUID: map[string]nvml.GPUInfo{}, log: log}
+	w.dra = d
+	return d.config()
+}
+
+// newGPUDRA reads the GPUs' attributes and starts the slice publisher.
+func newGPUDRA(o *options, nodeName string, gpus *nvml.GPUs, client kubernetes.Interface, log *slog.Logger) (*gpuDRA, error) {
+	infos, err := gpus.GPUInfos()
+	if err != nil {
+		return nil, err
+	}
+	log = log.With("component", "gpu-dra")
+	d := &gpuDRA{o: o, nodeName: nodeName, client: client, byName: map[string]nvml.GPUInfo{}, byUUID: map[string]nvml.GPUInfo{}, log: log}
 	for _, g := range infos {
 		d.byName[g.Name], d.byUUID[g.UUID] = g, g
 	}
-	d.pub = draplugin.NewPublisher(w.cluster.kubeClient().Clientset(), gpuDriverName, w.name, log, nil)
-	d.cdi = &draplugin.CDIWriter{Dir: w.o.CDISpecDir, Kind: devices.CDIKind, Node: w.gpus.GPUNode, Control: w.gpus.ControlNodes}
-	w.dra = d
+	d.pub = draplugin.NewPublisher(client, gpuDriverName, nodeName, log, nil)
+	d.cdi = &draplugin.CDIWriter{Dir: o.CDISpecDir, Kind: devices.CDIKind, Node: gpus.GPUNode, Control: gpus.ControlNodes}
+	return d, nil
+}
+
+func (d *gpuDRA) config() *devices.DRAConfig {
 	return &devices.DRAConfig{
 		Resource: nvml.GPUResource,
 		Slices:   d,
 		CDI:      d,
-		Store:    host.FileStore{Path: filepath.Join(w.o.RootDir, pluginsDir, gpuDriverName, draCheckpoint)},
+		Store:    host.FileStore{Path: filepath.Join(d.o.RootDir, pluginsDir, gpuDriverName, draCheckpoint)},
 	}
 }
 
-// SetDevices publishes the GPUs (devices.SliceSink).
+// SetDevices publishes the GPUs (devices.SliceSink), in index order.
 func (d *gpuDRA) SetDevices(devs []devices.SliceDevice) {
-	out := make([]draplugin.SliceDevice, 0, len(devs))
+	gs := make([]nvml.GPUInfo, 0, len(devs))
+	healthy := map[string]bool{}
 	for _, dev := range devs {
-		g, ok := d.byUUID[dev.ID]
-		if !ok {
-			continue
+		if g, ok := d.byUUID[dev.ID]; ok {
+			gs = append(gs, g)
+			healthy[dev.ID] = dev.Healthy
 		}
-		out = append(out, draplugin.GPUDevice(g, dev.Healthy))
+	}
+	slices.SortFunc(gs, func(a, b nvml.GPUInfo) int { return a.Index - b.Index })
+	out := make([]draplugin.SliceDevice, len(gs))
+	for i, g := range gs {
+		out[i] = draplugin.GPUDevice(g, healthy[g.UUID])
 	}
 	d.pub.Set(out)
 }
@@ -137,12 +158,12 @@ func (d *gpuDRA) Remove(c devices.ClaimRef) error { return d.cdi.Remove(string(c
 // start serves the driver's sockets (the node's DRA manager registers it
 // from <root-dir>/plugins_registry).
 func (d *gpuDRA) start(sys *actor.ActorSystem, devs *actor.PID) {
-	client := d.w.cluster.kubeClient().Clientset()
+	client := d.client
 	d.srv = draplugin.New(draplugin.Config{
 		Driver:      gpuDriverName,
-		NodeName:    d.w.name,
-		PluginDir:   filepath.Join(d.w.o.RootDir, pluginsDir, gpuDriverName),
-		RegistryDir: filepath.Join(d.w.o.RootDir, pluginsRegistry),
+		NodeName:    d.nodeName,
+		PluginDir:   filepath.Join(d.o.RootDir, pluginsDir, gpuDriverName),
+		RegistryDir: filepath.Join(d.o.RootDir, pluginsRegistry),
 		Claims: func(ctx context.Context, ns, name string) (*resourceapi.ResourceClaim, error) {
 			return client.ResourceV1().ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
 		},
@@ -150,7 +171,7 @@ func (d *gpuDRA) start(sys *actor.ActorSystem, devs *actor.PID) {
 			g, ok := d.byName[name]
 			return g.UUID, ok
 		},
-		Preparer: actorPreparer{sys: sys, pid: devs, timeout: d.w.o.RuntimeRequestTimeout},
+		Preparer: actorPreparer{sys: sys, pid: devs, timeout: d.o.RuntimeRequestTimeout},
 		Log:      d.log,
 	})
 	if err := d.srv.Start(); err != nil {
