@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+	drapbv1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"k8s.io/utils/ptr"
 
@@ -230,7 +231,7 @@ func TestServerOverSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Type != registerapi.DRAPlugin || info.Name != driver || !reflect.DeepEqual(info.SupportedVersions, []string{drapb.DRAPluginService}) {
+	if info.Type != registerapi.DRAPlugin || info.Name != driver || !reflect.DeepEqual(info.SupportedVersions, []string{drapb.DRAPluginService, drapbv1beta1.DRAPluginService}) {
 		t.Fatalf("plugin info %+v", info)
 	}
 	if _, err := reg.NotifyRegistrationStatus(ctx, &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
@@ -278,6 +279,13 @@ func TestServerOverSocket(t *testing.T) {
 		t.Fatalf("CDI spec %+v, want %+v", spec, wantSpec)
 	}
 
+	// The v1beta1 service answers the same (a kubelet that speaks only it).
+	old := drapbv1beta1.NewDRAPluginClient(dial(t, info.Endpoint))
+	oldResp, err := old.NodePrepareResources(ctx, &drapbv1beta1.NodePrepareResourcesRequest{Claims: []*drapbv1beta1.Claim{{Namespace: "ns", Name: "one", Uid: "u-one"}}})
+	if err != nil || oldResp.Claims["u-one"].GetError() != "" || len(oldResp.Claims["u-one"].GetDevices()) != 1 ||
+		!reflect.DeepEqual(oldResp.Claims["u-one"].Devices[0].CdiDeviceIds, wantDev[0].CdiDeviceIds) {
+		t.Fatalf("v1beta1 prepare: %v %+v", err, oldResp)
+	}
 	un, err := dra.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: []*drapb.Claim{claim("one", "u-one")}})
 	if err != nil || un.Claims["u-one"].GetError() != "" {
 		t.Fatalf("unprepare: %v %+v", err, un)

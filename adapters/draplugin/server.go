@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	resourceapi "k8s.io/api/resource/v1"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+	drapbv1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
@@ -98,6 +99,8 @@ func (s *Server) RegistrationSocket() string {
 func (s *Server) Start() error {
 	dra := grpc.NewServer()
 	drapb.RegisterDRAPluginServer(dra, s)
+	// The older service upstream's kubelet still accepts, by k8s.io/kubelet's conversion.
+	drapbv1beta1.RegisterDRAPluginServer(dra, drapbv1beta1.V1ServerWrapper{DRAPluginServer: s})
 	if err := s.serve(dra, s.Endpoint()); err != nil {
 		return err
 	}
@@ -166,7 +169,7 @@ func (r registration) GetInfo(context.Context, *registerapi.InfoRequest) (*regis
 		Type:              registerapi.DRAPlugin,
 		Name:              r.s.cfg.Driver,
 		Endpoint:          r.s.Endpoint(),
-		SupportedVersions: []string{drapb.DRAPluginService},
+		SupportedVersions: []string{drapb.DRAPluginService, drapbv1beta1.DRAPluginService},
 	}, nil
 }
 
@@ -182,7 +185,7 @@ func (r registration) NotifyRegistrationStatus(_ context.Context, st *registerap
 	return &registerapi.RegistrationStatusResponse{}, nil
 }
 
-// NodePrepareResources reads each claim's allocation from the API server,
+// NodePrepareResources (v1, and v1beta1 through the wrapper) reads each claim's allocation from the API server,
 // keeps the devices of this driver and node, and asks the Preparer.
 // Failures of one claim are in its answer.
 func (s *Server) NodePrepareResources(ctx context.Context, req *drapb.NodePrepareResourcesRequest) (*drapb.NodePrepareResourcesResponse, error) {
