@@ -10,7 +10,6 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -156,10 +155,12 @@ func (p *Publisher) watch() {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-p.done; cancel() }()
 	for ctx.Err() == nil {
-		w, err := p.client.ResourceV1().ResourceSlices().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+		// A node may only list and watch the slices of its own name
+		// (the node authorizer).
+		w, err := p.client.ResourceV1().ResourceSlices().Watch(ctx, metav1.ListOptions{FieldSelector: resourceapi.ResourceSliceSelectorNodeName + "=" + p.nodeName})
 		if err == nil {
 			for ev := range w.ResultChan() {
-				if ev.Type == watch.Deleted {
+				if s, ok := ev.Object.(*resourceapi.ResourceSlice); ok && s.Name == name && ev.Type == watch.Deleted {
 					p.log.Info("ResourceSlice deleted by someone else: writing it again", "slice", name)
 					select {
 					case p.kick <- struct{}{}:
@@ -193,9 +194,20 @@ func (p *Publisher) write(ctx context.Context, devs []SliceDevice) (bool, error)
 		}
 		spec.Devices = append(spec.Devices, dev)
 	}
-	old, err := api.Get(ctx, name, metav1.GetOptions{})
+	// Listed by node, not read by name: the node authorizer lets a node
+	// get a slice only once it exists (a missing one is forbidden).
+	list, err := api.List(ctx, metav1.ListOptions{FieldSelector: resourceapi.ResourceSliceSelectorNodeName + "=" + p.nodeName})
+	if err != nil {
+		return false, fmt.Errorf("list the node's ResourceSlices: %w", err)
+	}
+	var old *resourceapi.ResourceSlice
+	for i := range list.Items {
+		if list.Items[i].Name == name {
+			old = &list.Items[i]
+		}
+	}
 	switch {
-	case apierrors.IsNotFound(err):
+	case old == nil:
 		node, err := p.client.CoreV1().Nodes().Get(ctx, p.nodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, fmt.Errorf("get the node (the slice's owner): %w", err)
@@ -209,8 +221,6 @@ func (p *Publisher) write(ctx context.Context, devs []SliceDevice) (bool, error)
 		}
 		_, err = api.Create(ctx, s, metav1.CreateOptions{})
 		return err == nil, err
-	case err != nil:
-		return false, err
 	}
 	spec.Pool.Generation = old.Spec.Pool.Generation
 	if equality.Semantic.DeepEqual(old.Spec, spec) {
