@@ -218,10 +218,11 @@ func (a *Actor) draClaimed(resource string, busy map[string]bool) {
 	}
 }
 
-// draPublish gives the SliceSink the devices and their health when they
+// draPublish answers the prepares that waited for the provider's first
+// listing, and gives the SliceSink the devices and their health when they
 // changed (publish calls it). Nothing before the provider listed.
 func (a *Actor) draPublish() {
-	if a.dra == nil || a.cfg.DRA.Slices == nil {
+	if a.dra == nil {
 		return
 	}
 	r := a.res[a.cfg.DRA.Resource]
@@ -233,6 +234,9 @@ func (a *Actor) draPublish() {
 		for _, p := range w {
 			a.prepareClaims(p.m, p.to)
 		}
+	}
+	if a.cfg.DRA.Slices == nil {
+		return
 	}
 	devs := []SliceDevice{}
 	for _, id := range sortedKeys(r.devices) {

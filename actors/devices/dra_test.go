@@ -1,6 +1,7 @@
 package devices
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"sync"
@@ -270,5 +271,56 @@ func TestDRAClaimsCheckpointCorruptIgnored(t *testing.T) {
 	b[len(b)/2] ^= 1
 	if err := decodeClaims(b, map[types.UID]*claimRecord{}); err == nil {
 		t.Fatal("a corrupt checkpoint was read")
+	}
+}
+
+// slowList is a provider whose first listing waits for gate (a restarted
+// agent whose GPUs are not listed yet).
+type slowList struct {
+	*gpuProvider
+	gate chan struct{}
+}
+
+func (s *slowList) Watch(ctx context.Context, update func([]*pluginapi.Device, string)) error {
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return nil
+	}
+	return s.gpuProvider.Watch(ctx, update)
+}
+
+// TestDRAPrepareWaitsForTheListing: a prepare that comes before the GPUs
+// are listed waits for the listing, not failing on an unknown device.
+func TestDRAPrepareWaitsForTheListing(t *testing.T) {
+	slow := &slowList{gpuProvider: newGPUs("GPU-a"), gate: make(chan struct{})}
+	cdi := &fakeCDI{specs: map[types.UID][]PreparedDevice{}}
+	h := newHarness(t, func(c *Config) {
+		c.Providers = []Provider{slow}
+		c.DRA = &DRAConfig{Resource: "nvidia.com/gpu", CDI: cdi, Store: &fakeStore{}}
+	})
+	h.spawn()
+	got := make(chan *ClaimsPrepared, 1)
+	go func() {
+		r, err := h.sys.Root.RequestFuture(h.pid, &PrepareClaims{Claims: []ClaimToPrepare{claimOf("u1", "GPU-a")}}, 10*time.Second).Result()
+		if err == nil {
+			got <- r.(*ClaimsPrepared)
+		}
+		close(got)
+	}()
+	h.sync()
+	select {
+	case r := <-got:
+		t.Fatalf("answered before the GPUs were listed: %+v", r)
+	default:
+	}
+	close(slow.gate)
+	select {
+	case r, ok := <-got:
+		if !ok || r.Results["u1"].Err != nil {
+			t.Fatalf("after the listing: %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer after the listing")
 	}
 }
