@@ -81,6 +81,9 @@ type Config struct {
 	// RetryBackoff paces restarting a provider whose Watch failed (1s
 	// doubling to 1m).
 	RetryBackoff actorkit.Backoff
+	// DRA serves a built-in resource through DRA instead (dra.go); nil:
+	// the device plugin path only.
+	DRA *DRAConfig
 }
 
 // New returns the DevicesActor's producer (spawn it once, named
@@ -113,6 +116,9 @@ func New(cfg Config, log *slog.Logger) actor.Producer {
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.DRA != nil && (cfg.DRA.Store == nil || cfg.DRA.CDI == nil || cfg.DRA.Resource == "") {
+		panic("devices.New: DRA needs its Resource, Store and CDI")
+	}
 	log = log.With("actor", "devices")
 	sh := &shared{saver: &saver{store: cfg.Store}, plugins: map[string]plugin{}}
 	cfg.Providers = append([]Provider(nil), cfg.Providers...)
@@ -130,6 +136,8 @@ type shared struct {
 
 	mu      sync.Mutex
 	plugins map[string]plugin // by resource name
+
+	draSaver *saver // the DRA claims' checkpoint writer (dra.go)
 }
 
 type plugin struct {
@@ -163,6 +171,8 @@ type Actor struct {
 	saveWaiters []saveWaiter
 
 	sampleTimer actorkit.Timer
+
+	dra *draState // nil: DRA off (dra.go)
 }
 
 // resource is one extended resource and its provider.
@@ -318,6 +328,13 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 	case *faultDone:
 		a.handleFaultDone(m)
+	case *PrepareClaims:
+		a.handlePrepareClaims(ctx, m)
+	case *UnprepareClaims:
+		a.handleUnprepareClaims(ctx, m)
+	case *draOpDone:
+		// Handled whatever the incarnation: the specs were written.
+		a.handleDRAOpDone(m)
 	case *actorkit.Fired:
 		a.handleFired(m)
 	}
@@ -346,6 +363,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 		a.log.Info("device allocations restored from the checkpoint", "pods", len(a.pods))
 	}
 
+	a.draStart()
 	for _, p := range a.cfg.Providers {
 		a.addResource(p.ResourceName(), p, true)
 	}

@@ -195,8 +195,10 @@ func (a *Actor) capacity() *messages.DeviceCapacity {
 				healthy++
 			}
 		}
-		c.Capacity[v1.ResourceName(name)] = int64(len(r.devices))
-		c.Allocatable[v1.ResourceName(name)] = healthy
+		if !a.draServes(name) { // DRA's devices are in its ResourceSlice
+			c.Capacity[v1.ResourceName(name)] = int64(len(r.devices))
+			c.Allocatable[v1.ResourceName(name)] = healthy
+		}
 		maps.Copy(c.Labels, r.labels)
 		maps.Copy(c.Annotations, r.annotations)
 	}
@@ -228,6 +230,7 @@ func (a *Actor) builtinListed() bool {
 // time once every built-in provider listed or failed) and sets the device
 // counts.
 func (a *Actor) publish() {
+	a.draPublish()
 	a.setCounts(false)
 	if !a.initialSent && !a.builtinListed() {
 		return
@@ -278,6 +281,7 @@ func (a *Actor) allocatedOf(resource string) map[string]bool {
 			}
 		}
 	}
+	a.draClaimed(resource, out)
 	return out
 }
 
@@ -286,6 +290,9 @@ func (a *Actor) allocatedOf(resource string) map[string]bool {
 func (a *Actor) free() map[string][]string {
 	out := make(map[string][]string, len(a.res))
 	for name, r := range a.res {
+		if a.draServes(name) { // given through claims only
+			continue
+		}
 		busy := a.allocatedOf(name)
 		for _, pa := range a.pending {
 			for _, id := range pa.reserved[name] {

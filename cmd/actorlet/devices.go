@@ -144,6 +144,7 @@ func devicesActor(w *wiring) actor.Producer {
 		Clock:        w.clk,
 		SamplePeriod: w.o.DeviceMetricsPeriod,
 		OpTimeout:    w.o.RuntimeRequestTimeout,
+		DRA:          w.draConfig(),
 	}, w.log)
 }
 
@@ -177,6 +178,7 @@ func (d deviceMetrics) IncDeviceUnhealthy(resource string) { d.m.IncDeviceUnheal
 type deviceServers struct {
 	reg *deviceplugin.Registration
 	pr  *podresources.Server
+	dra *gpuDRA
 }
 
 func startDeviceServers(ctx context.Context, w *wiring, t *tree) deviceServers {
@@ -187,6 +189,9 @@ func startDeviceServers(ctx context.Context, w *wiring, t *tree) deviceServers {
 	if err := s.reg.Start(ctx); err != nil {
 		w.log.Warn("device plugin registration not served: plugins cannot register", "err", err)
 		s.reg = nil
+	}
+	if s.dra = w.dra; s.dra != nil {
+		s.dra.start(sys, devs)
 	}
 	src := podResourcesSource{sys: sys, status: t.pid("status"), devices: devs, timeout: 10 * time.Second}
 	s.pr = podresources.New(podresources.SocketPath(w.o.RootDir), src, w.log)
@@ -204,6 +209,7 @@ func (s deviceServers) stop() {
 	if s.pr != nil {
 		s.pr.Stop()
 	}
+	s.dra.stop()
 }
 
 // podResourcesSource answers the pod resources API from the StatusActor

@@ -48,6 +48,7 @@ type options struct {
 	GPUDeviceRoot                    string
 	gpuDeviceRootSet                 bool // --gpu-device-root given: no stand-ins for simulated GPUs
 	DeviceMetricsPeriod              time.Duration
+	gpuDRAOptions                    // gpudra.go
 	HostnameOverride                 string
 	NodeIP                           string
 	Address                          string
@@ -153,6 +154,7 @@ func defaultOptions() *options {
 		ImageGCLowThreshold:              80,
 		ImageMinimumGCAge:                2 * time.Minute,
 		GPUDeviceRoot:                    "/dev",
+		gpuDRAOptions:                    defaultGPUDRAOptions(),
 		DeviceMetricsPeriod:              10 * time.Second,
 		Address:                          "0.0.0.0",
 		Port:                             10250,
@@ -380,6 +382,7 @@ func (o *options) addDeviceFlags(fs *pflag.FlagSet) {
 		"dgxa100, dgxh100, dgxh200 or dgxb200.")
 	fs.StringVar(&o.GPUDeviceRoot, "gpu-device-root", o.GPUDeviceRoot, "Host directory of the GPUs' device nodes (nvidia0, nvidiactl, ...) given to containers.")
 	fs.DurationVar(&o.DeviceMetricsPeriod, "device-metrics-period", o.DeviceMetricsPeriod, "How often the GPUs' utilization, memory, temperature and power are sampled (DCGM_FI_* gauges).")
+	o.addGPUDRAFlags(fs)
 }
 
 // addHealthFlags registers the flags of the /healthz endpoint.
@@ -450,6 +453,9 @@ func (o *options) validate() error {
 		bad("%v", err)
 	}
 	if err := validGPUs(o.GPUs); err != nil {
+		bad("%v", err)
+	}
+	if err := o.validateGPUDRA(); err != nil {
 		bad("%v", err)
 	}
 	if o.DeviceMetricsPeriod <= 0 {

@@ -117,6 +117,7 @@ type wiring struct {
 	log     *slog.Logger
 	m       *metrics.Registry
 	gpus    *nvml.GPUs // the built-in GPUs; nil: none
+	dra     *gpuDRA    // the GPUs' DRA driver (gpudra.go); nil: none
 	stats   *stats.Provider
 
 	sys         *actor.ActorSystem

@@ -131,6 +131,18 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 			env[kv.GetKey()] = string(kv.GetValue())
 		}
 	}
+	cfgMounts := cfg.GetMounts()
+	var devNodes []string
+	if len(cfg.GetCDIDevices()) > 0 {
+		res, err := resolveCDI(r.cfg.CDISpecDirs, cfg.GetCDIDevices())
+		if err != nil {
+			return nil, err
+		}
+		if env, cfgMounts, err = applyCDI(cfg, env, res); err != nil {
+			return nil, err
+		}
+		devNodes = res.devices
+	}
 	argv := append(append([]string(nil), cfg.GetCommand()...), cfg.GetArgs()...)
 	// What needs no state is made before the lock, which every other
 	// call that changes state waits for: the ID (from the kernel's random
@@ -146,10 +158,13 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 		stopSignal:  cfg.GetStopSignal(),
 		state:       runtimeapi.ContainerState_CONTAINER_CREATED,
 	}
-	if plain, ok := r.intern.plainMounts(cfg.GetMounts()); ok {
+	if plain, ok := r.intern.plainMounts(cfgMounts); ok {
 		c.mounts = plain
 	} else {
-		c.rawMounts = cfg.GetMounts()
+		c.rawMounts = cfgMounts
+	}
+	for _, p := range devNodes { // a CDI device's nodes, seen as files
+		c.fsw()[p] = nil
 	}
 	q := queryImage(cfg.GetImage().GetImage())
 	sb, err := r.lockSandbox(req.GetPodSandboxId())

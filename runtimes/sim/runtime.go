@@ -63,6 +63,9 @@ type Config struct {
 	// a reference without tag or digest sets every tag of that repository.
 	// Other images get a deterministic size of 1 to 51 MiB.
 	ImageSizes map[string]string
+	// CDISpecDirs are where CDI devices are resolved (cdi.go); empty:
+	// containerd's defaults, /etc/cdi and /var/run/cdi.
+	CDISpecDirs []string
 }
 
 // AddFlags registers the simulator's flags on fs, with c's values as defaults.
@@ -76,6 +79,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.FaultMethods, "fault-methods", c.FaultMethods, "sim runtime: CRI methods subject to faults (e.g. CreateContainer,StartContainer); empty = all but Version and Status")
 	fs.Int64Var(&c.Seed, "fault-seed", c.Seed, "sim runtime: seed of the fault generator (0 = time-based)")
 	fs.StringVar(&c.IPBase, "ip-base", c.IPBase, "sim runtime: first sandbox address; sandboxes get consecutive addresses in 127.0.0.0/8")
+	fs.StringSliceVar(&c.CDISpecDirs, "cdi-spec-dirs", c.CDISpecDirs, "sim runtime: directories of CDI specs that containers' CDI devices are resolved against (default /etc/cdi,/var/run/cdi)")
 	c.addNodeFlags(fs)
 }
 
@@ -91,6 +95,9 @@ func (c Config) Validate() error {
 		if _, err := parseIPBase(c.IPBase); err != nil {
 			return err
 		}
+	}
+	if err := c.cdiDirsValid(); err != nil {
+		return err
 	}
 	return c.validateNode()
 }
