@@ -56,7 +56,7 @@ type DRADriver struct {
 // DRADriverCall is one line of the driver's state file.
 type DRADriverCall struct {
 	Time    time.Time `json:"time"`
-	Op      string    `json:"op"` // registered, registration-failed, prepare, prepare-failed, unprepare
+	Op      string    `json:"op"` // registered, registration-failed, prepare, prepare-failed, prepare-abandoned, unprepare
 	Claim   string    `json:"claim"`
 	UID     string    `json:"uid"`
 	Devices []string  `json:"devices"`

@@ -49,7 +49,7 @@ var _ kubeletplugin.DRAPlugin = (*driver)(nil)
 // record is one line of the state file.
 type record struct {
 	Time    time.Time `json:"time"`
-	Op      string    `json:"op"` // registered, registration-failed, prepare, prepare-failed, unprepare
+	Op      string    `json:"op"` // registered, registration-failed, prepare, prepare-failed, prepare-abandoned, unprepare
 	Claim   string    `json:"claim,omitempty"`
 	UID     string    `json:"uid,omitempty"`
 	Devices []string  `json:"devices,omitempty"`
@@ -142,7 +142,13 @@ func (d *driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("prepare abandoned after the caller went away: %w", context.Cause(ctx))
+			err := fmt.Errorf("prepare abandoned after %v: the caller gave up: %w", d.c.prepareDelay, context.Cause(ctx))
+			d.mu.Lock()
+			for _, claim := range claims {
+				d.write(record{Op: "prepare-abandoned", Claim: claim.Namespace + "/" + claim.Name, UID: string(claim.UID), Error: err.Error()})
+			}
+			d.mu.Unlock()
+			return nil, err
 		case <-t.C:
 		}
 	}

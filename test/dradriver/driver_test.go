@@ -267,3 +267,33 @@ func TestDriverServesAKubelet(t *testing.T) {
 		t.Errorf("state file:\n%s\nwant\n%s", strings.Join(story, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// --prepare-delay: a caller that gives up first gets an error and no
+// result, and the state file says the prepare was abandoned.
+func TestSlowPrepareAbandonedWhenTheCallerGivesUp(t *testing.T) {
+	dir := t.TempDir()
+	c, err := parseFlags([]string{"--node-name", "n", "--kubeconfig", "k", "--registrar-dir", dir, "--plugin-dir", dir,
+		"--cdi-dir", filepath.Join(dir, "cdi"), "--prepare-delay", "1h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(c.stateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	d := &driver{c: c, log: f}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	res, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{allocated("default", "slow", "uid-slow", "n", "p", "dev-0")})
+	if err == nil || !strings.Contains(err.Error(), "deadline exceeded") || res != nil {
+		t.Fatalf("prepare past the caller's deadline = %v, %v; want the deadline's error", res, err)
+	}
+	calls, err := testenv.ReadDRADriverCalls(c.stateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 1 || calls[0].Op != "prepare-abandoned" || calls[0].UID != "uid-slow" {
+		t.Fatalf("state file %+v", calls)
+	}
+}

@@ -192,15 +192,23 @@ func (n *draNode) allocatedDevice(t *testing.T, claim *resourceapi.ResourceClaim
 // claim of uid, and fails on more.
 func (n *draNode) waitCalls(t *testing.T, op, uid string, want int) []testenv.DRADriverCall {
 	t.Helper()
+	got := n.waitCallsAtLeast(t, op, uid, want)
+	if len(got) != want {
+		t.Fatalf("%d %s calls for claim %s, want %d: %+v", len(got), op, uid, want, got)
+	}
+	return got
+}
+
+// waitCallsAtLeast waits until the driver has made at least want calls
+// of op for the claim of uid (the agent retries failed prepares).
+func (n *draNode) waitCallsAtLeast(t *testing.T, op, uid string, want int) []testenv.DRADriverCall {
+	t.Helper()
 	var got []testenv.DRADriverCall
 	testenv.WaitFor(t, time.Minute, fmt.Sprintf("%d %s call(s) for claim %s", want, op, uid), func() (bool, error) {
 		var err error
 		got, err = n.drv.CallsFor(op, uid)
 		return len(got) >= want, err
 	})
-	if len(got) != want {
-		t.Fatalf("%d %s calls for claim %s, want %d: %+v", len(got), op, uid, want, got)
-	}
 	return got
 }
 
@@ -246,18 +254,18 @@ func (n *draNode) noSpecsLeft(t *testing.T) {
 }
 
 // waitEvent waits for a Warning event of reason on pod whose message
-// contains msg, and returns it.
-func (n *draNode) waitEvent(t *testing.T, pod, reason, msg string) v1.Event {
+// contains msg (in any case), and returns it.
+func (n *draNode) waitEvent(t *testing.T, timeout time.Duration, pod, reason, msg string) v1.Event {
 	t.Helper()
 	var ev v1.Event
-	testenv.WaitFor(t, time.Minute, fmt.Sprintf("a %s event on %s naming %q", reason, pod, msg), func() (bool, error) {
+	testenv.WaitFor(t, timeout, fmt.Sprintf("a %s event on %s naming %q", reason, pod, msg), func() (bool, error) {
 		evs, err := n.c.cs.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
 		if err != nil {
 			return false, err
 		}
 		var seen []string
 		for _, e := range evs.Items {
-			if e.Reason == reason && e.Type == v1.EventTypeWarning && strings.Contains(e.Message, msg) {
+			if e.Reason == reason && e.Type == v1.EventTypeWarning && strings.Contains(strings.ToLower(e.Message), strings.ToLower(msg)) {
 				ev = e
 				return true, nil
 			}
@@ -372,8 +380,8 @@ func TestE2EClusterDRAPreparedClaimSurvivesAgentKill(t *testing.T) {
 	}
 }
 
-// Bad input: a claim of a driver that is not registered on the node, and
-// a driver that answers an error. The pod waits in ContainerCreating with a
+// Bad input: a claim of a driver that is not registered on the node, a
+// driver that answers an error, a driver that does not answer in time. The pod waits in ContainerCreating with a
 // FailedPrepareDynamicResources event naming the reason; nothing is left
 // prepared when it is deleted; the unregistered driver's pod runs once the
 // driver registers.
@@ -383,8 +391,8 @@ func TestE2EClusterDRABadInput(t *testing.T) {
 	t.Run("driver answers an error", func(t *testing.T) {
 		n.createPod(t, "refused", n.rt.image, n.tmpl)
 		claim := n.claimOf(t, "refused")
-		n.waitCalls(t, "prepare-failed", string(claim.UID), 1)
-		n.waitEvent(t, "refused", "FailedPrepareDynamicResources", "--fail-prepare-for=refused")
+		n.waitCallsAtLeast(t, "prepare-failed", string(claim.UID), 1)
+		n.waitEvent(t, time.Minute, "refused", "FailedPrepareDynamicResources", "--fail-prepare-for=refused")
 		n.c.waitPod(t, "default", "refused", "waiting in ContainerCreating", time.Minute, func(p *v1.Pod) bool {
 			return containerWaiting(p, "ContainerCreating")
 		})
@@ -392,6 +400,31 @@ func TestE2EClusterDRABadInput(t *testing.T) {
 		n.noSpecsLeft(t)
 		if calls, err := n.drv.CallsFor("prepare", string(claim.UID)); err != nil || len(calls) != 0 {
 			t.Errorf("a refused claim was prepared: %+v (%v)", calls, err)
+		}
+	})
+
+	t.Run("driver times out", func(t *testing.T) {
+		// A driver that never answers in time: the agent gives up on
+		// the call (upstream's kubelet after 45 s), the pod waits.
+		const slow = "slow.actorlet.dev"
+		drv := testenv.StartDRADriver(t, testenv.DRADriverOpts{
+			Name: slow, Node: n.name, Kubeconfig: testenv.NodeKubeconfig(t, n.name), RootDir: n.a.rootDir,
+			CDIDir: n.rt.cdiDir, Devices: 1, Extra: []string{"--prepare-delay", "10m"},
+		})
+		drv.WaitRegistered(t, time.Minute)
+		tmpl := n.claimTemplate(t, "e2e-dra-slow", n.deviceClass(t, "e2e-dra-slow", slow))
+		n.createPod(t, "slow", n.rt.image, tmpl)
+		claim := n.claimOf(t, "slow")
+		n.waitEvent(t, 2*time.Minute, "slow", "FailedPrepareDynamicResources", "deadline")
+		g := &draNode{c: n.c, name: n.name, rt: n.rt, drv: drv}
+		g.waitCallsAtLeast(t, "prepare-abandoned", string(claim.UID), 1)
+		n.c.waitPod(t, "default", "slow", "waiting in ContainerCreating", time.Minute, func(p *v1.Pod) bool {
+			return containerWaiting(p, "ContainerCreating")
+		})
+		n.deleteAndWaitGone(t, "slow")
+		g.noSpecsLeft(t)
+		if calls, err := drv.CallsFor("prepare", string(claim.UID)); err != nil || len(calls) != 0 {
+			t.Errorf("a claim whose prepare timed out was prepared: %+v (%v)", calls, err)
 		}
 	})
 
@@ -413,7 +446,7 @@ func TestE2EClusterDRABadInput(t *testing.T) {
 		n.createPod(t, "unregistered", n.rt.image, tmpl)
 		claim := n.claimOf(t, "unregistered")
 		dev := n.allocatedDevice(t, claim, ghost)
-		n.waitEvent(t, "unregistered", "FailedPrepareDynamicResources", ghost)
+		n.waitEvent(t, time.Minute, "unregistered", "FailedPrepareDynamicResources", ghost)
 		n.c.waitPod(t, "default", "unregistered", "waiting in ContainerCreating", time.Minute, func(p *v1.Pod) bool {
 			return containerWaiting(p, "ContainerCreating")
 		})
@@ -444,7 +477,7 @@ func TestE2EClusterDRABadInput(t *testing.T) {
 		tmpl := n.claimTemplate(t, "e2e-dra-absent", class)
 		n.createPod(t, "abandoned", n.rt.image, tmpl)
 		n.claimOf(t, "abandoned")
-		n.waitEvent(t, "abandoned", "FailedPrepareDynamicResources", absent)
+		n.waitEvent(t, time.Minute, "abandoned", "FailedPrepareDynamicResources", absent)
 		n.deleteAndWaitGone(t, "abandoned")
 		if calls, err := drv.Calls(); err != nil || len(calls) != 0 {
 			t.Errorf("the driver the agent never registered was called: %+v (%v)", calls, err)
