@@ -18,6 +18,9 @@
 #                       services) and what only tests need (testing,
 #                       net/http/httptest, testify, which the fake pulled in);
 #                       they belong to cmd/actorlet-bench and to tests
+#   k8s.io/dynamic-resource-allocation/kubeletplugin
+#                       only test/dradriver (the DRA test driver) imports
+#                       it; the agent links neither the driver nor it
 #
 # Usage: hack/check-imports.sh [module-dir]   (default: this repository)
 # Exit status: 0 clean, 1 a rule is broken, 2 the packages could not be listed.
@@ -58,6 +61,16 @@ rule podspec '.*' 'podspec is pure: it imports nothing of the project'
 rule errdefs '.*' 'errdefs imports nothing of the project'
 rule supervisors 'adapters|actors' 'supervisors import neither adapters nor actors'
 
+# The library's kubelet plugin helper is the driver side of DRA: only the
+# project's DRA test driver builds on it.
+kubeletplugin='k8s\.io/dynamic-resource-allocation/kubeletplugin'
+hits=$(grep -E " $kubeletplugin(/[^ ]*)?\$" <<<"$all" | grep -vE "^$m/test/dradriver " || true)
+if [ -n "$hits" ]; then
+	echo "import rule broken (only test/dradriver, the DRA test driver, imports the kubelet plugin helper):"
+	sed 's/ / imports /; s/^/  /' <<<"$hits"
+	fail=1
+fi
+
 # The agent's whole dependency tree: the bench and the fakes stay out.
 if [ -d cmd/actorlet ]; then
 	if ! deps=$(go list -e -deps ./cmd/actorlet); then
@@ -66,6 +79,7 @@ if [ -d cmd/actorlet ]; then
 	fi
 	benchonly="$m/internal/bench|$m/internal/fakecri|k8s\.io/cri-client/pkg/fake|k8s\.io/cri-api/pkg/apis/testing"
 	benchonly+="|testing|net/http/httptest|github\.com/stretchr/testify"
+	benchonly+="|$m/test/dradriver|$kubeletplugin"
 	hits=$(grep -E "^($benchonly)(/.*)?\$" <<<"$deps" || true)
 	if [ -n "$hits" ]; then
 		echo "import rule broken (the agent links no bench or fake package: they belong to cmd/actorlet-bench):"

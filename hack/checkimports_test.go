@@ -92,6 +92,11 @@ func TestCheckImports(t *testing.T) {
 			want: "cmd/actorlet links " + mod + "/internal/fakecri"},
 		{name: "the agent links package testing", file: "cmd/actorlet/x.go",
 			body: "package main\n\nimport _ \"testing\"\n", want: "cmd/actorlet links testing"},
+		{name: "an adapter builds on the kubelet plugin helper", file: "adapters/dra/x.go",
+			body: "package dra\n\nimport _ \"k8s.io/dynamic-resource-allocation/kubeletplugin\"\n",
+			want: "adapters/dra imports k8s.io/dynamic-resource-allocation/kubeletplugin"},
+		{name: "the DRA test driver may build on the kubelet plugin helper", file: "test/dradriver/main.go",
+			body: "package main\n\nimport _ \"k8s.io/dynamic-resource-allocation/kubeletplugin\"\n"},
 		{name: "the bench command and tests may link the bench and the fakes", file: "cmd/actorlet-bench/main.go",
 			body: pkg("main", "internal/bench", "internal/fakecri"), more: map[string]string{
 				"internal/bench/bench.go":     "package bench\n",

@@ -22,6 +22,13 @@ func merged(desired, api *v1.PodStatus) *v1.PodStatus {
 	if desired == nil || api == nil {
 		return desired
 	}
+	if notOwnedDiffer(desired, api) {
+		out := *desired
+		out.ResourceClaimStatuses = api.ResourceClaimStatuses
+		out.ExtendedResourceClaimStatus = api.ExtendedResourceClaimStatus
+		out.NodeAllocatableResourceClaimStatuses = api.NodeAllocatableResourceClaimStatuses
+		desired = &out
+	}
 	var kept []v1.PodCondition
 	for _, c := range api.Conditions {
 		if ownConditions[c.Type] || (c.Type == v1.DisruptionTarget && hasCondition(desired, c.Type)) {
@@ -62,4 +69,13 @@ func byType(s *v1.PodStatus) *v1.PodStatus {
 	out.Conditions = append([]v1.PodCondition(nil), s.Conditions...)
 	sort.SliceStable(out.Conditions, func(i, j int) bool { return out.Conditions[i].Type < out.Conditions[j].Type })
 	return &out
+}
+
+// notOwnedDiffer: the fields the kubelet does not own (the claim statuses
+// kube-controller-manager writes) differ; NodeRestriction refuses a node's
+// patch that changes them.
+func notOwnedDiffer(a, b *v1.PodStatus) bool {
+	return !apiequality.Semantic.DeepEqual(a.ResourceClaimStatuses, b.ResourceClaimStatuses) ||
+		!apiequality.Semantic.DeepEqual(a.ExtendedResourceClaimStatus, b.ExtendedResourceClaimStatus) ||
+		!apiequality.Semantic.DeepEqual(a.NodeAllocatableResourceClaimStatuses, b.NodeAllocatableResourceClaimStatuses)
 }

@@ -79,3 +79,28 @@ func TestWriterKeepsReadinessGateConditions(t *testing.T) {
 }
 
 const ReasonGatesForTest = "ReadinessGatesNotReady"
+
+// The claim statuses kube-controller-manager writes are not the node's:
+// a status the node computes keeps the API's (NodeRestriction refuses a
+// node's patch that changes them: "node cannot update resource claim
+// statues").
+func TestMergedKeepsTheClaimStatusesOfTheAPI(t *testing.T) {
+	name := "pod-dev-x7k2p"
+	api := &v1.PodStatus{
+		ResourceClaimStatuses:       []v1.PodResourceClaimStatus{{Name: "dev", ResourceClaimName: &name}},
+		ExtendedResourceClaimStatus: &v1.PodExtendedResourceClaimStatus{ResourceClaimName: "pod-extended-resources-abc"},
+		Conditions:                  []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse}},
+	}
+	desired := &v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}}
+	got := merged(desired, api)
+	if len(got.ResourceClaimStatuses) != 1 || *got.ResourceClaimStatuses[0].ResourceClaimName != name ||
+		got.ExtendedResourceClaimStatus == nil || got.ExtendedResourceClaimStatus.ResourceClaimName != "pod-extended-resources-abc" {
+		t.Fatalf("merged claim statuses %+v %+v, want the API's", got.ResourceClaimStatuses, got.ExtendedResourceClaimStatus)
+	}
+	if got.Phase != v1.PodRunning || len(got.Conditions) != 1 || got.Conditions[0].Status != v1.ConditionTrue {
+		t.Fatalf("merged %+v: the node's own fields lost", got)
+	}
+	if desired.ResourceClaimStatuses != nil {
+		t.Fatal("merged changed the desired status it was given")
+	}
+}
