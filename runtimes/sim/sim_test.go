@@ -1136,17 +1136,12 @@ func TestListContainersScale(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	start := time.Now()
+	// What these lists cost is BenchmarkList's (list_bench_test.go): a
+	// test checks what they answer, never how fast.
 	resp, err := r.ListContainers(c, &runtimeapi.ListContainersRequest{})
 	if err != nil || len(resp.Containers) != n {
 		t.Fatalf("%d, %v", len(resp.GetContainers()), err)
 	}
-	d := time.Since(start)
-	t.Logf("ListContainers of %d in process: %v", n, d)
-	if !raceEnabled && d > 50*time.Millisecond {
-		t.Fatalf("ListContainers of %d took %v, want < 50ms", n, d)
-	}
-	start = time.Now()
 	for i := range 1000 { // the kubelet lists a pod's objects by its UID label
 		sel := map[string]string{indexedLabel: fmt.Sprint("uid-", i)}
 		sbs, err := r.ListPodSandbox(c, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: sel}})
@@ -1157,9 +1152,6 @@ func TestListContainersScale(t *testing.T) {
 		if err != nil || len(cs.Containers) != 1 {
 			t.Fatalf("sandbox-selected containers: %d, %v", len(cs.GetContainers()), err)
 		}
-	}
-	if d := time.Since(start); !raceEnabled && d > 200*time.Millisecond {
-		t.Fatalf("1000 selective lists at %d objects took %v", n, d)
 	}
 }
 

@@ -35,23 +35,27 @@ type draRuntime struct {
 	// cdi: the runtime applies the CDI specs, so the driver's environment
 	// variable shows inside the container.
 	cdi bool
+	// extra: the agent's flags for this runtime.
+	extra []string
 }
 
-// pickDRARuntime is containerd 2.x with CDI where ACTORLET_CONTAINERD_LINE=2
-// (deploy/local/containerd.sh prints CDI_SPEC_DIR), else the sim runtime,
-// on which the tests check everything but the container's environment.
-func pickDRARuntime(t *testing.T) draRuntime {
+// pickDRARuntime is containerd 2.x with CDI for a test that asks for it
+// (the shared containerd where ACTORLET_CONTAINERD_LINE=2, else one of the
+// test's own, built by deploy/local/containerd.sh build --line 2), else the
+// sim runtime reading the driver's CDI specs from a directory of the test
+// (--cdi-spec-dirs). Either way the runtime applies the specs, so the
+// driver's environment variable shows inside the container.
+func pickDRARuntime(t *testing.T, containerd2 bool) draRuntime {
 	t.Helper()
-	if os.Getenv("ACTORLET_CONTAINERD_LINE") != "2" {
-		t.Log("on the sim runtime: run with ACTORLET_CONTAINERD_LINE=2 (containerd 2.x, CDI on) to see the CDI device inside the container")
-		return draRuntime{image: simImage}
+	if !containerd2 {
+		dir := t.TempDir()
+		return draRuntime{image: simImage, cdiDir: dir, cdi: true, extra: []string{"--cdi-spec-dirs", dir}}
 	}
-	env := testenv.ContainerdInfo(t)
-	dir := testenv.ContainerdCDIDir(t)
-	if dir == "" {
-		t.Fatal("ACTORLET_CONTAINERD_LINE=2 but deploy/local/containerd.sh printed no CDI_SPEC_DIR: this containerd cannot do CDI")
+	env := testenv.ContainerdOnLine(t, 2, "aldra2", "10.244.186.0/24")
+	if env.CDISpecDir == "" {
+		t.Fatal("deploy/local/containerd.sh printed no CDI_SPEC_DIR for its line 2: this containerd cannot do CDI")
 	}
-	return draRuntime{endpoint: env.Endpoint, image: env.BusyboxImage, cdiDir: dir, cdi: true}
+	return draRuntime{endpoint: env.Endpoint, image: env.BusyboxImage, cdiDir: env.CDISpecDir, cdi: true}
 }
 
 // draNode is an agent joined as a node with the test driver registered.
@@ -69,10 +73,10 @@ type draNode struct {
 // its root directory (with driverArgs) and waits until the agent has
 // registered it, and creates a DeviceClass and a ResourceClaimTemplate for
 // its devices. Everything goes when the test ends.
-func startDRANode(t *testing.T, name string, driverArgs ...string) *draNode {
+func startDRANode(t *testing.T, name string, containerd2 bool, driverArgs ...string) *draNode {
 	t.Helper()
 	c := newCluster(t)
-	rt := pickDRARuntime(t)
+	rt := pickDRARuntime(t, containerd2)
 	// Short: the driver's sockets live under it (108-byte limit).
 	root, err := os.MkdirTemp("", "dra-")
 	if err != nil {
@@ -80,7 +84,7 @@ func startDRANode(t *testing.T, name string, driverArgs ...string) *draNode {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(root) })
 	ip := nonLoopbackIPv4(t) // the API server proxies kubectl logs to the node
-	a := c.startNode(t, name, agentOpts{endpoint: rt.endpoint, rootDir: root, extra: []string{"--node-ip", ip, "--address", ip}})
+	a := c.startNode(t, name, agentOpts{endpoint: rt.endpoint, rootDir: root, extra: append([]string{"--node-ip", ip, "--address", ip}, rt.extra...)})
 	a.host = ip
 	c.waitNodeReady(t, name, v1.ConditionTrue, time.Minute)
 	drv := testenv.StartDRADriver(t, testenv.DRADriverOpts{
@@ -287,7 +291,7 @@ func containerWaiting(p *v1.Pod, reason string) bool {
 // variable is in the container, and the claim is unprepared (its CDI spec
 // gone) after the pod is deleted.
 func TestE2EClusterDRAPodWithClaim(t *testing.T) {
-	n := startDRANode(t, "e2e-dra")
+	n := startDRANode(t, "e2e-dra", true)
 	ctx := context.Background()
 
 	// The driver's ResourceSlice, as kube-scheduler sees it.
@@ -330,7 +334,7 @@ func TestE2EClusterDRAPodWithClaim(t *testing.T) {
 // pod runs with its device once the image is right, and the claim is
 // unprepared once after the pod is deleted.
 func TestE2EClusterDRAPreparedClaimSurvivesAgentKill(t *testing.T) {
-	n := startDRANode(t, "e2e-dra-kill")
+	n := startDRANode(t, "e2e-dra-kill", true)
 	ctx := context.Background()
 	n.createPod(t, "prepared", "registry.invalid/actorlet/absent:1", n.tmpl)
 	claim := n.claimOf(t, "prepared")
@@ -386,7 +390,7 @@ func TestE2EClusterDRAPreparedClaimSurvivesAgentKill(t *testing.T) {
 // prepared when it is deleted; the unregistered driver's pod runs once the
 // driver registers.
 func TestE2EClusterDRABadInput(t *testing.T) {
-	n := startDRANode(t, "e2e-dra-bad", "--fail-prepare-for", "refused")
+	n := startDRANode(t, "e2e-dra-bad", false, "--fail-prepare-for", "refused")
 
 	t.Run("driver answers an error", func(t *testing.T) {
 		n.createPod(t, "refused", n.rt.image, n.tmpl)
