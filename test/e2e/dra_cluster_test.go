@@ -29,27 +29,25 @@ const draDriverName = "dra.actorlet.dev"
 
 // draRuntime is where the DRA tests run their pods.
 type draRuntime struct {
-	endpoint string // "" : the embedded sim runtime
+	endpoint string // "" or sim://...: the embedded sim runtime
 	image    string
 	cdiDir   string // where the runtime reads CDI specs; "" : a temporary directory
 	// cdi: the runtime applies the CDI specs, so the driver's environment
 	// variable shows inside the container.
 	cdi bool
-	// extra: the agent's flags for this runtime.
-	extra []string
 }
 
 // pickDRARuntime is containerd 2.x with CDI for a test that asks for it
 // (the shared containerd where ACTORLET_CONTAINERD_LINE=2, else one of the
 // test's own, built by deploy/local/containerd.sh build --line 2), else the
 // sim runtime reading the driver's CDI specs from a directory of the test
-// (--cdi-spec-dirs). Either way the runtime applies the specs, so the
+// (sim://?cdi-spec-dirs=). Either way the runtime applies the specs, so the
 // driver's environment variable shows inside the container.
 func pickDRARuntime(t *testing.T, containerd2 bool) draRuntime {
 	t.Helper()
 	if !containerd2 {
 		dir := t.TempDir()
-		return draRuntime{image: simImage, cdiDir: dir, cdi: true, extra: []string{"--cdi-spec-dirs", dir}}
+		return draRuntime{endpoint: "sim://?cdi-spec-dirs=" + dir, image: simImage, cdiDir: dir, cdi: true}
 	}
 	env := testenv.ContainerdOnLine(t, 2, "aldra2", "10.244.186.0/24")
 	if env.CDISpecDir == "" {
@@ -84,7 +82,7 @@ func startDRANode(t *testing.T, name string, containerd2 bool, driverArgs ...str
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(root) })
 	ip := nonLoopbackIPv4(t) // the API server proxies kubectl logs to the node
-	a := c.startNode(t, name, agentOpts{endpoint: rt.endpoint, rootDir: root, extra: append([]string{"--node-ip", ip, "--address", ip}, rt.extra...)})
+	a := c.startNode(t, name, agentOpts{endpoint: rt.endpoint, rootDir: root, extra: []string{"--node-ip", ip, "--address", ip}})
 	a.host = ip
 	c.waitNodeReady(t, name, v1.ConditionTrue, time.Minute)
 	drv := testenv.StartDRADriver(t, testenv.DRADriverOpts{
