@@ -3,10 +3,13 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/actorlet/actorlet/internal/testenv"
 )
 
 // Container restart rules (ContainerRestartRules, beta and on since
@@ -47,6 +50,12 @@ func TestE2ESimContainerRestartRules(t *testing.T) {
 			`volumeMounts: [{name: flag, mountPath: /mnt/fail-once}]`,
 			`spec.volumes: [{name: flag, hostPath: {path: `+flag+`, type: File}}]`),
 	))
+	// Refused as the v1.37 API server refuses it: RestartAllContainers
+	// is alpha and off, and rules need the container's restartPolicy.
+	writeManifest(t, dir, "bad.yaml", manifests(
+		busyboxPod("bad-action", neverRestart, exit42, ctrNever,
+			`restartPolicyRules: [{action: RestartAllContainers, exitCodes: {operator: In, values: [42]}}]`),
+		busyboxPod("bad-no-policy", neverRestart, exit42, rule42)))
 	a := startAgent(t, agentOpts{manifestDir: dir, extra: []string{"--crashloop-backoff-initial", "200ms", "--crashloop-backoff-max", "1s"}})
 
 	restarted := func(p *v1.Pod) bool {
@@ -93,6 +102,23 @@ func TestE2ESimContainerRestartRules(t *testing.T) {
 		}
 		if last := cs.LastTerminationState.Terminated; last == nil || last.ExitCode != 1 {
 			t.Errorf("lastState %+v, want the failed first run (exit code 1)", last)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		for _, msg := range []string{
+			`spec.containers[0].restartPolicyRules[0].action: Unsupported value: \"RestartAllContainers\": supported values: \"Restart\"`,
+			"spec.containers[0].restartPolicy: Required value: must specify restartPolicy when restart rules are used",
+		} {
+			testenv.WaitFor(t, 30*time.Second, "refusal logged: "+msg, func() (bool, error) { return a.logContains(msg), nil })
+		}
+		pods, err := a.pods()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods {
+			if strings.HasPrefix(p.Name, "bad-") {
+				t.Errorf("invalid pod %s runs: %s", p.Name, describe(&p))
+			}
 		}
 	})
 }
