@@ -2,6 +2,7 @@ package pod
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -64,6 +65,66 @@ type planResult struct {
 // (10 s to 300 s upstream).
 func backoff(n int32, base, maxDelay time.Duration) time.Duration {
 	return actorkit.Backoff{Base: base, Cap: maxDelay}.Delay(int(n))
+}
+
+// containerShouldRestart decides whether an exited container runs again,
+// as upstream's ContainerShouldRestart (ContainerRestartRules, beta and on
+// since v1.35): a container with its own restartPolicy first has its
+// restartPolicyRules matched against the exit code in order (the first
+// matching rule's action Restart restarts it), then its own policy
+// applies; a container without one follows the pod's restartPolicy.
+func containerShouldRestart(c *v1.Container, spec *v1.PodSpec, exitCode int32) bool {
+	if c.RestartPolicy == nil {
+		return shouldRestart(spec.RestartPolicy, exitCode)
+	}
+	if rule, ok := matchingRestartRule(c, exitCode); ok && rule.Action == v1.ContainerRestartRuleActionRestart {
+		return true
+	}
+	switch *c.RestartPolicy {
+	case v1.ContainerRestartPolicyAlways:
+		return true
+	case v1.ContainerRestartPolicyOnFailure:
+		return exitCode != 0
+	case v1.ContainerRestartPolicyNever:
+		return false
+	}
+	return shouldRestart(spec.RestartPolicy, exitCode)
+}
+
+// matchingRestartRule is the first of a container's restartPolicyRules
+// whose exit codes match: operator In when the code is among the values,
+// NotIn when it is not; a rule without exit codes or with another operator
+// never matches.
+func matchingRestartRule(c *v1.Container, exitCode int32) (v1.ContainerRestartRule, bool) {
+	for _, r := range c.RestartPolicyRules {
+		if r.ExitCodes == nil {
+			continue
+		}
+		in := slices.Contains(r.ExitCodes.Values, exitCode)
+		switch r.ExitCodes.Operator {
+		case v1.ContainerRestartRuleOnExitCodesOpIn:
+			if in {
+				return r, true
+			}
+		case v1.ContainerRestartRuleOnExitCodesOpNotIn:
+			if !in {
+				return r, true
+			}
+		}
+	}
+	return v1.ContainerRestartRule{}, false
+}
+
+// restartsAfterKill reports whether a running container that is killed
+// (a failed liveness or startup probe) is to run again: upstream decides
+// this by the container's own restartPolicy when it has one (its rules need
+// an exit code, which a running container has not), else by the pod's
+// (anything but Never).
+func restartsAfterKill(c *v1.Container, spec *v1.PodSpec) bool {
+	if c.RestartPolicy != nil {
+		return *c.RestartPolicy != v1.ContainerRestartPolicyNever
+	}
+	return spec.RestartPolicy != v1.RestartPolicyNever
 }
 
 // shouldRestart applies the pod's restartPolicy to an exited container.
@@ -201,7 +262,7 @@ func (p planner) step(c *v1.Container, isInit bool, cur *runtimeapi.ContainerSta
 	if cur == nil {
 		prev := p.snap.latest(c.Name)
 		if prev != nil && prev.State == runtimeapi.ContainerState_CONTAINER_EXITED && !isInit &&
-			!shouldRestart(p.pod.Spec.RestartPolicy, prev.ExitCode) {
+			!containerShouldRestart(c, &p.pod.Spec, prev.ExitCode) {
 			return action{}, false // finished in an earlier sandbox, not to be run again
 		}
 		start.attempt = p.snap.nextAttempt(c.Name)
@@ -219,14 +280,19 @@ func (p planner) step(c *v1.Container, isInit bool, cur *runtimeapi.ContainerSta
 		}
 		return action{}, false
 	case runtimeapi.ContainerState_CONTAINER_EXITED:
-		policy := p.pod.Spec.RestartPolicy
+		var restart bool
 		switch {
 		case isInit && podspec.IsSidecar(c):
-			policy = v1.RestartPolicyAlways // sidecars always come back
-		case isInit && policy == v1.RestartPolicyAlways:
-			policy = v1.RestartPolicyOnFailure // init containers re-run only on failure
+			restart = true // sidecars always come back
+		case isInit && cur.ExitCode == 0:
+			restart = false // a succeeded init container is done
+		default:
+			// A regular container, or a failed init container: its own
+			// restartPolicy and rules, else the pod's (Always re-runs a
+			// failed init container, as OnFailure).
+			restart = containerShouldRestart(c, &p.pod.Spec, cur.ExitCode)
 		}
-		if !shouldRestart(policy, cur.ExitCode) {
+		if !restart {
 			return action{}, false
 		}
 		n := restartCount(cur)

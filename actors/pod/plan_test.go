@@ -757,3 +757,200 @@ func TestPlanBackOffAfterSpecChange(t *testing.T) {
 		t.Fatalf("without backoffFrom: wake in %v, want the capped 300 s from the exit", got.wakeAt.Sub(fixtureNow))
 	}
 }
+
+// Container restart rules (ContainerRestartRules, beta and on since v1.35):
+// the cases of upstream's "Container Restart Rules" NodeConformance specs
+// and the Job spec "containers restarted by container restart policy
+// should not trigger PodFailurePolicy", in the planner and the phase.
+
+func ctrPolicy(c v1.Container, p v1.ContainerRestartPolicy, rules ...v1.ContainerRestartRule) v1.Container {
+	c.RestartPolicy = &p
+	c.RestartPolicyRules = rules
+	return c
+}
+
+func onExit(op v1.ContainerRestartRuleOnExitCodesOperator, codes ...int32) v1.ContainerRestartRule {
+	return v1.ContainerRestartRule{Action: v1.ContainerRestartRuleActionRestart,
+		ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: op, Values: codes}}
+}
+
+func TestContainerShouldRestart(t *testing.T) {
+	in42 := onExit(v1.ContainerRestartRuleOnExitCodesOpIn, 42)
+	notIn01 := onExit(v1.ContainerRestartRuleOnExitCodesOpNotIn, 0, 1)
+	allOf := v1.ContainerRestartRule{Action: v1.ContainerRestartRuleActionRestartAllContainers,
+		ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{3}}}
+	app := specCtr("app")
+	tests := []struct {
+		name string
+		pod  v1.RestartPolicy
+		c    v1.Container
+		code int32
+		want bool
+	}{
+		{"pod Always, no container policy, exit 1", v1.RestartPolicyAlways, app, 1, true},
+		{"pod Always, no container policy, exit 0", v1.RestartPolicyAlways, app, 0, true},
+		{"pod OnFailure, no container policy, exit 0", v1.RestartPolicyOnFailure, app, 0, false},
+		{"pod Never, no container policy, exit 1", v1.RestartPolicyNever, app, 1, false},
+		{"pod Always, container Never, exit 1", v1.RestartPolicyAlways, ctrPolicy(app, v1.ContainerRestartPolicyNever), 1, false},
+		{"pod Never, container Always, exit 1", v1.RestartPolicyNever, ctrPolicy(app, v1.ContainerRestartPolicyAlways), 1, true},
+		{"pod Never, container OnFailure, exit 1", v1.RestartPolicyNever, ctrPolicy(app, v1.ContainerRestartPolicyOnFailure), 1, true},
+		{"pod Never, container OnFailure, exit 0", v1.RestartPolicyNever, ctrPolicy(app, v1.ContainerRestartPolicyOnFailure), 0, false},
+		{"rule In 42 matches 42", v1.RestartPolicyNever, ctrPolicy(app, v1.ContainerRestartPolicyNever, in42), 42, true},
+		{"rule In 42 does not match 1: container Never", v1.RestartPolicyNever, ctrPolicy(app, v1.ContainerRestartPolicyNever, in42), 1, false},
+		{"rule In 42 does not match 0: container OnFailure", v1.RestartPolicyAlways, ctrPolicy(app, v1.ContainerRestartPolicyOnFailure, in42), 0, false},
+		{"rule NotIn 0,1 matches 2", v1.RestartPolicyNever, ctrPolicy(app, v1.ContainerRestartPolicyNever, notIn01), 2, true},
+		{"rule NotIn 0,1 does not match 1", v1.RestartPolicyNever, ctrPolicy(app, v1.ContainerRestartPolicyNever, notIn01), 1, false},
+		{"second rule matches", v1.RestartPolicyNever, ctrPolicy(app, v1.ContainerRestartPolicyNever, in42, notIn01), 7, true},
+		{"RestartAllContainers (alpha, off) falls back to the container's policy", v1.RestartPolicyAlways,
+			ctrPolicy(app, v1.ContainerRestartPolicyNever, allOf), 3, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := v1.PodSpec{RestartPolicy: tt.pod}
+			if got := containerShouldRestart(&tt.c, &spec, tt.code); got != tt.want {
+				t.Errorf("containerShouldRestart = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRestartsAfterKill(t *testing.T) {
+	app := specCtr("app")
+	tests := []struct {
+		pod  v1.RestartPolicy
+		c    v1.Container
+		want bool
+	}{
+		{v1.RestartPolicyAlways, app, true},
+		{v1.RestartPolicyNever, app, false},
+		{v1.RestartPolicyAlways, ctrPolicy(app, v1.ContainerRestartPolicyNever), false},
+		{v1.RestartPolicyNever, ctrPolicy(app, v1.ContainerRestartPolicyOnFailure), true},
+	}
+	for _, tt := range tests {
+		spec := v1.PodSpec{RestartPolicy: tt.pod}
+		if got := restartsAfterKill(&tt.c, &spec); got != tt.want {
+			t.Errorf("pod %s, container %v: restartsAfterKill = %v, want %v", tt.pod, tt.c.RestartPolicy, got, tt.want)
+		}
+	}
+}
+
+func TestPlanRestartRules(t *testing.T) {
+	app := specCtr("app")
+	in42 := onExit(v1.ContainerRestartRuleOnExitCodesOpIn, 42)
+	never42 := ctrPolicy(app, v1.ContainerRestartPolicyNever, in42)
+	always, never := v1.RestartPolicyAlways, v1.RestartPolicyNever
+	exitedApp := func(code int32) *rtFixture {
+		return newRT().sandbox("sb0", 0, true).exited("sb0", "app", 0, code, time.Minute)
+	}
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		rt   *rtFixture
+		want planWant
+	}{
+		{name: "rule match (In 42, exit 42) restarts in a Never pod",
+			pod: specPod(never, nil, never42), rt: exitedApp(42),
+			want: planWant{kind: actStartContainer, container: "app", attempt: 1}},
+		{name: "rule mismatch (In 42, exit 1), container Never: not restarted",
+			pod: specPod(never, nil, never42), rt: exitedApp(1),
+			want: planWant{kind: actNone}},
+		{name: "container Never in an Always pod: not restarted",
+			pod: specPod(always, nil, ctrPolicy(app, v1.ContainerRestartPolicyNever)), rt: exitedApp(1),
+			want: planWant{kind: actNone}},
+		{name: "container Always in a Never pod: restarted",
+			pod: specPod(never, nil, ctrPolicy(app, v1.ContainerRestartPolicyAlways)), rt: exitedApp(1),
+			want: planWant{kind: actStartContainer, container: "app", attempt: 1}},
+		{name: "no container policy in an Always pod: restarted",
+			pod: specPod(always, nil, app), rt: exitedApp(1),
+			want: planWant{kind: actStartContainer, container: "app", attempt: 1}},
+		{name: "container OnFailure in a Never pod, exit 0: not restarted",
+			pod: specPod(never, nil, ctrPolicy(app, v1.ContainerRestartPolicyOnFailure)), rt: exitedApp(0),
+			want: planWant{kind: actNone}},
+		{name: "rule match again: back-off as upstream (10 s after the first restart)",
+			pod: specPod(never, nil, never42),
+			rt: newRT().sandbox("sb0", 0, true).exited("sb0", "app", 0, 42, time.Hour).
+				exited("sb0", "app", 1, 42, time.Second),
+			want: planWant{kind: actNone, waits: map[string]string{"app": ReasonCrashLoopBackOff}, wakeIn: 9 * time.Second}},
+		{name: "a container that finished in an earlier sandbox and matches a rule runs again",
+			pod:  specPod(never, nil, never42),
+			rt:   newRT().sandbox("sb0", 0, false).sandbox("sb1", 1, true).exited("sb0", "app", 0, 42, time.Minute),
+			want: planWant{kind: actStartContainer, container: "app", attempt: 1}},
+		{name: "a container that finished in an earlier sandbox without a match stays done",
+			pod:  specPod(never, nil, never42, specCtr("side")),
+			rt:   newRT().sandbox("sb0", 0, false).sandbox("sb1", 1, true).exited("sb0", "app", 0, 1, time.Minute),
+			want: planWant{kind: actStartContainer, container: "side"}},
+		{name: "failed init container with a matching rule re-runs in a Never pod",
+			pod:  specPod(never, []v1.Container{ctrPolicy(specCtr("init"), v1.ContainerRestartPolicyNever, in42)}, app),
+			rt:   newRT().sandbox("sb0", 0, true).exited("sb0", "init", 0, 42, time.Minute),
+			want: planWant{kind: actStartContainer, container: "init", attempt: 1, isInit: true}},
+		{name: "failed init container with its own Never stays failed in an Always pod",
+			pod:  specPod(always, []v1.Container{ctrPolicy(specCtr("init"), v1.ContainerRestartPolicyNever)}, app),
+			rt:   newRT().sandbox("sb0", 0, true).exited("sb0", "init", 0, 1, time.Minute),
+			want: planWant{kind: actNone}},
+		{name: "succeeded init container with its own OnFailure is done",
+			pod:  specPod(never, []v1.Container{ctrPolicy(specCtr("init"), v1.ContainerRestartPolicyOnFailure)}, app),
+			rt:   newRT().sandbox("sb0", 0, true).exited("sb0", "init", 0, 0, time.Minute),
+			want: planWant{kind: actStartContainer, container: "app"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := planner{pod: tt.pod, snap: tt.rt.snap, sandboxOf: tt.rt.sandboxOf, phase: v1.PodRunning,
+				now: fixtureNow, base: testBase, max: testMax}.plan()
+			checkPlan(t, tt.rt, got, tt.want)
+		})
+	}
+}
+
+func TestPhaseRestartRules(t *testing.T) {
+	app, side := specCtr("app"), specCtr("side")
+	in42 := onExit(v1.ContainerRestartRuleOnExitCodesOpIn, 42)
+	never42 := ctrPolicy(app, v1.ContainerRestartPolicyNever, in42)
+	always, never := v1.RestartPolicyAlways, v1.RestartPolicyNever
+	exitedApp := func(code int32) *rtFixture {
+		return newRT().sandbox("sb0", 0, true).exited("sb0", "app", 0, code, time.Second)
+	}
+	tests := []struct {
+		name  string
+		pod   *v1.Pod
+		rt    *rtFixture
+		phase v1.PodPhase
+	}{
+		{"rule match: to be restarted, Running", specPod(never, nil, never42), exitedApp(42), v1.PodRunning},
+		{"rule mismatch, container Never: Failed", specPod(never, nil, never42), exitedApp(1), v1.PodFailed},
+		{"container Never in an Always pod, exit 1: Failed",
+			specPod(always, nil, ctrPolicy(app, v1.ContainerRestartPolicyNever)), exitedApp(1), v1.PodFailed},
+		{"container Never in an Always pod, exit 0: Succeeded",
+			specPod(always, nil, ctrPolicy(app, v1.ContainerRestartPolicyNever)), exitedApp(0), v1.PodSucceeded},
+		{"container Always in a Never pod, exit 1: Running",
+			specPod(never, nil, ctrPolicy(app, v1.ContainerRestartPolicyAlways)), exitedApp(1), v1.PodRunning},
+		{"Job failOnce: container OnFailure in a Never pod, exit 1: Running (not Failed)",
+			specPod(never, nil, ctrPolicy(app, v1.ContainerRestartPolicyOnFailure)), exitedApp(1), v1.PodRunning},
+		{"Job failOnce: container OnFailure in a Never pod, then exit 0: Succeeded",
+			specPod(never, nil, ctrPolicy(app, v1.ContainerRestartPolicyOnFailure)),
+			newRT().sandbox("sb0", 0, true).exited("sb0", "app", 0, 1, time.Minute).exited("sb0", "app", 1, 0, time.Second),
+			v1.PodSucceeded},
+		{"rule match waiting in back-off: Running",
+			specPod(never, nil, never42),
+			newRT().sandbox("sb0", 0, true).exited("sb0", "app", 0, 42, time.Hour).exited("sb0", "app", 1, 42, time.Second),
+			v1.PodRunning},
+		{"one container done for good, one to be restarted: Running",
+			specPod(always, nil, ctrPolicy(app, v1.ContainerRestartPolicyNever), side),
+			newRT().sandbox("sb0", 0, true).exited("sb0", "app", 0, 1, time.Second).exited("sb0", "side", 0, 0, time.Second),
+			v1.PodRunning},
+		{"init container OnFailure in a Never pod, failed: Pending (re-runs)",
+			specPod(never, []v1.Container{ctrPolicy(specCtr("init"), v1.ContainerRestartPolicyOnFailure)}, app),
+			newRT().sandbox("sb0", 0, true).exited("sb0", "init", 0, 1, time.Second), v1.PodPending},
+		{"init container Never in an Always pod, failed: Failed",
+			specPod(always, []v1.Container{ctrPolicy(specCtr("init"), v1.ContainerRestartPolicyNever)}, app),
+			newRT().sandbox("sb0", 0, true).exited("sb0", "init", 0, 1, time.Second), v1.PodFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := computeStatus(statusInput{pod: tt.pod, snap: tt.rt.snap, runtimeName: "containerd",
+				hostIP: "192.0.2.1", now: fixtureNow})
+			if st.Phase != tt.phase {
+				t.Errorf("phase = %s, want %s", st.Phase, tt.phase)
+			}
+		})
+	}
+}

@@ -264,7 +264,12 @@ func (a *Actor) handleProbeResult(ctx actor.Context, m *messages.ProbeResult) {
 		a.log.Warn("probe failed", "reason", ReasonUnhealthy, "container", m.Container,
 			"message", fmt.Sprintf("%s probe failed: %s", upperFirst(what), m.Message))
 		a.event(v1.EventTypeWarning, ReasonUnhealthy, m.ContainerID+"/"+what, "%s probe failed: %s", upperFirst(what), m.Message)
-		msg := fmt.Sprintf("Container %s failed %s probe, will be restarted", m.Container, what)
+		msg := fmt.Sprintf("Container %s failed %s probe", m.Container, what)
+		if restartsAfterKill(c, &a.pod.Spec) {
+			// As upstream: the message says so only when the container's
+			// own restartPolicy (else the pod's) is not Never.
+			msg += ", will be restarted"
+		}
 		a.log.Info("killing container", "reason", ReasonKilling, "container", m.Container, "message", msg)
 		a.probes.kills[m.ContainerID] = killReq{name: m.Container, message: msg, grace: grace}
 	}

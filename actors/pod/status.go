@@ -110,7 +110,7 @@ func computeStatus(in statusInput) v1.PodStatus {
 		}
 		initDone = false
 		incomplete = append(incomplete, c.Name)
-		if !podspec.IsSidecar(c) && failedForGood(pod, cs) {
+		if !podspec.IsSidecar(c) && failedForGood(pod, c, cs) {
 			initFailed = true
 		}
 	}
@@ -237,16 +237,31 @@ func keepTransitionTimes(conds []v1.PodCondition, prev *v1.PodStatus, now time.T
 	return conds
 }
 
-// failedForGood reports whether a failed container will never be run again.
-func failedForGood(pod *v1.Pod, cs v1.ContainerStatus) bool {
-	t := cs.State.Terminated
-	if t == nil && cs.State.Waiting != nil {
-		t = cs.LastTerminationState.Terminated
-	}
-	return t != nil && t.ExitCode != 0 && pod.Spec.RestartPolicy == v1.RestartPolicyNever
+// failedForGood reports whether a failed init container will never be run
+// again: its own restartPolicy and restartPolicyRules decide, else the
+// pod's restartPolicy (as upstream's getPhase with ContainerRestartRules).
+func failedForGood(pod *v1.Pod, c *v1.Container, cs v1.ContainerStatus) bool {
+	t := lastTerminated(cs)
+	return t != nil && t.ExitCode != 0 && !containerShouldRestart(c, &pod.Spec, t.ExitCode)
 }
 
-// podPhase follows the upstream kubelet's getPhase.
+// lastTerminated is the termination a container's phase counts: its
+// current state, or its last one while it waits to be restarted.
+func lastTerminated(cs v1.ContainerStatus) *v1.ContainerStateTerminated {
+	if t := cs.State.Terminated; t != nil {
+		return t
+	}
+	if cs.State.Waiting != nil {
+		return cs.LastTerminationState.Terminated
+	}
+	return nil
+}
+
+// podPhase follows the upstream kubelet's getPhase (with
+// ContainerRestartRules, beta and on since v1.35): once every regular
+// container has stopped, the pod stays Running while any of them is to be
+// restarted (by its own restartPolicy and rules, else the pod's), and
+// else is Succeeded when all succeeded, Failed when one did not.
 func podPhase(pod *v1.Pod, statuses []v1.ContainerStatus, initDone, initFailed bool) v1.PodPhase {
 	if initFailed {
 		return v1.PodFailed
@@ -254,24 +269,26 @@ func podPhase(pod *v1.Pod, statuses []v1.ContainerStatus, initDone, initFailed b
 	if !initDone {
 		return v1.PodPending
 	}
-	var running, waiting, stopped, succeeded, failed int
+	var running, waiting, stopped, notRestartable, succeeded int
 	for _, cs := range statuses {
 		switch {
 		case cs.State.Running != nil:
 			running++
-		case cs.State.Terminated != nil:
-			stopped++
-			if cs.State.Terminated.ExitCode == 0 {
-				succeeded++
-			} else {
-				failed++
-			}
-		case cs.State.Waiting != nil:
-			if cs.LastTerminationState.Terminated != nil {
-				stopped++
-			} else {
-				waiting++
-			}
+			continue
+		case cs.State.Waiting != nil && cs.LastTerminationState.Terminated == nil:
+			waiting++
+			continue
+		}
+		t := lastTerminated(cs)
+		if t == nil {
+			continue
+		}
+		stopped++
+		if t.ExitCode == 0 {
+			succeeded++
+		}
+		if c := podspec.FindContainer(pod, cs.Name); c == nil || !containerShouldRestart(c, &pod.Spec, t.ExitCode) {
+			notRestartable++
 		}
 	}
 	switch {
@@ -280,20 +297,13 @@ func podPhase(pod *v1.Pod, statuses []v1.ContainerStatus, initDone, initFailed b
 	case running > 0:
 		return v1.PodRunning
 	case stopped > 0:
-		switch pod.Spec.RestartPolicy {
-		case v1.RestartPolicyAlways:
-			return v1.PodRunning
-		case v1.RestartPolicyOnFailure:
-			if stopped == succeeded {
-				return v1.PodSucceeded
-			}
-			return v1.PodRunning
-		default:
-			if failed > 0 {
-				return v1.PodFailed
-			}
+		if stopped != notRestartable {
+			return v1.PodRunning // at least one of them is to be restarted
+		}
+		if stopped == succeeded {
 			return v1.PodSucceeded
 		}
+		return v1.PodFailed
 	}
 	return v1.PodPending
 }

@@ -125,9 +125,7 @@ func validateSpec(spec *v1.PodSpec, path *field.Path) field.ErrorList {
 	for i := range spec.Containers {
 		c, cp := &spec.Containers[i], path.Child("containers").Index(i)
 		errs = append(errs, validateContainer(c, cp, names, volumes)...)
-		if c.RestartPolicy != nil {
-			errs = append(errs, field.Forbidden(cp.Child("restartPolicy"), "may not be set for non-init containers"))
-		}
+		errs = append(errs, validateContainerRestartPolicy(c.RestartPolicy, c.RestartPolicyRules, cp)...)
 	}
 	errs = append(errs, validateHostPorts(spec, path)...)
 	return errs

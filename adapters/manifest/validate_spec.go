@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // The checks below are those of the API server's ValidatePodCreate
@@ -386,15 +388,26 @@ func validateSecurityContext(sc *v1.SecurityContext, p *field.Path) field.ErrorL
 	return errs
 }
 
-// validateInitOnly: an init container's restartPolicy may only be Always (a
-// sidecar); a plain init container has no probes and no lifecycle hooks.
+// validateInitOnly: an init container's restartPolicy Always makes it a
+// sidecar, which may have no restartPolicyRules (RestartAllContainers, the
+// one action a sidecar's rule could take, is alpha and off); Never and
+// OnFailure with their rules are checked as a regular container's
+// (ContainerRestartRules, beta and on since v1.35). An init container that
+// is not a sidecar has no probes and no lifecycle hooks.
 func validateInitOnly(c *v1.Container, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if rp := c.RestartPolicy; rp != nil {
-		if *rp != v1.ContainerRestartPolicyAlways {
-			errs = append(errs, field.NotSupported(p.Child("restartPolicy"), *rp, []string{string(v1.ContainerRestartPolicyAlways)}))
+	switch rp := c.RestartPolicy; {
+	case rp == nil:
+		if len(c.RestartPolicyRules) > 0 {
+			errs = append(errs, field.Required(p.Child("restartPolicy"), "must specify restartPolicy when restart rules are used"))
+		}
+	case *rp == v1.ContainerRestartPolicyAlways:
+		if len(c.RestartPolicyRules) > 0 {
+			errs = append(errs, field.Forbidden(p.Child("restartPolicyRules"), "restartPolicyRules are not allowed for init containers with restart policy Always"))
 		}
 		return errs
+	default:
+		errs = append(errs, validateContainerRestartPolicy(rp, c.RestartPolicyRules, p)...)
 	}
 	for _, f := range []struct {
 		name string
@@ -403,6 +416,50 @@ func validateInitOnly(c *v1.Container, p *field.Path) field.ErrorList {
 		{"readinessProbe", c.ReadinessProbe != nil}, {"startupProbe", c.StartupProbe != nil}} {
 		if f.set {
 			errs = append(errs, field.Forbidden(p.Child(f.name), "may not be set for init containers without restartPolicy=Always"))
+		}
+	}
+	return errs
+}
+
+var (
+	containerRestartPolicies = sets.New(string(v1.ContainerRestartPolicyAlways), string(v1.ContainerRestartPolicyNever), string(v1.ContainerRestartPolicyOnFailure))
+	restartRuleOperators     = sets.New(string(v1.ContainerRestartRuleOnExitCodesOpIn), string(v1.ContainerRestartRuleOnExitCodesOpNotIn))
+	// Restart is the one action: RestartAllContainers needs the alpha
+	// RestartAllContainersOnContainerExits, off by default in v1.37.
+	restartRuleActions = sets.New(string(v1.ContainerRestartRuleActionRestart))
+)
+
+// validateContainerRestartPolicy checks a container's own restartPolicy and
+// restartPolicyRules as the v1.37 API server does (ContainerRestartRules):
+// rules need a policy; at most 20 rules, each with action Restart and
+// exitCodes (operator In or NotIn, at most 255 values).
+func validateContainerRestartPolicy(policy *v1.ContainerRestartPolicy, rules []v1.ContainerRestartRule, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case policy == nil && len(rules) == 0:
+		return nil
+	case policy == nil:
+		errs = append(errs, field.Required(p.Child("restartPolicy"), "must specify restartPolicy when restart rules are used"))
+	case !containerRestartPolicies.Has(string(*policy)):
+		errs = append(errs, field.NotSupported(p.Child("restartPolicy"), *policy, sets.List(containerRestartPolicies)))
+	}
+	if len(rules) > 20 {
+		errs = append(errs, field.TooMany(p.Child("restartPolicyRules"), len(rules), 20))
+	}
+	for i, r := range rules {
+		rp := p.Child("restartPolicyRules").Index(i)
+		if !restartRuleActions.Has(string(r.Action)) {
+			errs = append(errs, field.NotSupported(rp.Child("action"), r.Action, sets.List(restartRuleActions)))
+		}
+		if r.ExitCodes == nil {
+			errs = append(errs, field.Required(rp.Child("exitCodes"), "must be specified"))
+			continue
+		}
+		if !restartRuleOperators.Has(string(r.ExitCodes.Operator)) {
+			errs = append(errs, field.NotSupported(rp.Child("exitCodes", "operator"), r.ExitCodes.Operator, sets.List(restartRuleOperators)))
+		}
+		if n := len(r.ExitCodes.Values); n > 255 {
+			errs = append(errs, field.TooMany(rp.Child("exitCodes", "values"), n, 255))
 		}
 	}
 	return errs
@@ -440,9 +497,9 @@ func validateHostPorts(spec *v1.PodSpec, p *field.Path) field.ErrorList {
 	}
 	// Init containers run one at a time, before the others; sidecars run
 	// with the containers.
-	check(spec.InitContainers, "initContainers", sets.New[string](), func(c *v1.Container) bool { return c.RestartPolicy == nil })
+	check(spec.InitContainers, "initContainers", sets.New[string](), func(c *v1.Container) bool { return !podspec.IsSidecar(c) })
 	together := sets.New[string]()
-	check(spec.InitContainers, "initContainers", together, func(c *v1.Container) bool { return c.RestartPolicy != nil })
+	check(spec.InitContainers, "initContainers", together, podspec.IsSidecar)
 	check(spec.Containers, "containers", together, nil)
 	return errs
 }

@@ -138,8 +138,59 @@ func TestValidateAsTheAPIServer(t *testing.T) {
 		{name: "sidecar with a probe", mutate: func(p *v1.Pod) {
 			p.Spec.InitContainers = []v1.Container{{Name: "side", Image: "busybox", RestartPolicy: &always, LivenessProbe: probe}}
 		}},
-		{name: "restartPolicy on a container", mutate: func(p *v1.Pod) { p.Spec.Containers[0].RestartPolicy = &always },
-			wantErr: []string{"spec.containers[0].restartPolicy: Forbidden"}},
+		// Container restart rules (ContainerRestartRules, beta and on
+		// since v1.35), as the v1.37 API server checks them.
+		{name: "restartPolicy Always on a container", mutate: func(p *v1.Pod) { p.Spec.Containers[0].RestartPolicy = &always }},
+		{name: "restartPolicy Never with a rule on a container", mutate: func(p *v1.Pod) {
+			p.Spec.RestartPolicy = v1.RestartPolicyNever
+			p.Spec.Containers[0].RestartPolicy = policy(v1.ContainerRestartPolicyNever)
+			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{restartRule(v1.ContainerRestartRuleOnExitCodesOpIn, 42)}
+		}},
+		{name: "restartPolicy OnFailure with a NotIn rule on an init container", mutate: func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "busybox", RestartPolicy: policy(v1.ContainerRestartPolicyOnFailure),
+				RestartPolicyRules: []v1.ContainerRestartRule{restartRule(v1.ContainerRestartRuleOnExitCodesOpNotIn, 0, 1)}}}
+		}},
+		{name: "unknown container restartPolicy", mutate: func(p *v1.Pod) { p.Spec.Containers[0].RestartPolicy = policy(v1.ContainerRestartPolicy("Sometimes")) },
+			wantErr: []string{`spec.containers[0].restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "Never", "OnFailure"`}},
+		{name: "rules without a restartPolicy", mutate: func(p *v1.Pod) {
+			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{restartRule(v1.ContainerRestartRuleOnExitCodesOpIn, 42)}
+		}, wantErr: []string{"spec.containers[0].restartPolicy: Required value: must specify restartPolicy when restart rules are used"}},
+		{name: "rules on an init container without a restartPolicy", mutate: func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "busybox",
+				RestartPolicyRules: []v1.ContainerRestartRule{restartRule(v1.ContainerRestartRuleOnExitCodesOpIn, 42)}}}
+		}, wantErr: []string{"spec.initContainers[0].restartPolicy: Required value: must specify restartPolicy when restart rules are used"}},
+		{name: "rules on a sidecar", mutate: func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "side", Image: "busybox", RestartPolicy: &always,
+				RestartPolicyRules: []v1.ContainerRestartRule{restartRule(v1.ContainerRestartRuleOnExitCodesOpIn, 42)}}}
+		}, wantErr: []string{"spec.initContainers[0].restartPolicyRules: Forbidden: restartPolicyRules are not allowed for init containers with restart policy Always"}},
+		{name: "rule action RestartAllContainers (alpha, off)", mutate: func(p *v1.Pod) {
+			r := restartRule(v1.ContainerRestartRuleOnExitCodesOpIn, 42)
+			r.Action = v1.ContainerRestartRuleActionRestartAllContainers
+			p.Spec.Containers[0].RestartPolicy = policy(v1.ContainerRestartPolicyNever)
+			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{r}
+		}, wantErr: []string{`spec.containers[0].restartPolicyRules[0].action: Unsupported value: "RestartAllContainers": supported values: "Restart"`}},
+		{name: "rule without exitCodes", mutate: func(p *v1.Pod) {
+			p.Spec.Containers[0].RestartPolicy = policy(v1.ContainerRestartPolicyNever)
+			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart}}
+		}, wantErr: []string{"spec.containers[0].restartPolicyRules[0].exitCodes: Required value: must be specified"}},
+		{name: "rule with an unknown operator", mutate: func(p *v1.Pod) {
+			p.Spec.Containers[0].RestartPolicy = policy(v1.ContainerRestartPolicyNever)
+			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{restartRule("Maybe", 1)}
+		}, wantErr: []string{`spec.containers[0].restartPolicyRules[0].exitCodes.operator: Unsupported value: "Maybe": supported values: "In", "NotIn"`}},
+		{name: "too many rules and values", mutate: func(p *v1.Pod) {
+			p.Spec.Containers[0].RestartPolicy = policy(v1.ContainerRestartPolicyNever)
+			values := make([]int32, 256)
+			for i := range values {
+				values[i] = int32(i)
+			}
+			for range 21 {
+				p.Spec.Containers[0].RestartPolicyRules = append(p.Spec.Containers[0].RestartPolicyRules, restartRule(v1.ContainerRestartRuleOnExitCodesOpIn, values...))
+			}
+		}, wantErr: []string{"spec.containers[0].restartPolicyRules: Too many: 21: must have at most 20 items",
+			"spec.containers[0].restartPolicyRules[0].exitCodes.values: Too many: 256: must have at most 255 items"}},
+		{name: "init container with restartPolicy Never has no probes", mutate: func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "busybox", RestartPolicy: policy(v1.ContainerRestartPolicyNever), LivenessProbe: probe}}
+		}, wantErr: []string{"spec.initContainers[0].livenessProbe: Forbidden: may not be set for init containers without restartPolicy=Always"}},
 		{name: "host port twice", mutate: func(p *v1.Pod) {
 			p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "d", Image: "nginx"})
 			p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}
@@ -296,3 +347,12 @@ func TestManifestFileOverTheCap(t *testing.T) {
 		t.Fatalf("a file of exactly MaxManifestBytes: pods %d, errs %v; want 2 and none", len(pods), errs)
 	}
 }
+
+// restartRule is a Restart rule on the given exit codes.
+func restartRule(op v1.ContainerRestartRuleOnExitCodesOperator, codes ...int32) v1.ContainerRestartRule {
+	return v1.ContainerRestartRule{Action: v1.ContainerRestartRuleActionRestart,
+		ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: op, Values: codes}}
+}
+
+// policy is a container restartPolicy to point at.
+func policy(p v1.ContainerRestartPolicy) *v1.ContainerRestartPolicy { return &p }
