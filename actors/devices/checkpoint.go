@@ -1,9 +1,6 @@
 package devices
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -14,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/actorlet/actorlet/internal/checkpoint"
 	"github.com/actorlet/actorlet/messages"
 )
 
@@ -31,19 +29,13 @@ type Store interface {
 // checkpointVersion is the format written; another version is ignored.
 const checkpointVersion = 1
 
-// checkpointFile is the checkpoint as stored:
+// checkpointData is the state checkpointed: every allocated pod, in
+// internal/checkpoint's envelope:
 //
 //	{"version":1,"checksum":"sha256:<hex>","data":{"pods":[...]}}
 //
 // The checksum is over the canonical JSON of data (as encoding/json writes
 // it), so a corrupt or hand-edited checkpoint is detected and ignored.
-type checkpointFile struct {
-	Version  int             `json:"version"`
-	Checksum string          `json:"checksum"`
-	Data     json.RawMessage `json:"data"`
-}
-
-// checkpointData is the state checkpointed: every allocated pod.
 type checkpointData struct {
 	Pods []*podRecord `json:"pods"`
 }
@@ -172,16 +164,11 @@ func encodeCheckpoint(pods map[types.UID]*podRecord) ([]byte, error) {
 		d.Pods = append(d.Pods, p)
 	}
 	sort.Slice(d.Pods, func(i, j int) bool { return d.Pods[i].UID < d.Pods[j].UID })
-	data, err := json.Marshal(&d)
+	b, err := checkpoint.Encode(checkpointVersion, &d)
 	if err != nil {
 		return nil, fmt.Errorf("encode device checkpoint: %w", err)
 	}
-	return json.Marshal(&checkpointFile{Version: checkpointVersion, Checksum: checksum(data), Data: data})
-}
-
-func checksum(data []byte) string {
-	sum := sha256.Sum256(data)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return b, nil
 }
 
 // errCorrupt is a checkpoint that cannot be trusted.
@@ -196,23 +183,9 @@ func decodeCheckpoint(b []byte) (map[types.UID]*podRecord, error) {
 	if len(b) == 0 {
 		return pods, nil
 	}
-	var f checkpointFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("%w: %w", errCorrupt, err)
-	}
-	if f.Version != checkpointVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d", errCorrupt, f.Version, checkpointVersion)
-	}
 	var d checkpointData
-	if err := json.Unmarshal(f.Data, &d); err != nil {
-		return nil, fmt.Errorf("%w: data: %w", errCorrupt, err)
-	}
-	canon, err := json.Marshal(&d)
-	if err != nil {
+	if err := checkpoint.DecodeCanonical(b, checkpointVersion, &d); err != nil {
 		return nil, fmt.Errorf("%w: %w", errCorrupt, err)
-	}
-	if got := checksum(canon); got != f.Checksum {
-		return nil, fmt.Errorf("%w: checksum %s, want %s", errCorrupt, got, f.Checksum)
 	}
 	for _, p := range d.Pods {
 		if p == nil || p.UID == "" {

@@ -167,3 +167,47 @@ func TestSaverNeverWritesAnOlderState(t *testing.T) {
 		t.Fatal("a failed save reported no error")
 	}
 }
+
+// oldCheckpoint was written by the DevicesActor (samplePods) before the
+// envelope moved to internal/checkpoint: a restarted agent must still
+// read it, and the same pods must be written to the same bytes.
+const oldCheckpoint = `{"version":1,"checksum":"sha256:31d997d33e3ea6126510127e65553e2cbc48274ffcf01ab2f82a596190c6b32f","data":{"pods":[{"uid":"uid-a","namespace":"ns","name":"a","containers":[{"name":"c","resources":[{"resource":"example.com/foo","deviceIDs":["f1","f2"]}]}]},{"uid":"uid-b","namespace":"ns","name":"b","containers":[{"name":"main","resources":[{"resource":"nvidia.com/gpu","deviceIDs":["GPU-a"],"envs":{"NVIDIA_VISIBLE_DEVICES":"GPU-a"},"devices":[{"containerPath":"/dev/nvidia0","hostPath":"/dev/nvidia0","permissions":"rw"}],"mounts":[{"containerPath":"/usr/lib/x","hostPath":"/usr/lib/x","readOnly":true}],"annotations":{"a":"b"},"cdiDevices":["nvidia.com/gpu=0"]}]}]}]}}`
+
+func TestCheckpointWrittenBefore(t *testing.T) {
+	pods, err := decodeCheckpoint([]byte(oldCheckpoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) != 2 || pods["uid-b"] == nil || pods["uid-b"].reply().Containers["main"].Envs["NVIDIA_VISIBLE_DEVICES"] != "GPU-a" {
+		t.Fatalf("decoded %+v", pods)
+	}
+	b, err := encodeCheckpoint(samplePods())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != oldCheckpoint {
+		t.Fatalf("encoded:\n%s\nwant\n%s", b, oldCheckpoint)
+	}
+}
+
+// oldClaimsCheckpoint was written by the GPU DRA driver before the
+// envelope moved to internal/checkpoint.
+const oldClaimsCheckpoint = `{"version":1,"checksum":"sha256:a2881bcd0e60604f7b39bb86ffb26be8a1aa2da332fa969b9f09361d0a6089bb","data":{"claims":[{"uid":"uid-c","namespace":"ns","name":"gpu","devices":[{"requests":["gpu"],"pool":"node-a","device":"gpu-0","id":"GPU-a","cdiDevices":["nvidia.com/gpu=GPU-a"]}]}]}}`
+
+func TestClaimsCheckpointWrittenBefore(t *testing.T) {
+	claims := map[types.UID]*claimRecord{}
+	if err := decodeClaims([]byte(oldClaimsCheckpoint), claims); err != nil {
+		t.Fatal(err)
+	}
+	c := claims["uid-c"]
+	if len(claims) != 1 || c == nil || c.Name != "gpu" || len(c.Devices) != 1 || c.Devices[0].ID != "GPU-a" || len(c.Devices[0].CDIDevices) != 1 {
+		t.Fatalf("decoded %+v", claims)
+	}
+	b, err := encodeClaims(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != oldClaimsCheckpoint {
+		t.Fatalf("encoded again:\n%s\nwant\n%s", b, oldClaimsCheckpoint)
+	}
+}

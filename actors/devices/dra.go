@@ -2,7 +2,6 @@ package devices
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/actorlet/actorlet/internal/actorkit"
+	"github.com/actorlet/actorlet/internal/checkpoint"
 )
 
 // The DevicesActor as a DRA driver (--gpu-allocation=dra): a built-in
@@ -534,11 +534,11 @@ func encodeClaims(claims map[types.UID]*claimRecord) ([]byte, error) {
 		d.Claims = append(d.Claims, c)
 	}
 	sort.Slice(d.Claims, func(i, j int) bool { return d.Claims[i].UID < d.Claims[j].UID })
-	data, err := json.Marshal(&d)
+	b, err := checkpoint.Encode(checkpointVersion, &d)
 	if err != nil {
 		return nil, fmt.Errorf("encode DRA claim checkpoint: %w", err)
 	}
-	return json.Marshal(&checkpointFile{Version: checkpointVersion, Checksum: checksum(data), Data: data})
+	return b, nil
 }
 
 // decodeClaims reads a claims' checkpoint into claims (nil or empty: none).
@@ -546,23 +546,9 @@ func decodeClaims(b []byte, claims map[types.UID]*claimRecord) error {
 	if len(b) == 0 {
 		return nil
 	}
-	var f checkpointFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		return fmt.Errorf("%w: %w", errCorrupt, err)
-	}
-	if f.Version != checkpointVersion {
-		return fmt.Errorf("%w: version %d, want %d", errCorrupt, f.Version, checkpointVersion)
-	}
 	var d claimsCheckpoint
-	if err := json.Unmarshal(f.Data, &d); err != nil {
-		return fmt.Errorf("%w: data: %w", errCorrupt, err)
-	}
-	canon, err := json.Marshal(&d)
-	if err != nil {
+	if err := checkpoint.DecodeCanonical(b, checkpointVersion, &d); err != nil {
 		return fmt.Errorf("%w: %w", errCorrupt, err)
-	}
-	if got := checksum(canon); got != f.Checksum {
-		return fmt.Errorf("%w: checksum %s, want %s", errCorrupt, got, f.Checksum)
 	}
 	for _, c := range d.Claims {
 		if c == nil || c.UID == "" || len(c.Devices) == 0 {

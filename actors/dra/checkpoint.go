@@ -1,9 +1,6 @@
 package dra
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,6 +8,8 @@ import (
 	"sort"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/actorlet/actorlet/internal/checkpoint"
 )
 
 // Store keeps the checkpoint of the claims (the lead wires a file at
@@ -26,18 +25,13 @@ type Store interface {
 // checkpointVersion is the format written; another version is ignored.
 const checkpointVersion = 1
 
-// checkpointFile is the checkpoint as stored:
+// checkpointData is the checkpoint's data, in internal/checkpoint's
+// envelope:
 //
 //	{"version":1,"checksum":"sha256:<hex>","data":{"claims":[...]}}
 //
 // The checksum is over data as written, so a corrupt or hand-edited
 // checkpoint is detected and ignored (with a log line).
-type checkpointFile struct {
-	Version  int             `json:"version"`
-	Checksum string          `json:"checksum"`
-	Data     json.RawMessage `json:"data"`
-}
-
 type checkpointData struct {
 	Claims []*claimInfo `json:"claims"`
 }
@@ -81,12 +75,7 @@ func encodeCheckpoint(claims map[string]*claimInfo) ([]byte, error) {
 	for _, k := range keys {
 		d.Claims = append(d.Claims, claims[k])
 	}
-	data, err := json.Marshal(d)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(data)
-	return json.Marshal(checkpointFile{Version: checkpointVersion, Checksum: "sha256:" + hex.EncodeToString(sum[:]), Data: data})
+	return checkpoint.Encode(checkpointVersion, d)
 }
 
 // decodeCheckpoint reads a checkpoint; nil bytes are no claims.
@@ -95,20 +84,9 @@ func decodeCheckpoint(b []byte) (map[string]*claimInfo, error) {
 	if len(b) == 0 {
 		return out, nil
 	}
-	var f checkpointFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("corrupt checkpoint: %w", err)
-	}
-	if f.Version != checkpointVersion {
-		return nil, fmt.Errorf("checkpoint version %d, want %d", f.Version, checkpointVersion)
-	}
-	sum := sha256.Sum256(f.Data)
-	if f.Checksum != "sha256:"+hex.EncodeToString(sum[:]) {
-		return nil, errors.New("checkpoint checksum mismatch")
-	}
 	var d checkpointData
-	if err := json.Unmarshal(f.Data, &d); err != nil {
-		return nil, fmt.Errorf("corrupt checkpoint data: %w", err)
+	if err := checkpoint.Decode(b, checkpointVersion, &d); err != nil {
+		return nil, fmt.Errorf("corrupt checkpoint: %w", err)
 	}
 	for _, c := range d.Claims {
 		if c == nil || c.Name == "" || c.UID == "" {

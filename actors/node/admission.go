@@ -9,6 +9,7 @@ import (
 
 	"github.com/actorlet/actorlet/internal/actorkit"
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // admission is the admission part of the NodeActor: what the admitted pods
@@ -103,7 +104,7 @@ func quantityValue(name v1.ResourceName, q resource.Quantity) int64 {
 // what the DevicesActor reported (a resource it does not know has none),
 // as fits does cpu and memory.
 func (ad *admission) fitsExtended(p *v1.Pod, allocatable map[v1.ResourceName]int64) (reason, msg string) {
-	p = withoutDRAExtended(p) // DRA allocated those (claims.go)
+	p = podspec.WithoutDRAExtended(p) // DRA allocated those
 	for _, name := range extendedNames(p) {
 		want := extendedRequest(p, name)
 		if want.IsZero() {
@@ -121,7 +122,7 @@ func (ad *admission) fitsExtended(p *v1.Pod, allocatable map[v1.ResourceName]int
 
 // trackExtended adds (sign 1) or removes (-1) the pod's extended requests.
 func (ad *admission) trackExtended(p *v1.Pod, sign int) {
-	p = withoutDRAExtended(p) // DRA allocated those (claims.go)
+	p = podspec.WithoutDRAExtended(p) // DRA allocated those
 	for _, name := range extendedNames(p) {
 		q := extendedRequest(p, name)
 		if ad.extUsed == nil {

@@ -680,7 +680,7 @@ func (a *Actor) take(ctx actor.Context, act action) {
 		if !ready {
 			return // VolumesReady continues
 		}
-		devPod := withoutDRAExtended(a.pod) // DRA-backed extended resources are claims
+		devPod := podspec.WithoutDRAExtended(a.pod) // DRA-backed extended resources are claims
 		ready, ask = a.devices.ready(a.d.Devices != nil, len(podspec.ExtendedResources(devPod)) > 0)
 		if ask {
 			ctx.Send(a.d.Devices, &messages.AllocateDevices{Pod: devPod, ReplyTo: a.self.PID()})

@@ -107,30 +107,6 @@ func (a *Actor) handleClaimsHealth(ctx actor.Context, m *messages.ClaimsHealth) 
 	a.kick(ctx)
 }
 
-// withoutDRAExtended is the pod without the extended resources its
-// containers get through DRA (pod.status.extendedResourceClaimStatus's
-// request mappings), for the DevicesActor: as upstream's device manager,
-// those are not allocated from device plugins. The pod itself when it has
-// none (no copy).
-func withoutDRAExtended(p *v1.Pod) *v1.Pod {
-	s := p.Status.ExtendedResourceClaimStatus
-	if s == nil || len(s.RequestMappings) == 0 {
-		return p
-	}
-	out := p.DeepCopy()
-	for _, cs := range [][]v1.Container{out.Spec.InitContainers, out.Spec.Containers} {
-		for i := range cs {
-			for _, rm := range s.RequestMappings {
-				if rm.ContainerName == cs[i].Name {
-					delete(cs[i].Resources.Requests, v1.ResourceName(rm.ResourceName))
-					delete(cs[i].Resources.Limits, v1.ResourceName(rm.ResourceName))
-				}
-			}
-		}
-	}
-	return out
-}
-
 // claimsReleased reports whether a pod being killed may publish its final
 // status: its claims are unprepared first, as upstream's
 // syncTerminatingPod (after the containers stopped, before the status is

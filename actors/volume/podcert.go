@@ -15,7 +15,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/actorlet/actorlet/errdefs"
 	"github.com/actorlet/actorlet/podspec"
@@ -27,7 +26,7 @@ type Certs interface {
 	// CreatePodCertificateRequest generates a private key of r.KeyType and
 	// creates a PodCertificateRequest for it; it returns the request as
 	// created and the PEM (PKCS#8) key.
-	CreatePodCertificateRequest(ctx context.Context, r CertRequest) (*certificatesv1.PodCertificateRequest, []byte, error)
+	CreatePodCertificateRequest(ctx context.Context, r podspec.PodCertificateRequest) (*certificatesv1.PodCertificateRequest, []byte, error)
 	// PodCertificateRequest reads one of the node's requests from its
 	// watch (errdefs NotFound: gone, or not seen yet).
 	PodCertificateRequest(ctx context.Context, namespace, name string) (*certificatesv1.PodCertificateRequest, error)
@@ -35,17 +34,6 @@ type Certs interface {
 	// anchors of ClusterTrustBundles (empty when allowMissing and none).
 	TrustAnchorsByName(ctx context.Context, name string, allowMissing bool) ([]byte, error)
 	TrustAnchorsBySigner(ctx context.Context, signerName string, selector *metav1.LabelSelector, allowMissing bool) ([]byte, error)
-}
-
-// CertRequest is one podCertificate projection's request to its signer.
-type CertRequest struct {
-	Namespace, PodName string
-	PodUID             types.UID
-	ServiceAccount     string
-	SignerName         string
-	KeyType            string
-	MaxExpiration      *int32
-	UserAnnotations    map[string]string
 }
 
 // Recorder records events on a pod (client-go's record.EventRecorder
@@ -165,7 +153,7 @@ func podCertificate(ctx context.Context, certs Certs, rec Recorder, pod *v1.Pod,
 		if sa == "" {
 			sa = "default"
 		}
-		pcr, k, err := certs.CreatePodCertificateRequest(ctx, CertRequest{
+		pcr, k, err := certs.CreatePodCertificateRequest(ctx, podspec.PodCertificateRequest{
 			Namespace: pod.Namespace, PodName: pod.Name, PodUID: pod.UID, ServiceAccount: sa,
 			SignerName: pc.SignerName, KeyType: pc.KeyType, MaxExpiration: pc.MaxExpirationSeconds, UserAnnotations: pc.UserAnnotations,
 		})

@@ -26,6 +26,7 @@ import (
 	"github.com/actorlet/actorlet/errdefs"
 	"github.com/actorlet/actorlet/internal/actortest"
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // fakeCerts is a signer's API server: requests are kept by name; a test
@@ -34,7 +35,7 @@ type fakeCerts struct {
 	mu      sync.Mutex
 	n       int
 	reqs    map[string]*certificatesv1.PodCertificateRequest
-	asked   []CertRequest
+	asked   []podspec.PodCertificateRequest
 	bundles map[string]string // by name
 	signers map[string]string // by signer name
 }
@@ -43,7 +44,7 @@ func newFakeCerts() *fakeCerts {
 	return &fakeCerts{reqs: map[string]*certificatesv1.PodCertificateRequest{}, bundles: map[string]string{}, signers: map[string]string{}}
 }
 
-func (f *fakeCerts) CreatePodCertificateRequest(_ context.Context, r CertRequest) (*certificatesv1.PodCertificateRequest, []byte, error) {
+func (f *fakeCerts) CreatePodCertificateRequest(_ context.Context, r podspec.PodCertificateRequest) (*certificatesv1.PodCertificateRequest, []byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.n++

@@ -121,26 +121,27 @@ func (c *Client) Service() string { return c.service }
 // Endpoint is the driver's socket.
 func (c *Client) Endpoint() string { return c.endpoint }
 
+// plugin is the DRA service of the driver as a v1 client (v1beta1 calls
+// converted to and from v1).
+func (c *Client) plugin() drapb.DRAPluginClient {
+	if c.service == drapbv1beta1.DRAPluginService {
+		return drapbv1beta1.V1Beta1ClientWrapper{DRAPluginClient: drapbv1beta1.NewDRAPluginClient(c.conn)}
+	}
+	return drapb.NewDRAPluginClient(c.conn)
+}
+
 // Prepare calls NodePrepareResources for claims.
 func (c *Client) Prepare(ctx context.Context, claims []*drapb.Claim) (*drapb.NodePrepareResourcesResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	req := &drapb.NodePrepareResourcesRequest{Claims: claims}
-	if c.service == drapbv1beta1.DRAPluginService {
-		return drapbv1beta1.V1Beta1ClientWrapper{DRAPluginClient: drapbv1beta1.NewDRAPluginClient(c.conn)}.NodePrepareResources(ctx, req)
-	}
-	return drapb.NewDRAPluginClient(c.conn).NodePrepareResources(ctx, req)
+	return c.plugin().NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: claims})
 }
 
 // Unprepare calls NodeUnprepareResources for claims.
 func (c *Client) Unprepare(ctx context.Context, claims []*drapb.Claim) (*drapb.NodeUnprepareResourcesResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	req := &drapb.NodeUnprepareResourcesRequest{Claims: claims}
-	if c.service == drapbv1beta1.DRAPluginService {
-		return drapbv1beta1.V1Beta1ClientWrapper{DRAPluginClient: drapbv1beta1.NewDRAPluginClient(c.conn)}.NodeUnprepareResources(ctx, req)
-	}
-	return drapb.NewDRAPluginClient(c.conn).NodeUnprepareResources(ctx, req)
+	return c.plugin().NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: claims})
 }
 
 // WatchHealth follows the driver's NodeWatchResources stream (v1, or

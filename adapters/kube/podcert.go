@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // KeyTypes are the key types of a podCertificate projection, as upstream's
@@ -64,18 +65,6 @@ func GenerateKey(keyType string) (keyPEM, stubCSR []byte, err error) {
 		return nil, nil, fmt.Errorf("PKCS#8 key: %w", err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), stubCSR, nil
-}
-
-// PodCertificateRequest is what the node asks of a signer for one
-// podCertificate projection of a pod.
-type PodCertificateRequest struct {
-	Namespace, PodName string
-	PodUID             types.UID
-	ServiceAccount     string
-	SignerName         string
-	KeyType            string
-	MaxExpiration      *int32
-	UserAnnotations    map[string]string
 }
 
 // PodCertificates creates PodCertificateRequests for the node's pods and
@@ -141,7 +130,7 @@ func (p *PodCertificates) changed(uid types.UID) {
 // (named req-<random>, owned by the pod so that it goes with the pod, as
 // upstream), with the node's name and UID and the service account's UID.
 // It returns the request as created and the PEM private key.
-func (p *PodCertificates) Create(ctx context.Context, r PodCertificateRequest) (*certificatesv1.PodCertificateRequest, []byte, error) {
+func (p *PodCertificates) Create(ctx context.Context, r podspec.PodCertificateRequest) (*certificatesv1.PodCertificateRequest, []byte, error) {
 	if err := p.inf.start(p.ctx); err != nil {
 		return nil, nil, err
 	}

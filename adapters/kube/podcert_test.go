@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/actorlet/actorlet/errdefs"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // TestGenerateKeyTypes: each key type gives a PKCS#8 key of that type and a
@@ -103,7 +104,7 @@ func TestPodCertificatesCreateAndWatch(t *testing.T) {
 	changed := make(chan types.UID, 8)
 	p.OnChange(func(uid types.UID) { changed <- uid })
 	exp := int32(3600)
-	pcr, keyPEM, err := p.Create(ctx, PodCertificateRequest{Namespace: "ns", PodName: "p", PodUID: "pod-uid", ServiceAccount: "sa",
+	pcr, keyPEM, err := p.Create(ctx, podspec.PodCertificateRequest{Namespace: "ns", PodName: "p", PodUID: "pod-uid", ServiceAccount: "sa",
 		SignerName: "example.com/s", KeyType: "ED25519", MaxExpiration: &exp, UserAnnotations: map[string]string{"example.com/a": "b"}})
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +138,7 @@ func TestPodCertificatesCreateAndWatch(t *testing.T) {
 		t.Fatalf("get of a missing request: %v", err)
 	}
 	// A missing service account is a clear error, nothing created.
-	if _, _, err := p.Create(ctx, PodCertificateRequest{Namespace: "ns", PodName: "p", ServiceAccount: "nope", KeyType: "ED25519"}); !errdefs.IsNotFound(err) || !strings.Contains(err.Error(), "serviceaccount ns/nope") {
+	if _, _, err := p.Create(ctx, podspec.PodCertificateRequest{Namespace: "ns", PodName: "p", ServiceAccount: "nope", KeyType: "ED25519"}); !errdefs.IsNotFound(err) || !strings.Contains(err.Error(), "serviceaccount ns/nope") {
 		t.Fatalf("missing service account: %v", err)
 	}
 }

@@ -62,10 +62,10 @@ func (g *GPUs) GPUInfos() ([]GPUInfo, error) {
 			info.CUDAComputeCapability = fmt.Sprintf("%d.%d", d.ccMajor, d.ccMinor)
 		}
 		if b, ret := d.dev.GetBrand(); ret == nvml.SUCCESS {
-			info.Brand = brandName(b)
+			info.Brand = brandNames[b]
 		}
 		if a, ret := d.dev.GetArchitecture(); ret == nvml.SUCCESS {
-			info.Architecture = archName(a)
+			info.Architecture = archNames[a]
 		}
 		out = append(out, info)
 	}
@@ -101,64 +101,36 @@ func (g *GPUs) ControlNodes() [][2]string {
 	return out
 }
 
-// brandName is NVML's brand as NVIDIA's DRA driver writes it.
-func brandName(b nvml.BrandType) string {
-	switch b {
-	case nvml.BRAND_QUADRO:
-		return "Quadro"
-	case nvml.BRAND_TESLA:
-		return "Tesla"
-	case nvml.BRAND_NVS:
-		return "NVS"
-	case nvml.BRAND_GRID:
-		return "Grid"
-	case nvml.BRAND_GEFORCE:
-		return "GeForce"
-	case nvml.BRAND_TITAN:
-		return "Titan"
-	case nvml.BRAND_NVIDIA_VAPPS:
-		return "NvidiaVApps"
-	case nvml.BRAND_NVIDIA_VPC:
-		return "NvidiaVPC"
-	case nvml.BRAND_NVIDIA_VCS:
-		return "NvidiaVCS"
-	case nvml.BRAND_NVIDIA_VWS:
-		return "NvidiaVWS"
-	case nvml.BRAND_NVIDIA_CLOUD_GAMING:
-		return "NvidiaCloudGaming"
-	case nvml.BRAND_QUADRO_RTX:
-		return "QuadroRTX"
-	case nvml.BRAND_NVIDIA_RTX:
-		return "NvidiaRTX"
-	case nvml.BRAND_NVIDIA:
-		return "Nvidia"
-	}
-	return ""
+// brandNames are NVML's brands as NVIDIA's DRA driver writes them ("" for
+// one not listed).
+var brandNames = map[nvml.BrandType]string{
+	nvml.BRAND_QUADRO:              "Quadro",
+	nvml.BRAND_TESLA:               "Tesla",
+	nvml.BRAND_NVS:                 "NVS",
+	nvml.BRAND_GRID:                "Grid",
+	nvml.BRAND_GEFORCE:             "GeForce",
+	nvml.BRAND_TITAN:               "Titan",
+	nvml.BRAND_NVIDIA_VAPPS:        "NvidiaVApps",
+	nvml.BRAND_NVIDIA_VPC:          "NvidiaVPC",
+	nvml.BRAND_NVIDIA_VCS:          "NvidiaVCS",
+	nvml.BRAND_NVIDIA_VWS:          "NvidiaVWS",
+	nvml.BRAND_NVIDIA_CLOUD_GAMING: "NvidiaCloudGaming",
+	nvml.BRAND_QUADRO_RTX:          "QuadroRTX",
+	nvml.BRAND_NVIDIA_RTX:          "NvidiaRTX",
+	nvml.BRAND_NVIDIA:              "Nvidia",
 }
 
-// archName is NVML's architecture as NVIDIA's DRA driver writes it.
-func archName(a nvml.DeviceArchitecture) string {
-	switch a {
-	case nvml.DEVICE_ARCH_KEPLER:
-		return "Kepler"
-	case nvml.DEVICE_ARCH_MAXWELL:
-		return "Maxwell"
-	case nvml.DEVICE_ARCH_PASCAL:
-		return "Pascal"
-	case nvml.DEVICE_ARCH_VOLTA:
-		return "Volta"
-	case nvml.DEVICE_ARCH_TURING:
-		return "Turing"
-	case nvml.DEVICE_ARCH_AMPERE:
-		return "Ampere"
-	case nvml.DEVICE_ARCH_ADA:
-		return "Ada Lovelace"
-	case nvml.DEVICE_ARCH_HOPPER:
-		return "Hopper"
-	case nvml.DEVICE_ARCH_BLACKWELL:
-		return "Blackwell"
-	case nvml.DEVICE_ARCH_RUBIN:
-		return "Rubin"
-	}
-	return ""
+// archNames are NVML's architectures as NVIDIA's DRA driver writes them
+// ("" for one not listed).
+var archNames = map[nvml.DeviceArchitecture]string{
+	nvml.DEVICE_ARCH_KEPLER:    "Kepler",
+	nvml.DEVICE_ARCH_MAXWELL:   "Maxwell",
+	nvml.DEVICE_ARCH_PASCAL:    "Pascal",
+	nvml.DEVICE_ARCH_VOLTA:     "Volta",
+	nvml.DEVICE_ARCH_TURING:    "Turing",
+	nvml.DEVICE_ARCH_AMPERE:    "Ampere",
+	nvml.DEVICE_ARCH_ADA:       "Ada Lovelace",
+	nvml.DEVICE_ARCH_HOPPER:    "Hopper",
+	nvml.DEVICE_ARCH_BLACKWELL: "Blackwell",
+	nvml.DEVICE_ARCH_RUBIN:     "Rubin",
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/actorlet/actorlet/actors/volume"
 	"github.com/actorlet/actorlet/adapters/kube"
 	"github.com/actorlet/actorlet/messages"
+	"github.com/actorlet/actorlet/podspec"
 )
 
 // volumeCerts gives the VolumeActor its pod certificates and
@@ -32,11 +33,8 @@ type volumeCerts struct {
 	bundles *kube.TrustBundles
 }
 
-func (v volumeCerts) CreatePodCertificateRequest(ctx context.Context, r volume.CertRequest) (*certificatesv1.PodCertificateRequest, []byte, error) {
-	return v.certs.Create(ctx, kube.PodCertificateRequest{
-		Namespace: r.Namespace, PodName: r.PodName, PodUID: r.PodUID, ServiceAccount: r.ServiceAccount,
-		SignerName: r.SignerName, KeyType: r.KeyType, MaxExpiration: r.MaxExpiration, UserAnnotations: r.UserAnnotations,
-	})
+func (v volumeCerts) CreatePodCertificateRequest(ctx context.Context, r podspec.PodCertificateRequest) (*certificatesv1.PodCertificateRequest, []byte, error) {
+	return v.certs.Create(ctx, r)
 }
 
 func (v volumeCerts) PodCertificateRequest(ctx context.Context, namespace, name string) (*certificatesv1.PodCertificateRequest, error) {
