@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -101,11 +100,4 @@ func decodeCheckpoint(b []byte) (map[string]*claimInfo, error) {
 		out[claimKey(c.Namespace, c.Name)] = c
 	}
 	return out, nil
-}
-
-// sortedPods lists a claim's pods.
-func (c *claimInfo) sortedPods() []types.UID {
-	out := slices.Collect(maps.Keys(c.Pods))
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }

@@ -2,6 +2,8 @@ package dra_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,6 +43,7 @@ type env struct {
 	timeout time.Duration
 	wiper   *fakeWiper
 	clk     clock.WithDelayedExecution
+	log     *slog.Logger // nil: slog's default
 }
 
 func newEnv(t *testing.T) *env {
@@ -74,7 +77,7 @@ func (e *env) start() {
 	e.pid = e.sys.Root.Spawn(actor.PropsFromProducer(dra.New(dra.Config{
 		Dialer: testDialer{timeout: e.timeout}, Claims: e.claims, Store: e.store, Clock: e.clk,
 		HealthRetry: 50 * time.Millisecond, Wiper: e.wiper, WipeDelay: 300 * time.Millisecond, RetryBackoff: actorkit.Backoff{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond},
-	}, nil), actor.WithReceiverMiddleware(actortest.Barrier())))
+	}, e.log), actor.WithReceiverMiddleware(actortest.Barrier())))
 	w := draadapter.NewWatcher(filepath.Join(e.root, draadapter.RegistryDir),
 		func(m *messages.DRADriverRegistered) { e.sys.Root.Send(e.pid, m) },
 		func(m *messages.DRADriverDeregistered) { e.sys.Root.Send(e.pid, m) }, nil)
@@ -439,6 +442,8 @@ func TestSlicesWipedAsUpstream(t *testing.T) {
 	e := newEnv(t)
 	fc := clocktesting.NewFakeClock(time.Now())
 	e.clk = fc
+	var logs actortest.SyncBuffer
+	e.log = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, os.Stderr), nil))
 	e.start()
 	actortest.Eventually(t, "the node's slices wiped at start", func() bool { return slices.Equal(e.wiper.wiped(), []string{""}) })
 	d := e.registered("gpu.example.com")
@@ -448,7 +453,14 @@ func TestSlicesWipedAsUpstream(t *testing.T) {
 	// The driver dies without removing its registration socket: its
 	// connection drops, and after the grace period its slices go.
 	d.srv.Stop()
-	actortest.Eventually(t, "the grace period armed", fc.HasWaiters)
+	// The actor arms the grace period in the handler that logs the
+	// disconnection (other timers of the fake clock, such as the health
+	// stream's retry, say nothing about it); Sync lets that handler end.
+	actortest.Eventually(t, "the disconnection (or the deregistration) seen", func() bool {
+		l := logs.String()
+		return strings.Contains(l, "DRA driver disconnected") || strings.Contains(l, "msg=\"DRA driver deregistered\" actor=dra")
+	})
+	actortest.Sync(t, e.sys, e.pid)
 	fc.Step(299 * time.Millisecond)
 	actortest.Sync(t, e.sys, e.pid)
 	if slices.Contains(e.wiper.wiped(), d.name) {

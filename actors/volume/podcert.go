@@ -216,7 +216,7 @@ func checkPending(ctx context.Context, certs Certs, rec Recorder, pod *v1.Pod, s
 				return fmt.Errorf("PodCertificateRequest %s is issued without a certificate chain, beginRefreshAt or notAfter", name)
 			}
 			notAfter := pcr.Status.NotAfter.Time
-			begin := pcr.Status.BeginRefreshAt.Time.Add(refreshJitter())
+			begin := pcr.Status.BeginRefreshAt.Add(refreshJitter())
 			if begin.After(notAfter) {
 				begin = notAfter
 			}

@@ -196,8 +196,8 @@ func TestPodCertificateIssueAndRefresh(t *testing.T) {
 	// At beginRefreshAt: a new request, the old credentials stay meanwhile.
 	now = now.Add(again)
 	key, chain, again, err = podCertificate(context.Background(), certs, rec, pod, pc, &st, now)
-	if err != nil || string(key) != "KEY-req-1\n" || certs.created() != 2 || again != pendingRecheck {
-		t.Fatalf("renewal: err %v key %q, %d requests, again %v", err, key, certs.created(), again)
+	if err != nil || string(key) != "KEY-req-1\n" || string(chain) != wantChain("req-1") || certs.created() != 2 || again != pendingRecheck {
+		t.Fatalf("renewal: err %v key %q chain %q, %d requests, again %v", err, key, chain, certs.created(), again)
 	}
 	certs.issue("req-2", now, 40*time.Minute, time.Hour)
 	key, chain, again, err = podCertificate(context.Background(), certs, rec, pod, pc, &st, now)

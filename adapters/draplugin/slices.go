@@ -206,8 +206,7 @@ func (p *Publisher) write(ctx context.Context, devs []SliceDevice) (bool, error)
 			old = &list.Items[i]
 		}
 	}
-	switch {
-	case old == nil:
+	if old == nil {
 		node, err := p.client.CoreV1().Nodes().Get(ctx, p.nodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, fmt.Errorf("get the node (the slice's owner): %w", err)
