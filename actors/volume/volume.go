@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -29,8 +28,11 @@ import (
 
 // Files writes volume contents.
 type Files interface {
-	// EnsureDir creates a missing directory (hostPath DirectoryOrCreate).
-	EnsureDir(dir string, mode os.FileMode) error
+	// HostPath prepares and checks a hostPath volume's path by its type
+	// (upstream's checkType: DirectoryOrCreate and FileOrCreate create
+	// what is missing; Directory, File, Socket, CharDevice, BlockDevice
+	// must find it; "" checks nothing).
+	HostPath(path string, typ v1.HostPathType) error
 	// EmptyDir sets up an emptyDir: a 0777 directory, a tmpfs of size
 	// bytes mounted on it when memory-backed, given to fsGroup if set.
 	EmptyDir(dir string, memory bool, size int64, fsGroup *int64) error
@@ -400,8 +402,8 @@ func setUpPod(ctx context.Context, files Files, api API, cfg Config, pod *v1.Pod
 			err = emptyDir(files, cfg, pod, v, dir, fsGroup, st.emptyDir)
 		case v.HostPath != nil:
 			dir = v.HostPath.Path
-			if v.HostPath.Type != nil && *v.HostPath.Type == v1.HostPathDirectoryOrCreate {
-				err = files.EnsureDir(dir, 0o755)
+			if v.HostPath.Type != nil {
+				err = files.HostPath(dir, *v.HostPath.Type)
 			}
 		case v.Projected != nil:
 			dir = filepath.Join(base, "kubernetes.io~projected", v.Name)

@@ -292,7 +292,7 @@ func (g *gatedFiles) seen() []string {
 	return append([]string(nil), g.events...)
 }
 
-func (g *gatedFiles) EnsureDir(string, os.FileMode) error        { return nil }
+func (g *gatedFiles) HostPath(string, v1.HostPathType) error     { return nil }
 func (g *gatedFiles) EmptyDir(string, bool, int64, *int64) error { return nil }
 func (g *gatedFiles) RemoveAll(dir string) error                 { g.record("remove " + dir); return nil }
 func (g *gatedFiles) WriteAtomic(dir string, _ map[string]podspec.VolumeFile, _ *int64, memory bool, _ int64) error {

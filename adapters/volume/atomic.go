@@ -53,15 +53,6 @@ func (f *Files) logger() *slog.Logger {
 	return f.log
 }
 
-// EnsureDir creates dir if missing (hostPath DirectoryOrCreate); an
-// existing directory keeps its mode.
-func (*Files) EnsureDir(dir string, mode os.FileMode) error {
-	if err := os.MkdirAll(dir, mode); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
-	}
-	return nil
-}
-
 // WriteAtomic makes dir hold exactly files (relative path -> content, mode
 // and owner), all at once: a reader sees either the old set or the new one.
 // memory: dir is a tmpfs of its own of size bytes (0: the kernel's

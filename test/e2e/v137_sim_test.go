@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -137,18 +136,10 @@ func TestE2ESimV137NoRemovedCadvisorSurfaces(t *testing.T) {
 	}
 }
 
-// TestE2ESimV137ReadyToStartMessage: a pod that cannot get a sandbox yet
-// (its hostPath volume of type Directory does not exist, so it waits on
-// the mount) shows PodReadyToStartContainers False with v1.37's reason and
-// message; a running pod shows it True.
+// TestE2ESimV137ReadyToStartMessage: a pod that cannot get a sandbox (the
+// sim runtime fails every RunPodSandbox) shows PodReadyToStartContainers
+// False with v1.37's reason and message; a running pod shows it True.
 func TestE2ESimV137ReadyToStartMessage(t *testing.T) {
-	dir := t.TempDir()
-	missing := filepath.Join(t.TempDir(), "not-there")
-	writeManifest(t, dir, "pods.yaml", manifests(
-		busyboxPod("runs", sleepForever),
-		busyboxPod("nomount", sleepForever, `volumeMounts: [{name: d, mountPath: /d}]`,
-			`spec.volumes: [{name: d, hostPath: {path: "`+missing+`", type: Directory}}]`)))
-	a := startAgent(t, agentOpts{manifestDir: dir})
 	cond := func(p *v1.Pod) *v1.PodCondition {
 		for i := range p.Status.Conditions {
 			if p.Status.Conditions[i].Type == v1.PodReadyToStartContainers {
@@ -157,10 +148,18 @@ func TestE2ESimV137ReadyToStartMessage(t *testing.T) {
 		}
 		return nil
 	}
-	a.waitPod(60*time.Second, "nomount-e2e-node", "PodReadyToStartContainers False with a message", func(p *v1.Pod) bool {
+
+	dir := t.TempDir()
+	writeManifest(t, dir, "pods.yaml", manifests(busyboxPod("nosandbox", sleepForever)))
+	a := startAgent(t, agentOpts{manifestDir: dir, endpoint: "sim://?fault-rate=1&fault-methods=RunPodSandbox&fault-seed=1"})
+	a.waitPod(60*time.Second, "nosandbox-e2e-node", "PodReadyToStartContainers False with a message", func(p *v1.Pod) bool {
 		c := cond(p)
 		return c != nil && c.Status == v1.ConditionFalse && c.Reason == "PodSandboxNotReady" && c.Message == "no pod sandbox exists"
 	})
+
+	dir = t.TempDir()
+	writeManifest(t, dir, "pods.yaml", manifests(busyboxPod("runs", sleepForever)))
+	a = startAgent(t, agentOpts{manifestDir: dir})
 	a.waitPod(60*time.Second, "runs-e2e-node", "PodReadyToStartContainers True", func(p *v1.Pod) bool {
 		c := cond(p)
 		return isRunning(p) && c != nil && c.Status == v1.ConditionTrue && c.Message == ""
