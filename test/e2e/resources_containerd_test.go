@@ -248,7 +248,9 @@ spec:
 	if us := rcU(c.Memory.UsageBytes); !rcWithin(us, min(usage1, usage2), max(usage1, usage2), memTol) {
 		t.Errorf("container usageBytes %d, cgroup's memory.usage_in_bytes %d..%d", us, usage1, usage2)
 	}
-	if ps.Memory == nil || rcU(ps.Memory.WorkingSetBytes) < rcU(c.Memory.WorkingSetBytes) {
+	// The pod's cgroup and the container's are read at two instants: the
+	// same tolerance as against the cgroup files.
+	if ps.Memory == nil || rcU(ps.Memory.WorkingSetBytes)+memTol < rcU(c.Memory.WorkingSetBytes) {
 		t.Errorf("pod memory %+v below its container's", ps.Memory)
 	}
 	// CPU: cumulative, so bracketed exactly.
