@@ -21,10 +21,10 @@ var declaredFeatures []string
 // (nodedeclaredfeatures/features.AllFeatures) that actorlet does not
 // declare, with the reason (docs/KUBERNETES-1.37.md).
 var notDeclared = map[string]string{
-	"RestartAllContainersOnContainerExits":         "container restart rules (restartPolicyRules, RestartAllContainers) are not implemented",
-	"InPlacePodLevelResourcesVerticalScaling":      "in-place pod resize is not implemented (not yet)",
-	"InPlacePodVerticalScalingInitContainers":      "in-place pod resize is not implemented (not yet)",
-	"InPlacePodVerticalScalingMemoryBackedVolumes": "in-place pod resize is not implemented (not yet)",
+	"RestartAllContainersOnContainerExits":         "the RestartAllContainers action of restartPolicyRules is not implemented (alpha, refused as the API server does with its gate off)",
+	"InPlacePodLevelResourcesVerticalScaling":      "actorlet has no in-place pod resize",
+	"InPlacePodVerticalScalingInitContainers":      "actorlet has no in-place pod resize",
+	"InPlacePodVerticalScalingMemoryBackedVolumes": "actorlet has no in-place pod resize",
 	"ExtendWebSocketsToKubelet":                    "exec and attach speak v5 WebSockets, but port-forward over a WebSocket tunnel is refused (SPDY only): declaring it would make the API server pass those through and break kubectl port-forward",
 	"UserNamespacesHostNetworkSupport":             "alpha, off upstream; user namespaces with hostNetwork are not implemented",
 	"DRANodeAllocatableResources":                  "alpha, off upstream; DRA node-allocatable resources are not implemented",
