@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
 	"path/filepath"
 	"sync"
 
@@ -15,6 +13,8 @@ import (
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	drapbv1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/actorlet/actorlet/internal/grpcsock"
 )
 
 // Claim is a ResourceClaim to prepare and its devices of this driver on
@@ -70,9 +70,9 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
+	dra, reg *grpcsock.Server // set by Start
+
 	mu         sync.Mutex
-	servers    []*grpc.Server
-	sockets    []string
 	registered bool
 	regErr     string
 }
@@ -94,59 +94,36 @@ func (s *Server) RegistrationSocket() string {
 	return filepath.Join(s.cfg.RegistryDir, s.cfg.Driver+"-reg.sock")
 }
 
-// Start listens on both sockets (a stale socket file is replaced) and
-// serves until Stop.
+// Start listens on both sockets (a stale socket file is replaced; the
+// lifecycle of internal/grpcsock) and serves until Stop.
 func (s *Server) Start() error {
-	dra := grpc.NewServer()
-	drapb.RegisterDRAPluginServer(dra, s)
-	// The older service upstream's kubelet still accepts, by k8s.io/kubelet's conversion.
-	drapbv1beta1.RegisterDRAPluginServer(dra, drapbv1beta1.V1ServerWrapper{DRAPluginServer: s})
-	if err := s.serve(dra, s.Endpoint()); err != nil {
+	s.dra = grpcsock.New("DRA driver", s.Endpoint(), func(g *grpc.Server) {
+		drapb.RegisterDRAPluginServer(g, s)
+		// The older service upstream's kubelet still accepts, by k8s.io/kubelet's conversion.
+		drapbv1beta1.RegisterDRAPluginServer(g, drapbv1beta1.V1ServerWrapper{DRAPluginServer: s})
+	}, grpcsock.WithLogger(s.log, "", ""))
+	s.reg = grpcsock.New("DRA driver registration", s.RegistrationSocket(), func(g *grpc.Server) {
+		registerapi.RegisterRegistrationServer(g, registration{s: s})
+	}, grpcsock.WithLogger(s.log, "", ""))
+	if err := s.dra.Start(context.Background()); err != nil {
 		return err
 	}
-	reg := grpc.NewServer()
-	registerapi.RegisterRegistrationServer(reg, registration{s: s})
-	if err := s.serve(reg, s.RegistrationSocket()); err != nil {
-		s.Stop()
+	if err := s.reg.Start(context.Background()); err != nil {
+		s.dra.Stop()
 		return err
 	}
 	s.log.Info("DRA driver serving", "endpoint", s.Endpoint(), "registration", s.RegistrationSocket())
 	return nil
 }
 
-func (s *Server) serve(g *grpc.Server, path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return fmt.Errorf("DRA driver socket dir: %w", err)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("DRA driver: remove stale socket: %w", err)
-	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return fmt.Errorf("DRA driver: listen on %s: %w", path, err)
-	}
-	s.mu.Lock()
-	s.servers = append(s.servers, g)
-	s.sockets = append(s.sockets, path)
-	s.mu.Unlock()
-	go func() {
-		if err := g.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			s.log.Error("DRA driver socket stopped serving", "socket", path, "err", err)
-		}
-	}()
-	return nil
-}
-
 // Stop stops serving and removes the sockets (the registration socket
 // first: the node sees the driver go).
 func (s *Server) Stop() {
-	s.mu.Lock()
-	servers, sockets := s.servers, s.sockets
-	s.servers, s.sockets = nil, nil
-	s.mu.Unlock()
-	for i := len(servers) - 1; i >= 0; i-- {
-		servers[i].Stop()
-		_ = os.Remove(sockets[i])
+	if s.reg != nil {
+		s.reg.Stop()
+	}
+	if s.dra != nil {
+		s.dra.Stop()
 	}
 }
 
