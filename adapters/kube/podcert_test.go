@@ -122,17 +122,28 @@ func TestPodCertificatesCreateAndWatch(t *testing.T) {
 	if _, err := cs.CertificatesV1().PodCertificateRequests("ns").Create(ctx, pcr, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case uid := <-changed:
-		if uid != "pod-uid" {
-			t.Fatalf("change of %s", uid)
+	// The request p created (nameless in the fake) is a change too, so
+	// every change is read until req-1 is among them.
+	timeout := time.After(10 * time.Second)
+	for seen := false; !seen; {
+		select {
+		case uid := <-changed:
+			if uid != "pod-uid" {
+				t.Fatalf("change of %s", uid)
+			}
+			got, err := p.Get(ctx, "ns", "req-1")
+			if err != nil && !errdefs.IsNotFound(err) {
+				t.Fatalf("get: %v", err)
+			}
+			if err == nil {
+				if got.Spec.PodUID != "pod-uid" {
+					t.Fatalf("get: %+v", got.Spec)
+				}
+				seen = true
+			}
+		case <-timeout:
+			t.Fatal("no change of req-1 seen")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no change seen")
-	}
-	got, err := p.Get(ctx, "ns", "req-1")
-	if err != nil || got.Spec.PodUID != "pod-uid" {
-		t.Fatalf("get: %v", err)
 	}
 	if _, err := p.Get(ctx, "ns", "nope"); !errdefs.IsNotFound(err) {
 		t.Fatalf("get of a missing request: %v", err)

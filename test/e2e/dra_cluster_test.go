@@ -13,6 +13,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/actorlet/actorlet/internal/testenv"
@@ -357,12 +358,17 @@ func TestE2EClusterDRAPreparedClaimSurvivesAgentKill(t *testing.T) {
 		return reg >= 2, err
 	})
 
-	p, err := n.c.cs.CoreV1().Pods("default").Get(ctx, "prepared", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Spec.Containers[0].Image = n.rt.image
-	if _, err := n.c.cs.CoreV1().Pods("default").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+	// The agent writes the pod's status meanwhile: a conflict is read
+	// again and retried.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := n.c.cs.CoreV1().Pods("default").Get(ctx, "prepared", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.Spec.Containers[0].Image = n.rt.image
+		_, err = n.c.cs.CoreV1().Pods("default").Update(ctx, p, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	n.c.waitPod(t, "default", "prepared", "Running with the right image", 2*time.Minute, isRunning)
