@@ -63,23 +63,76 @@ func RuntimeCgroupDriver(flag CgroupDriver, runtime *runtimeapi.LinuxRuntimeConf
 // /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice
 // (the runtime takes the last element as the slice).
 func CgroupParent(pod *v1.Pod, driver CgroupDriver) string {
-	parts := []string{"kubepods"}
+	return PodCgroupName(pod).Path(driver)
+}
+
+// PodCgroupName is the pod's cgroup name: kubepods, its QoS class's cgroup
+// (none for Guaranteed), pod<uid>.
+func PodCgroupName(pod *v1.Pod) CgroupName {
+	n := CgroupName{"kubepods"}
 	switch QOSClass(pod) {
 	case v1.PodQOSBestEffort:
-		parts = append(parts, "besteffort")
+		n = append(n, "besteffort")
 	case v1.PodQOSBurstable:
-		parts = append(parts, "burstable")
+		n = append(n, "burstable")
 	}
-	parts = append(parts, "pod"+string(pod.UID))
-	if driver != CgroupDriverSystemd {
-		return "/" + strings.Join(parts, "/")
+	return append(n, "pod"+string(pod.UID))
+}
+
+// CgroupName is a cgroup named as upstream's kubelet names it, driver
+// independent: its parts from the cgroup root, e.g. {"kubepods",
+// "burstable", "pod<uid>"}; nil or empty is the root itself. Cgroupfs and
+// Systemd give its path for each driver.
+type CgroupName []string
+
+// Cgroupfs is the name as a cgroupfs path: "/kubepods/burstable/pod<uid>"
+// ("/" for the root).
+func (n CgroupName) Cgroupfs() string {
+	return "/" + strings.Join(n, "/")
+}
+
+// Systemd is the name as systemd slices expanded to their path, as
+// upstream: each part's '-' written '_', each slice named after its
+// parents: "/kubepods.slice/kubepods-burstable.slice/
+// kubepods-burstable-pod<uid>.slice" ("/" for the root).
+func (n CgroupName) Systemd() string {
+	if len(n) == 0 {
+		return "/"
 	}
 	var path strings.Builder
 	prefix := ""
-	for _, p := range parts {
+	for _, p := range n {
 		prefix += strings.ReplaceAll(p, "-", "_")
 		path.WriteString("/" + prefix + ".slice")
 		prefix += "-"
 	}
 	return path.String()
+}
+
+// Path is the name for the driver.
+func (n CgroupName) Path(driver CgroupDriver) string {
+	if driver == CgroupDriverSystemd {
+		return n.Systemd()
+	}
+	return n.Cgroupfs()
+}
+
+// Child is n with one more part.
+func (n CgroupName) Child(part string) CgroupName {
+	return append(append(CgroupName{}, n...), part)
+}
+
+// CgroupResources are the values actorlet sets on a cgroup it owns (the
+// kubepods, QoS and pod cgroups), as upstream's ResourceConfig: nil leaves
+// a value as it is. CPUShares is in cgroup v1 shares (2..262144); a v2
+// manager converts it to cpu.weight as runc and upstream do. CPUQuota -1
+// and Memory/PidsLimit -1 mean no limit ("max" on v2).
+type CgroupResources struct {
+	CPUShares *uint64
+	CPUQuota  *int64  // microseconds per CPUPeriod
+	CPUPeriod *uint64 // microseconds
+	Memory    *int64  // bytes
+	PidsLimit *int64
+	// HugePageLimit is the limit in bytes by page size in bytes.
+	HugePageLimit map[int64]int64
 }
