@@ -64,11 +64,17 @@ type Cgroupfs struct {
 	needed []string
 	// hugePageSizes are the host's huge page sizes ("2MB", "1GB").
 	hugePageSizes []string
+	// made, where set, is told of each v2 directory Create makes (tests
+	// of a fake tree play the kernel's part there).
+	made func(dir string)
 }
 
 // NewCgroupfs returns the cgroupfs driver for cfg. A root that is not a
 // cgroup hierarchy is an error (ErrNotFound).
 func NewCgroupfs(cfg Config) (*Cgroupfs, error) {
+	if cfg.Version < 0 || cfg.Version > 2 {
+		return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, fmt.Errorf("cgroup version %d: neither 1 nor 2", cfg.Version))
+	}
 	root := filepath.Clean(cfg.Root)
 	if cfg.Root == "" {
 		root = DefaultRoot
@@ -300,7 +306,9 @@ func (m *Cgroupfs) createV2(name podspec.CgroupName) error {
 			return err
 		}
 		cur = filepath.Join(cur, part)
-		if err := os.Mkdir(cur, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := os.Mkdir(cur, 0o755); err == nil && m.made != nil {
+			m.made(cur)
+		} else if err != nil && !errors.Is(err, os.ErrExist) {
 			return classifyErr(fmt.Errorf("cgroup %s: create %s: %w", name.Cgroupfs(), cur, err))
 		}
 	}
