@@ -147,7 +147,7 @@ func checkValues(t *testing.T, m *Cgroupfs, got, want *podspec.CgroupResources) 
 			t.Errorf("%s = %v, want %d", field, deref(g), *w)
 		}
 	}
-	if got.CPUShares == nil || (m.version == 1 && *got.CPUShares != *want.CPUShares) || !SameCPUWeight(*got.CPUShares, *want.CPUShares) {
+	if got.CPUShares == nil || (m.version == 1 && *got.CPUShares != *want.CPUShares) || !SameCPUWeight(*want.CPUShares, *got.CPUShares) {
 		t.Errorf("CPUShares = %v, want %d", derefU(got.CPUShares), *want.CPUShares)
 	}
 	eq("CPUQuota", got.CPUQuota, want.CPUQuota)

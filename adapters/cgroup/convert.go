@@ -2,11 +2,8 @@ package cgroup
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
-
-	"github.com/opencontainers/cgroups"
 )
 
 // The ranges of cgroup v1 cpu.shares and cgroup v2 cpu.weight.
@@ -17,19 +14,28 @@ const (
 	MaxWeight = 10000
 )
 
-// CPUSharesToWeight is the cgroup v2 cpu.weight written for cgroup v1
-// shares: the library's conversion (opencontainers/cgroups
-// ConvertCPUSharesToCgroupV2Value, the quadratic formula runc since 1.3.2
-// and crun use, which maps the default 1024 shares to the default weight
-// 100), so that a pod cgroup and the containers the runtime makes in it
-// are weighed alike. 0 stays 0 (unset).
+// CPUSharesToWeight is the cgroup v2 cpu.weight written on a pod, QoS or
+// kubepods cgroup for cgroup v1 shares: upstream's kubelet's linear map of
+// [2, 262144] onto [1, 10000] (getCPUWeight in its cgroup manager), so
+// that the weights actorlet writes are the ones an upstream node writes
+// (1024 shares: weight 39). The containers' own weights are the runtime's
+// (runc since 1.3.2 converts with a quadratic formula). 0 stays 0 (unset).
 func CPUSharesToWeight(shares uint64) uint64 {
-	return cgroups.ConvertCPUSharesToCgroupV2Value(shares)
+	switch {
+	case shares == 0:
+		return 0
+	case shares <= MinShares:
+		return MinWeight
+	case shares >= MaxShares:
+		return MaxWeight
+	}
+	return 1 + ((shares-2)*9999)/262142
 }
 
-// CPUWeightToShares is the inverse of CPUSharesToWeight for Read: the
-// shares whose weight is w, the largest of them where several map to w
-// (1024 for 100). Out-of-range weights are clamped; 0 stays 0.
+// CPUWeightToShares reads a cgroup v2 weight back as shares, upstream's
+// inverse (cpuWeightToCPUShares): not exact, so a value read back is
+// compared with SameCPUWeight. Out-of-range weights are clamped; 0 stays
+// 0.
 func CPUWeightToShares(w uint64) uint64 {
 	switch {
 	case w == 0:
@@ -39,28 +45,14 @@ func CPUWeightToShares(w uint64) uint64 {
 	case w >= MaxWeight:
 		return MaxShares
 	}
-	// The library's weight is ceil(10^((l*l+125*l)/612 - 7/34)) with
-	// l = log2(shares): solve for l at the top of w's interval.
-	e := math.Log10(float64(w)) + 7.0/34.0
-	l := (-125 + math.Sqrt(125*125+4*612*e)) / 2
-	s := uint64(math.Floor(math.Pow(2, l) + 1e-6))
-	s = min(max(s, MinShares), MaxShares)
-	// Floating point may land one off either side: walk to the largest
-	// shares of weight w.
-	for s < MaxShares && CPUSharesToWeight(s+1) <= w {
-		s++
-	}
-	for s > MinShares && CPUSharesToWeight(s) > w {
-		s--
-	}
-	return s
+	return ((w-1)*262142)/9999 + 2
 }
 
 // SameCPUWeight says whether two shares values are written as the same
 // cgroup v2 weight: what a shares value read back from v2 can be compared
 // with (upstream's CPUSharesEqualAfterV2RoundTrip).
-func SameCPUWeight(a, b uint64) bool {
-	return CPUSharesToWeight(a) == CPUSharesToWeight(b)
+func SameCPUWeight(written, readBack uint64) bool {
+	return CPUWeightToShares(CPUSharesToWeight(written)) == readBack || written == readBack
 }
 
 var hugePageUnits = []string{"KB", "MB", "GB", "TB", "PB"}

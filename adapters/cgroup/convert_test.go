@@ -2,34 +2,24 @@ package cgroup
 
 import "testing"
 
+// TestCPUSharesWeight: upstream's linear map and its inverse, values
+// computed by hand from its formulas.
 func TestCPUSharesWeight(t *testing.T) {
-	for shares, weight := range map[uint64]uint64{0: 0, 2: 1, 1024: 100, 262144: 10000} {
+	for shares, weight := range map[uint64]uint64{0: 0, 2: 1, 512: 20, 1024: 39, 2048: 79, 262144: 10000, 300000: 10000} {
 		if w := CPUSharesToWeight(shares); w != weight {
 			t.Errorf("CPUSharesToWeight(%d) = %d, want %d", shares, w, weight)
 		}
 	}
-	if s := CPUWeightToShares(100); s != 1024 {
-		t.Errorf("CPUWeightToShares(100) = %d, want 1024", s)
-	}
-	// Every weight the conversion gives comes back as shares of that
-	// weight, the largest of them.
-	prev := uint64(0)
-	for s := uint64(MinShares); s <= MaxShares; s++ {
-		w := CPUSharesToWeight(s)
-		if w == prev {
-			continue
-		}
-		prev = w
-		back := CPUWeightToShares(w)
-		if CPUSharesToWeight(back) != w || (back < MaxShares && CPUSharesToWeight(back+1) == w) {
-			t.Fatalf("weight %d (from %d shares) reads back as %d shares (weight %d)", w, s, back, CPUSharesToWeight(back))
-		}
-		if !SameCPUWeight(back, s) {
-			t.Fatalf("SameCPUWeight(%d, %d) false", back, s)
+	for weight, shares := range map[uint64]uint64{0: 0, 1: 2, 39: 998, 100: 2597, 10000: 262144, 20000: 262144} {
+		if s := CPUWeightToShares(weight); s != shares {
+			t.Errorf("CPUWeightToShares(%d) = %d, want %d", weight, s, shares)
 		}
 	}
-	if CPUWeightToShares(0) != 0 || CPUWeightToShares(20000) != MaxShares {
-		t.Error("out of range weights are not clamped")
+	// What is read back compares equal to what was written.
+	for s := uint64(MinShares); s <= MaxShares; s += 7 {
+		if back := CPUWeightToShares(CPUSharesToWeight(s)); !SameCPUWeight(s, back) {
+			t.Fatalf("%d shares read back as %d: not the same weight", s, back)
+		}
 	}
 }
 
