@@ -128,7 +128,7 @@ func NewSystemd(cfg SystemdConfig) (*Systemd, error) {
 			fmt.Errorf("cgroup driver systemd: %s: cannot connect to %s: %w", systemdNotRunning, bus, err))
 	}
 	s.conn = conn
-	v, err := conn.GetManagerProperty("Version")
+	v, err := systemdManagerProperty(conn, "Version", cfg.JobTimeout)
 	if err != nil {
 		conn.Close()
 		return nil, errdefs.Wrap(errdefs.ErrFailedPrecondition,
@@ -136,6 +136,28 @@ func NewSystemd(cfg SystemdConfig) (*Systemd, error) {
 	}
 	s.sdVersion = systemdVersionNumber(v)
 	return s, nil
+}
+
+// systemdManagerProperty reads a Manager property, waiting at most timeout
+// (go-systemd's call takes no context).
+func systemdManagerProperty(conn *sddbus.Conn, name string, timeout time.Duration) (string, error) {
+	type answer struct {
+		v   string
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		v, err := conn.GetManagerProperty(name)
+		ch <- answer{v, err}
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case a := <-ch:
+		return a.v, a.err
+	case <-t.C:
+		return "", fmt.Errorf("no answer in %s", timeout)
+	}
 }
 
 // systemdDial connects to systemd as go-systemd's NewWithContext does, or to
@@ -364,8 +386,8 @@ func (s *Systemd) apply(name podspec.CgroupName, r *podspec.CgroupResources, cre
 			return err
 		}
 	} else if len(props) > 0 {
-		err := s.call(func(c *sddbus.Conn) error {
-			return c.SetUnitPropertiesContext(context.Background(), unit, true, props...)
+		err := s.call(func(ctx context.Context, c *sddbus.Conn) error {
+			return c.SetUnitPropertiesContext(ctx, unit, true, props...)
 		})
 		if systemdIsError(err, "org.freedesktop.systemd1.NoSuchUnit") {
 			// its cgroup is there but the unit is not loaded (a systemd
@@ -399,15 +421,15 @@ func (s *Systemd) startSlice(name podspec.CgroupName, unit string, props []sddbu
 		systemdProp("DefaultDependencies", false),
 	}
 	all = append(all, props...)
-	result, err := s.job(func(c *sddbus.Conn, ch chan<- string) (int, error) {
-		return c.StartTransientUnitContext(context.Background(), unit, "replace", all, ch)
+	result, err := s.job(func(ctx context.Context, c *sddbus.Conn, ch chan<- string) (int, error) {
+		return c.StartTransientUnitContext(ctx, unit, "replace", all, ch)
 	})
 	if systemdIsError(err, "org.freedesktop.systemd1.UnitExists") {
 		if len(props) == 0 {
 			return nil
 		}
-		err = s.call(func(c *sddbus.Conn) error {
-			return c.SetUnitPropertiesContext(context.Background(), unit, true, props...)
+		err = s.call(func(ctx context.Context, c *sddbus.Conn) error {
+			return c.SetUnitPropertiesContext(ctx, unit, true, props...)
 		})
 		if err != nil {
 			return systemdClassify(fmt.Errorf("cgroup driver systemd: set properties of %s: %w", unit, err))
@@ -418,7 +440,7 @@ func (s *Systemd) startSlice(name podspec.CgroupName, unit string, props []sddbu
 		return systemdClassify(fmt.Errorf("cgroup driver systemd: start %s: %w", unit, err))
 	}
 	if result != "done" {
-		_ = s.call(func(c *sddbus.Conn) error { return c.ResetFailedUnitContext(context.Background(), unit) })
+		_ = s.call(func(ctx context.Context, c *sddbus.Conn) error { return c.ResetFailedUnitContext(ctx, unit) })
 		return errdefs.Wrap(errdefs.ErrUnknown, fmt.Errorf("cgroup driver systemd: start %s: job %s", unit, result))
 	}
 	return nil
@@ -812,8 +834,8 @@ func (s *Systemd) Destroy(name podspec.CgroupName) error {
 				fmt.Errorf("cgroup %s (%s) holds %d processes %v: not removed", name.Cgroupfs(), unit, len(pids), systemdFirst(pids, 10)))
 		}
 	}
-	result, err := s.job(func(c *sddbus.Conn, ch chan<- string) (int, error) {
-		return c.StopUnitContext(context.Background(), unit, "replace", ch)
+	result, err := s.job(func(ctx context.Context, c *sddbus.Conn, ch chan<- string) (int, error) {
+		return c.StopUnitContext(ctx, unit, "replace", ch)
 	})
 	switch {
 	case systemdIsError(err, "org.freedesktop.systemd1.NoSuchUnit"):
@@ -824,7 +846,7 @@ func (s *Systemd) Destroy(name podspec.CgroupName) error {
 		return systemdClassify(fmt.Errorf("cgroup driver systemd: stop %s: %w", unit, err))
 	}
 	// a unit whose stop failed stays loaded as failed: let systemd drop it
-	_ = s.call(func(c *sddbus.Conn) error { return c.ResetFailedUnitContext(context.Background(), unit) })
+	_ = s.call(func(ctx context.Context, c *sddbus.Conn) error { return c.ResetFailedUnitContext(ctx, unit) })
 	// what systemd does not remove: v1 hierarchies it does not manage, a
 	// v2 sub-cgroup systemd 239 left
 	for _, d := range s.dirs(name) {
@@ -947,9 +969,10 @@ func systemdHasPrefix(n, prefix podspec.CgroupName) bool {
 	return true
 }
 
-// call runs op on the connection, dialling again once where it was closed
-// (dbus-daemon or systemd restarted), as the library does.
-func (s *Systemd) call(op func(*sddbus.Conn) error) error {
+// call runs op on the connection with a deadline (JobTimeout), dialling
+// again once where the connection was closed (dbus-daemon or systemd
+// restarted), as the library does.
+func (s *Systemd) call(op func(context.Context, *sddbus.Conn) error) error {
 	for attempt := 0; ; attempt++ {
 		s.mu.Lock()
 		if s.conn == nil {
@@ -962,7 +985,13 @@ func (s *Systemd) call(op func(*sddbus.Conn) error) error {
 		}
 		conn := s.conn
 		s.mu.Unlock()
-		err := op(conn)
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.JobTimeout)
+		err := op(ctx, conn)
+		expired := ctx.Err() != nil
+		cancel()
+		if err != nil && expired {
+			return errdefs.Wrap(errdefs.ErrDeadlineExceeded, fmt.Errorf("systemd did not answer in %s: %w", s.cfg.JobTimeout, err))
+		}
 		if err == nil || !errors.Is(err, dbus.ErrClosed) || attempt > 0 {
 			return err
 		}
@@ -977,9 +1006,9 @@ func (s *Systemd) call(op func(*sddbus.Conn) error) error {
 
 // job runs a job method and waits for its JobRemoved: the job's result
 // ("done", "failed", "canceled", "timeout", "dependency", "skipped").
-func (s *Systemd) job(start func(*sddbus.Conn, chan<- string) (int, error)) (string, error) {
+func (s *Systemd) job(start func(context.Context, *sddbus.Conn, chan<- string) (int, error)) (string, error) {
 	ch := make(chan string, 1)
-	if err := s.call(func(c *sddbus.Conn) error { _, err := start(c, ch); return err }); err != nil {
+	if err := s.call(func(ctx context.Context, c *sddbus.Conn) error { _, err := start(ctx, c, ch); return err }); err != nil {
 		return "", err
 	}
 	t := time.NewTimer(s.cfg.JobTimeout)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 	"github.com/opencontainers/cgroups"
@@ -442,6 +443,25 @@ func TestSystemdErrors(t *testing.T) {
 	}
 	if got := e.prop(t, "kubepods.slice", "MemoryMax"); got != uint64(1<<30) {
 		t.Errorf("MemoryMax=%v after the unit was started again", got)
+	}
+}
+
+// TestSystemdJobTimeout: a systemd that never ends a job is an error in
+// JobTimeout, not a wait forever.
+func TestSystemdJobTimeout(t *testing.T) {
+	e := newSystemdEnv(t, 1)
+	m, err := NewSystemd(SystemdConfig{Address: e.addr, Root: e.root, BootedDir: t.TempDir(), JobTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	e.fake.HoldJobs(true)
+	if err := m.Create(kubepods, nil); !errors.Is(err, errdefs.ErrDeadlineExceeded) {
+		t.Errorf("Create with a hung job: %v, want ErrDeadlineExceeded", err)
+	}
+	e.fake.HoldJobs(false)
+	if err := m.Destroy(kubepods); err != nil {
+		t.Errorf("Destroy once systemd answers again: %v", err)
 	}
 }
 

@@ -93,6 +93,7 @@ type Systemd struct {
 	calls []Call
 	jobID uint32
 	fail  map[string]*dbus.Error // method -> the error its next call answers
+	hold  bool                   // jobs never end (no JobRemoved)
 }
 
 // controllers the fake's systemd realizes a slice in on cgroup v1 (the
@@ -195,6 +196,14 @@ func (s *Systemd) Forget(unit string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.units, unit)
+}
+
+// HoldJobs makes the jobs started from now on never end (a hung systemd:
+// no JobRemoved), or, with false, end again.
+func (s *Systemd) HoldJobs(hold bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hold = hold
 }
 
 // FailNext makes the next call of method (e.g. "SetUnitProperties") answer
@@ -531,6 +540,10 @@ func enableControllers(dir string, ctrs []string) error {
 func (s *Systemd) job(method, unit, result string) dbus.ObjectPath {
 	s.jobID++
 	path := dbus.ObjectPath("/org/freedesktop/systemd1/job/" + strconv.FormatUint(uint64(s.jobID), 10))
+	if s.hold {
+		s.record(Call{Method: method, Unit: unit})
+		return path
+	}
 	s.record(Call{Method: method, Unit: unit, Result: result})
 	_ = s.conn.Emit(ManagerPath, ManagerIf+".JobRemoved", s.jobID, path, unit, result)
 	return path
