@@ -616,3 +616,129 @@ func systemdRemoveTree(t *testing.T, m *Systemd, top podspec.CgroupName) {
 		}
 	}
 }
+
+// TestSystemdRealCgroupV2 runs the driver against a real cgroup2 hierarchy
+// (the host's /sys/fs/cgroup where it is cgroup2, else the hybrid one at
+// /sys/fs/cgroup/unified), below a slice of the test's own: the fake
+// systemd makes and removes real cgroups, the driver writes the values of
+// the controllers the hierarchy has (a hybrid host's holds few: hugetlb
+// here) and enables them in cgroup.subtree_control.
+func TestSystemdRealCgroupV2(t *testing.T) {
+	root := ""
+	for _, r := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		var st unix.Statfs_t
+		if unix.Statfs(r, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+			root = r
+			break
+		}
+	}
+	if os.Geteuid() != 0 || root == "" {
+		t.Skip("needs root and a cgroup2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
+	}
+	ctrsB, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrs := string(ctrsB)
+	addr := fakesystemd.StartBus(t)
+	fake, err := fakesystemd.Start(fakesystemd.Config{Address: addr, Root: root, CgroupVersion: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fake.Close() })
+	m, err := NewSystemd(SystemdConfig{Address: addr, Root: root, BootedDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	if m.Version() != 2 {
+		t.Fatalf("version %d on %s", m.Version(), root)
+	}
+	top := podspec.CgroupName{fmt.Sprintf("actorlet-sdtest%d", os.Getpid())}
+	t.Cleanup(func() { systemdRemoveTree(t, m, top) })
+	kp := top.Child("kubepods")
+	pd := kp.Child("pod9e8d-7c6b")
+	for _, n := range []podspec.CgroupName{top, kp} {
+		if err := m.Create(n, nil); err != nil {
+			t.Fatalf("create %s: %v", n.Cgroupfs(), err)
+		}
+	}
+	res := &podspec.CgroupResources{}
+	want := map[string]string{}
+	if systemdHas(ctrs, "cpu") {
+		res.CPUShares, res.CPUQuota, res.CPUPeriod = u64(1024), i64(30000), u64(100000)
+		want["cpu.weight"], want["cpu.max"] = "39", "30000 100000"
+	}
+	if systemdHas(ctrs, "memory") {
+		res.Memory = i64(64 << 20)
+		want["memory.max"] = strconv.Itoa(64 << 20)
+	}
+	if systemdHas(ctrs, "pids") {
+		res.PidsLimit = i64(40)
+		want["pids.max"] = "40"
+	}
+	if systemdHas(ctrs, "hugetlb") && len(cgroups.HugePageSizes()) > 0 {
+		// 4 pages of the host's first size; the others limited to 0
+		ps := cgroups.HugePageSizes()[0]
+		var size int64
+		for sz := int64(4 << 10); sz <= 16<<30 && size == 0; sz <<= 1 {
+			if name, _ := systemdPageSize(sz); name == ps {
+				size = sz
+			}
+		}
+		if size == 0 {
+			t.Fatalf("huge page size %s is no power of two from 4KB to 16GB", ps)
+		}
+		res.HugePageLimit = map[int64]int64{size: 4 * size}
+		want["hugetlb."+ps+".max"] = strconv.FormatInt(4*size, 10)
+		for _, other := range cgroups.HugePageSizes()[1:] {
+			want["hugetlb."+other+".max"] = "0"
+		}
+	}
+	if len(want) == 0 {
+		t.Logf("%s offers no controller the driver sets (%q): creation and removal only", root, ctrs)
+	} else {
+		t.Logf("%s: checking the kernel's %v", root, want)
+	}
+	if err := m.Create(pd, res); err != nil {
+		t.Fatalf("create pod: %v", err)
+	}
+	dir := filepath.Join(root, pd.Systemd())
+	if !strings.HasSuffix(dir, "/actorlet_sdtest"+strconv.Itoa(os.Getpid())+"-kubepods-pod9e8d_7c6b.slice") {
+		t.Errorf("pod cgroup at %s", dir)
+	}
+	for f, w := range want {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil || strings.TrimSpace(string(b)) != w {
+			t.Errorf("kernel's %s = %q, %v; want %q", f, strings.TrimSpace(string(b)), err, w)
+		}
+		ctrl, _, _ := strings.Cut(f, ".")
+		if on, _ := os.ReadFile(filepath.Join(root, kp.Systemd(), "cgroup.subtree_control")); !systemdHas(string(on), ctrl) {
+			t.Errorf("kubepods' cgroup.subtree_control %q lacks %s", on, ctrl)
+		}
+	}
+	proc := exec.Command("sleep", "600")
+	if err := proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proc.Process.Kill(); _ = proc.Wait() })
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(proc.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if pids, err := m.Pids(kp); err != nil || !reflect.DeepEqual(pids, []int{proc.Process.Pid}) {
+		t.Errorf("Pids(kubepods) = %v, %v; want [%d]", pids, err, proc.Process.Pid)
+	}
+	if err := m.Destroy(pd); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("Destroy(pod) with a process: %v, want ErrFailedPrecondition", err)
+	}
+	if err := proc.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = proc.Wait()
+	if err := m.Destroy(top); err != nil {
+		t.Fatalf("Destroy(top): %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, top.Systemd())); !os.IsNotExist(err) {
+		t.Errorf("%s is still there: %v", top.Systemd(), err)
+	}
+}

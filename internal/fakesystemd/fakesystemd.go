@@ -446,10 +446,13 @@ func (s *Systemd) realize(name string, props []property) error {
 	return nil
 }
 
-// mkdirs makes the unit's cgroup. On a fake v1 tree it does so in every
-// hierarchy with the files the kernel would make (a plain directory has
-// none): cgroup.procs, and cpuset's empty cpuset.cpus and cpuset.mems,
-// which a client fills from the parent as on a real one.
+// mkdirs makes the unit's cgroup. On a real tree the kernel fills a new
+// cgroup; on a fake one the fake writes what the kernel would (a plain
+// directory has nothing): cgroup.procs, on v1 cpuset's empty cpuset.cpus
+// and cpuset.mems, which a client fills from the parent as on a real one,
+// on v2 cgroup.controllers (the parent's cgroup.subtree_control) and an
+// empty cgroup.subtree_control. On a fake v1 tree it makes the cgroup in
+// every hierarchy (there is no rmdir of plain directories for the client).
 func (s *Systemd) mkdirs(unit string, enable []string) error {
 	hier := v1Hierarchies
 	if s.fakeTree {
@@ -460,8 +463,9 @@ func (s *Systemd) mkdirs(unit string, enable []string) error {
 		return err
 	}
 	for _, d := range dirs {
+		parent := filepath.Dir(d)
 		if s.cfg.CgroupVersion == 2 {
-			if err := enableControllers(filepath.Dir(d), enable); err != nil {
+			if err := s.enableControllers(parent, enable); err != nil {
 				return err
 			}
 		}
@@ -471,22 +475,19 @@ func (s *Systemd) mkdirs(unit string, enable []string) error {
 			}
 			return err
 		}
-		if err := touch(filepath.Join(d, "cgroup.procs")); err != nil {
-			return err
+		if !s.fakeTree {
+			continue
 		}
-		if _, err := os.Stat(filepath.Join(filepath.Dir(d), "cpuset.cpus")); err == nil && s.fakeTree {
-			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-				if err := touch(filepath.Join(d, f)); err != nil {
-					return err
-				}
-			}
+		files := map[string][]byte{"cgroup.procs": nil}
+		if _, err := os.Stat(filepath.Join(parent, "cpuset.cpus")); err == nil && s.cfg.CgroupVersion == 1 {
+			files["cpuset.cpus"], files["cpuset.mems"] = nil, nil
 		}
 		if s.cfg.CgroupVersion == 2 {
-			ctrs, _ := os.ReadFile(filepath.Join(filepath.Dir(d), "cgroup.subtree_control"))
-			if err := os.WriteFile(filepath.Join(d, "cgroup.controllers"), ctrs, 0o644); err != nil {
-				return err
-			}
-			if err := touch(filepath.Join(d, "cgroup.subtree_control")); err != nil {
+			files["cgroup.controllers"], _ = os.ReadFile(filepath.Join(parent, "cgroup.subtree_control"))
+			files["cgroup.subtree_control"] = nil
+		}
+		for f, data := range files {
+			if err := os.WriteFile(filepath.Join(d, f), data, 0o644); err != nil {
 				return err
 			}
 		}
@@ -508,28 +509,29 @@ func onCgroupfs(root string, version int) bool {
 	return st.Type == unix.CGROUP_SUPER_MAGIC || st.Type == unix.CGROUP2_SUPER_MAGIC
 }
 
-func touch(path string) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	return f.Close()
-}
-
-// enableControllers adds ctrs (those that dir's cgroup.controllers offers)
-// to dir's cgroup.subtree_control, space separated as the kernel shows it.
-func enableControllers(dir string, ctrs []string) error {
+// enableControllers enables in dir's cgroup.subtree_control those of ctrs
+// that dir's cgroup.controllers offers: on a real tree as "+c", on a fake
+// one written as the kernel shows the file (space separated, no '+').
+func (s *Systemd) enableControllers(dir string, ctrs []string) error {
 	avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
 	if err != nil {
-		return fmt.Errorf("fake cgroup v2 tree: %w", err)
+		return fmt.Errorf("cgroup v2 tree: %w", err)
 	}
 	cur, _ := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
 	on := strings.Fields(string(cur))
+	var add []string
 	for _, c := range ctrs {
 		if slices.Contains(strings.Fields(string(avail)), c) && !slices.Contains(on, c) {
-			on = append(on, c)
+			add = append(add, c)
 		}
 	}
+	if len(add) == 0 {
+		return nil
+	}
+	if !s.fakeTree {
+		return os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+"+strings.Join(add, " +")), 0o644)
+	}
+	on = append(on, add...)
 	sort.Strings(on)
 	return os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(strings.Join(on, " ")), 0o644)
 }
