@@ -108,8 +108,8 @@ func TestSystemdValues(t *testing.T) {
 	}
 }
 
-func u64(v uint64) *uint64 { return &v }
-func i64(v int64) *int64   { return &v }
+func sdU64(v uint64) *uint64 { return &v }
+func sdI64(v int64) *int64   { return &v }
 
 // systemdEnv is the driver on a fake systemd on a real dbus-daemon, over a
 // fake cgroup tree.
@@ -122,7 +122,9 @@ type systemdEnv struct {
 
 func newSystemdEnv(t *testing.T, version int) *systemdEnv {
 	t.Helper()
+	prev := cgroups.TestMode
 	cgroups.TestMode = true // the tree's files are plain files
+	t.Cleanup(func() { cgroups.TestMode = prev })
 	addr := fakesystemd.StartBus(t)
 	root := t.TempDir()
 	if err := fakesystemd.MakeTree(root, version); err != nil {
@@ -174,10 +176,10 @@ func (e *systemdEnv) prop(t *testing.T, unit, name string) any {
 }
 
 var (
-	kubepods  = podspec.CgroupName{"kubepods"}
-	burstable = podspec.CgroupName{"kubepods", "burstable"}
-	pod       = podspec.CgroupName{"kubepods", "burstable", "pod6f1e-22aa-4b3c"}
-	podUnit   = "kubepods-burstable-pod6f1e_22aa_4b3c.slice"
+	sdKubepods  = podspec.CgroupName{"kubepods"}
+	sdBurstable = podspec.CgroupName{"kubepods", "burstable"}
+	sdPod       = podspec.CgroupName{"kubepods", "burstable", "pod6f1e-22aa-4b3c"}
+	sdPodUnit   = "kubepods-burstable-pod6f1e_22aa_4b3c.slice"
 )
 
 func TestSystemdFake(t *testing.T) {
@@ -192,27 +194,27 @@ func testSystemdFake(t *testing.T, v int) {
 	if !m.Exists(nil) {
 		t.Error("the root does not exist")
 	}
-	if m.Exists(kubepods) {
+	if m.Exists(sdKubepods) {
 		t.Fatal("kubepods exists before Create")
 	}
 	// kubepods sized from allocatable, the QoS cgroup, a burstable pod with
 	// a CPU and memory limit and a pids limit
-	if err := m.Create(kubepods, &podspec.CgroupResources{CPUShares: u64(2048), Memory: i64(3 << 30), PidsLimit: i64(-1)}); err != nil {
+	if err := m.Create(sdKubepods, &podspec.CgroupResources{CPUShares: sdU64(2048), Memory: sdI64(3 << 30), PidsLimit: sdI64(-1)}); err != nil {
 		t.Fatalf("create kubepods: %v", err)
 	}
-	if err := m.Create(burstable, &podspec.CgroupResources{CPUShares: u64(512)}); err != nil {
+	if err := m.Create(sdBurstable, &podspec.CgroupResources{CPUShares: sdU64(512)}); err != nil {
 		t.Fatalf("create burstable: %v", err)
 	}
-	podRes := &podspec.CgroupResources{CPUShares: u64(256), CPUQuota: i64(50000), CPUPeriod: u64(100000), Memory: i64(256 << 20), PidsLimit: i64(100)}
-	if err := m.Create(pod, podRes); err != nil {
+	podRes := &podspec.CgroupResources{CPUShares: sdU64(256), CPUQuota: sdI64(50000), CPUPeriod: sdU64(100000), Memory: sdI64(256 << 20), PidsLimit: sdI64(100)}
+	if err := m.Create(sdPod, podRes); err != nil {
 		t.Fatalf("create pod: %v", err)
 	}
 
 	// units, their parents, their properties
-	if got, want := e.fake.Units(), []string{podUnit, "kubepods-burstable.slice", "kubepods.slice"}; !reflect.DeepEqual(got, want) {
+	if got, want := e.fake.Units(), []string{sdPodUnit, "kubepods-burstable.slice", "kubepods.slice"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("units %v, want %v", got, want)
 	}
-	for unit, parent := range map[string]string{"kubepods.slice": "-.slice", "kubepods-burstable.slice": "kubepods.slice", podUnit: "kubepods-burstable.slice"} {
+	for unit, parent := range map[string]string{"kubepods.slice": "-.slice", "kubepods-burstable.slice": "kubepods.slice", sdPodUnit: "kubepods-burstable.slice"} {
 		if got := e.prop(t, unit, "Wants"); !reflect.DeepEqual(got, []string{parent}) {
 			t.Errorf("%s Wants=%v, want [%s]", unit, got, parent)
 		}
@@ -237,11 +239,11 @@ func testSystemdFake(t *testing.T, v int) {
 	}{
 		{"kubepods.slice", memory, uint64(3 << 30)},
 		{"kubepods.slice", "TasksMax", uint64(math.MaxUint64)},
-		{podUnit, shares, podShares},
-		{podUnit, "CPUQuotaPerSecUSec", uint64(500000)},
-		{podUnit, "CPUQuotaPeriodUSec", uint64(100000)},
-		{podUnit, memory, uint64(256 << 20)},
-		{podUnit, "TasksMax", uint64(100)},
+		{sdPodUnit, shares, podShares},
+		{sdPodUnit, "CPUQuotaPerSecUSec", uint64(500000)},
+		{sdPodUnit, "CPUQuotaPeriodUSec", uint64(100000)},
+		{sdPodUnit, memory, uint64(256 << 20)},
+		{sdPodUnit, "TasksMax", uint64(100)},
 	} {
 		if got := e.prop(t, c.unit, c.prop); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s %s=%v, want %v", c.unit, c.prop, got, c.want)
@@ -260,11 +262,11 @@ func testSystemdFake(t *testing.T, v int) {
 			// cgroup, as the library does
 			{"cpuset", "cpuset.cpus", "0-1"},
 		} {
-			if got := e.file(t, c.h, pod, c.file); got != c.want {
+			if got := e.file(t, c.h, sdPod, c.file); got != c.want {
 				t.Errorf("pod %s/%s = %q, want %q", c.h, c.file, got, c.want)
 			}
 		}
-		if got := e.file(t, "cpu", kubepods, "cpu.shares"); got != "2048" {
+		if got := e.file(t, "cpu", sdKubepods, "cpu.shares"); got != "2048" {
 			t.Errorf("kubepods cpu.shares = %q, want 2048", got)
 		}
 	} else {
@@ -272,25 +274,25 @@ func testSystemdFake(t *testing.T, v int) {
 			{"cpu.weight", strconv.FormatUint(systemdCPUWeight(256), 10)}, {"cpu.max", "50000 100000"},
 			{"memory.max", strconv.Itoa(256 << 20)}, {"pids.max", "100"},
 		} {
-			if got := e.file(t, "", pod, c.file); got != c.want {
+			if got := e.file(t, "", sdPod, c.file); got != c.want {
 				t.Errorf("pod %s = %q, want %q", c.file, got, c.want)
 			}
 		}
-		if got := e.file(t, "", kubepods, "pids.max"); got != "max" {
+		if got := e.file(t, "", sdKubepods, "pids.max"); got != "max" {
 			t.Errorf("kubepods pids.max = %q, want max", got)
 		}
 		for _, c := range []string{"cpu", "memory", "pids"} {
-			if on := e.file(t, "", burstable, "cgroup.subtree_control"); !systemdHas(on, c) {
+			if on := e.file(t, "", sdBurstable, "cgroup.subtree_control"); !systemdHas(on, c) {
 				t.Errorf("burstable cgroup.subtree_control %q lacks %s", on, c)
 			}
 		}
 	}
-	for _, n := range []podspec.CgroupName{kubepods, burstable, pod} {
+	for _, n := range []podspec.CgroupName{sdKubepods, sdBurstable, sdPod} {
 		if !m.Exists(n) {
 			t.Errorf("%s does not exist after Create", n.Cgroupfs())
 		}
 	}
-	got, err := m.Read(pod)
+	got, err := m.Read(sdPod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,29 +305,29 @@ func testSystemdFake(t *testing.T, v int) {
 	}
 
 	// Update: a resize raises the memory limit and removes the CPU quota
-	if err := m.Update(pod, &podspec.CgroupResources{Memory: i64(512 << 20), CPUQuota: i64(-1), CPUPeriod: u64(100000)}); err != nil {
+	if err := m.Update(sdPod, &podspec.CgroupResources{Memory: sdI64(512 << 20), CPUQuota: sdI64(-1), CPUPeriod: sdU64(100000)}); err != nil {
 		t.Fatalf("update pod: %v", err)
 	}
-	if calls := e.fake.CallsTo("SetUnitProperties"); len(calls) != 1 || calls[0].Unit != podUnit || calls[0].Err != "" {
-		t.Errorf("SetUnitProperties calls %+v, want one on %s", calls, podUnit)
+	if calls := e.fake.CallsTo("SetUnitProperties"); len(calls) != 1 || calls[0].Unit != sdPodUnit || calls[0].Err != "" {
+		t.Errorf("SetUnitProperties calls %+v, want one on %s", calls, sdPodUnit)
 	}
-	if got := e.prop(t, podUnit, memory); got != uint64(512<<20) {
+	if got := e.prop(t, sdPodUnit, memory); got != uint64(512<<20) {
 		t.Errorf("after Update %s=%v, want %d", memory, got, 512<<20)
 	}
-	if got := e.prop(t, podUnit, "CPUQuotaPerSecUSec"); got != uint64(math.MaxUint64) {
+	if got := e.prop(t, sdPodUnit, "CPUQuotaPerSecUSec"); got != uint64(math.MaxUint64) {
 		t.Errorf("after Update CPUQuotaPerSecUSec=%v, want infinity", got)
 	}
-	if got := e.prop(t, podUnit, shares); got != podShares {
+	if got := e.prop(t, sdPodUnit, shares); got != podShares {
 		t.Errorf("after Update %s=%v, want %v unchanged", shares, got, podShares)
 	}
-	if got, _ := m.Read(pod); *got.Memory != 512<<20 || *got.CPUQuota != -1 || *got.CPUShares != wantShares {
+	if got, _ := m.Read(sdPod); *got.Memory != 512<<20 || *got.CPUQuota != -1 || *got.CPUShares != wantShares {
 		t.Errorf("after Update Read(pod) = memory %d quota %d shares %d", *got.Memory, *got.CPUQuota, *got.CPUShares)
 	}
-	if err := m.Update(podspec.CgroupName{"kubepods", "besteffort"}, &podspec.CgroupResources{CPUShares: u64(2)}); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := m.Update(podspec.CgroupName{"kubepods", "besteffort"}, &podspec.CgroupResources{CPUShares: sdU64(2)}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Update of a cgroup that is not there: %v, want ErrNotFound", err)
 	}
 	// Create of an existing slice updates it: systemd says UnitExists
-	if err := m.Create(burstable, &podspec.CgroupResources{CPUShares: u64(1024)}); err != nil {
+	if err := m.Create(sdBurstable, &podspec.CgroupResources{CPUShares: sdU64(1024)}); err != nil {
 		t.Fatalf("create burstable again: %v", err)
 	}
 	wantQoS := any(uint64(1024))
@@ -338,16 +340,16 @@ func testSystemdFake(t *testing.T, v int) {
 
 	// Children
 	best := podspec.CgroupName{"kubepods", "besteffort"}
-	if err := m.Create(best, &podspec.CgroupResources{CPUShares: u64(2)}); err != nil {
+	if err := m.Create(best, &podspec.CgroupResources{CPUShares: sdU64(2)}); err != nil {
 		t.Fatal(err)
 	}
-	if kids, err := m.Children(kubepods); err != nil || !reflect.DeepEqual(kids, []podspec.CgroupName{best, burstable}) {
+	if kids, err := m.Children(sdKubepods); err != nil || !reflect.DeepEqual(kids, []podspec.CgroupName{best, sdBurstable}) {
 		t.Errorf("Children(kubepods) = %q, %v; want besteffort, burstable", kids, err)
 	}
-	if kids, err := m.Children(burstable); err != nil || !reflect.DeepEqual(kids, []podspec.CgroupName{pod}) {
-		t.Errorf("Children(burstable) = %q, %v; want [%q]", kids, err, pod)
+	if kids, err := m.Children(sdBurstable); err != nil || !reflect.DeepEqual(kids, []podspec.CgroupName{sdPod}) {
+		t.Errorf("Children(burstable) = %q, %v; want [%q]", kids, err, sdPod)
 	}
-	if kids, err := m.Children(pod); err != nil || len(kids) != 0 {
+	if kids, err := m.Children(sdPod); err != nil || len(kids) != 0 {
 		t.Errorf("Children(pod) = %q, %v; want none", kids, err)
 	}
 	if _, err := m.Children(podspec.CgroupName{"nope"}); !errors.Is(err, errdefs.ErrNotFound) {
@@ -355,18 +357,18 @@ func testSystemdFake(t *testing.T, v int) {
 	}
 
 	// Destroy refuses a cgroup with a process, in it or below it
-	procs := filepath.Join(e.root, "memory", pod.Systemd(), "cgroup.procs")
+	procs := filepath.Join(e.root, "memory", sdPod.Systemd(), "cgroup.procs")
 	if v == 2 {
-		procs = filepath.Join(e.root, pod.Systemd(), "cgroup.procs")
+		procs = filepath.Join(e.root, sdPod.Systemd(), "cgroup.procs")
 	}
 	self := strconv.Itoa(os.Getpid())
 	if err := os.WriteFile(procs, []byte(self+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if pids, err := m.Pids(burstable); err != nil || !reflect.DeepEqual(pids, []int{os.Getpid()}) {
+	if pids, err := m.Pids(sdBurstable); err != nil || !reflect.DeepEqual(pids, []int{os.Getpid()}) {
 		t.Errorf("Pids(burstable) = %v, %v; want [%d]", pids, err, os.Getpid())
 	}
-	for _, n := range []podspec.CgroupName{pod, burstable} {
+	for _, n := range []podspec.CgroupName{sdPod, sdBurstable} {
 		err := m.Destroy(n)
 		if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), self) {
 			t.Errorf("Destroy(%s) with a process: %v, want ErrFailedPrecondition naming pid %s", n.Cgroupfs(), err, self)
@@ -375,39 +377,39 @@ func testSystemdFake(t *testing.T, v int) {
 	if calls := e.fake.CallsTo("StopUnit"); len(calls) != 0 {
 		t.Errorf("systemd was asked to stop %+v: it would kill the process", calls)
 	}
-	if !m.Exists(pod) {
+	if !m.Exists(sdPod) {
 		t.Error("the pod cgroup is gone after a refused Destroy")
 	}
 	// gone, the process: the pod's slice is stopped and its cgroup removed
 	if err := os.WriteFile(procs, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Destroy(pod); err != nil {
+	if err := m.Destroy(sdPod); err != nil {
 		t.Fatalf("Destroy(pod): %v", err)
 	}
-	if calls := e.fake.CallsTo("StopUnit"); len(calls) != 1 || calls[0].Unit != podUnit || calls[0].Result != "done" {
-		t.Errorf("StopUnit calls %+v, want one on %s, done", calls, podUnit)
+	if calls := e.fake.CallsTo("StopUnit"); len(calls) != 1 || calls[0].Unit != sdPodUnit || calls[0].Result != "done" {
+		t.Errorf("StopUnit calls %+v, want one on %s, done", calls, sdPodUnit)
 	}
-	if _, ok := e.fake.Unit(podUnit); ok {
-		t.Errorf("unit %s still loaded", podUnit)
+	if _, ok := e.fake.Unit(sdPodUnit); ok {
+		t.Errorf("unit %s still loaded", sdPodUnit)
 	}
-	if m.Exists(pod) || m.anyDir(pod) {
-		t.Errorf("the pod cgroup is still there: %v", m.dirs(pod))
+	if m.Exists(sdPod) || m.anyDir(sdPod) {
+		t.Errorf("the pod cgroup is still there: %v", m.dirs(sdPod))
 	}
-	if !m.Exists(burstable) {
+	if !m.Exists(sdBurstable) {
 		t.Error("destroying the pod removed its QoS cgroup")
 	}
-	if err := m.Destroy(pod); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := m.Destroy(sdPod); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Destroy of a cgroup that is gone: %v, want ErrNotFound", err)
 	}
 	// kubepods: systemd stops the slices in it
-	if err := m.Destroy(kubepods); err != nil {
+	if err := m.Destroy(sdKubepods); err != nil {
 		t.Fatalf("Destroy(kubepods): %v", err)
 	}
 	if units := e.fake.Units(); len(units) != 0 {
 		t.Errorf("units left: %v", units)
 	}
-	for _, n := range []podspec.CgroupName{kubepods, burstable, best} {
+	for _, n := range []podspec.CgroupName{sdKubepods, sdBurstable, best} {
 		if m.anyDir(n) {
 			t.Errorf("%s still has directories", n.Cgroupfs())
 		}
@@ -422,15 +424,15 @@ func testSystemdFake(t *testing.T, v int) {
 func TestSystemdErrors(t *testing.T) {
 	e := newSystemdEnv(t, 2)
 	e.fake.FailNext("StartTransientUnit", fakesystemd.ErrInvalidArgs, "Invalid argument")
-	err := e.m.Create(kubepods, &podspec.CgroupResources{CPUShares: u64(2)})
+	err := e.m.Create(sdKubepods, &podspec.CgroupResources{CPUShares: sdU64(2)})
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "kubepods.slice") {
 		t.Errorf("Create refused by systemd: %v, want ErrInvalidArgument naming the unit", err)
 	}
-	if err := e.m.Create(kubepods, nil); err != nil {
+	if err := e.m.Create(sdKubepods, nil); err != nil {
 		t.Fatal(err)
 	}
 	e.fake.FailNext("SetUnitProperties", "org.freedesktop.DBus.Error.AccessDenied", "denied")
-	if err := e.m.Update(kubepods, &podspec.CgroupResources{Memory: i64(1 << 30)}); err == nil || !strings.Contains(err.Error(), "denied") {
+	if err := e.m.Update(sdKubepods, &podspec.CgroupResources{Memory: sdI64(1 << 30)}); err == nil || !strings.Contains(err.Error(), "denied") {
 		t.Errorf("Update refused by systemd: %v, want its error", err)
 	}
 	// a unit systemd lost whose cgroup is there: Update starts it again
@@ -438,7 +440,7 @@ func TestSystemdErrors(t *testing.T) {
 	if _, err := dbusCall(e.addr, "GetUnit", "kubepods.slice"); err == nil || !strings.Contains(err.Error(), "not loaded") {
 		t.Fatalf("GetUnit of a forgotten unit: %v", err)
 	}
-	if err := e.m.Update(kubepods, &podspec.CgroupResources{Memory: i64(1 << 30)}); err != nil {
+	if err := e.m.Update(sdKubepods, &podspec.CgroupResources{Memory: sdI64(1 << 30)}); err != nil {
 		t.Fatalf("Update of a cgroup whose unit is not loaded: %v", err)
 	}
 	if got := e.prop(t, "kubepods.slice", "MemoryMax"); got != uint64(1<<30) {
@@ -456,11 +458,11 @@ func TestSystemdJobTimeout(t *testing.T) {
 	}
 	defer m.Close()
 	e.fake.HoldJobs(true)
-	if err := m.Create(kubepods, nil); !errors.Is(err, errdefs.ErrDeadlineExceeded) {
+	if err := m.Create(sdKubepods, nil); !errors.Is(err, errdefs.ErrDeadlineExceeded) {
 		t.Errorf("Create with a hung job: %v, want ErrDeadlineExceeded", err)
 	}
 	e.fake.HoldJobs(false)
-	if err := m.Destroy(kubepods); err != nil {
+	if err := m.Destroy(sdKubepods); err != nil {
 		t.Errorf("Destroy once systemd answers again: %v", err)
 	}
 }
@@ -510,8 +512,9 @@ func TestSystemdNotRunning(t *testing.T) {
 // a v1 host.
 func TestSystemdRealCgroupV1(t *testing.T) {
 	var st unix.Statfs_t
-	if os.Geteuid() != 0 || unix.Statfs("/sys/fs/cgroup/cpu", &st) != nil || st.Type != unix.CGROUP_SUPER_MAGIC {
-		t.Skip("needs root and the host's cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu")
+	systemdNeedRoot(t)
+	if unix.Statfs("/sys/fs/cgroup/cpu", &st) != nil || st.Type != unix.CGROUP_SUPER_MAGIC {
+		t.Skip("needs the host's cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu (a cgroup v1 host)")
 	}
 	addr := fakesystemd.StartBus(t)
 	fake, err := fakesystemd.Start(fakesystemd.Config{Address: addr, Root: "/sys/fs/cgroup", CgroupVersion: 1})
@@ -533,11 +536,11 @@ func TestSystemdRealCgroupV1(t *testing.T) {
 	bu := kp.Child("burstable")
 	pd := bu.Child("pod0a1b-2c3d")
 	for _, n := range []podspec.CgroupName{top, kp, bu} {
-		if err := m.Create(n, &podspec.CgroupResources{CPUShares: u64(1024)}); err != nil {
+		if err := m.Create(n, &podspec.CgroupResources{CPUShares: sdU64(1024)}); err != nil {
 			t.Fatalf("create %s: %v", n.Cgroupfs(), err)
 		}
 	}
-	if err := m.Create(pd, &podspec.CgroupResources{CPUShares: u64(204), CPUQuota: i64(20000), CPUPeriod: u64(100000), Memory: i64(64 << 20), PidsLimit: i64(50)}); err != nil {
+	if err := m.Create(pd, &podspec.CgroupResources{CPUShares: sdU64(204), CPUQuota: sdI64(20000), CPUPeriod: sdU64(100000), Memory: sdI64(64 << 20), PidsLimit: sdI64(50)}); err != nil {
 		t.Fatalf("create pod: %v", err)
 	}
 	podDir := func(h string) string { return filepath.Join("/sys/fs/cgroup", h, pd.Systemd()) }
@@ -562,7 +565,7 @@ func TestSystemdRealCgroupV1(t *testing.T) {
 	if read("cpuset", "cpuset.cpus") == "" {
 		t.Error("the pod's cpuset.cpus is empty: a process could not join it")
 	}
-	if err := m.Update(pd, &podspec.CgroupResources{Memory: i64(128 << 20), PidsLimit: i64(-1)}); err != nil {
+	if err := m.Update(pd, &podspec.CgroupResources{Memory: sdI64(128 << 20), PidsLimit: sdI64(-1)}); err != nil {
 		t.Fatal(err)
 	}
 	if got := read("memory", "memory.limit_in_bytes"); got != strconv.Itoa(128<<20) {
@@ -604,6 +607,19 @@ func TestSystemdRealCgroupV1(t *testing.T) {
 	}
 }
 
+// systemdNeedRoot skips a test that writes the host's cgroups where it
+// does not run as root; under CI=true it fails instead.
+func systemdNeedRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("CI=true: the real cgroup tests must run, as root")
+	}
+	t.Skip("writing the host's cgroups needs root (under CI=true this test fails instead)")
+}
+
 // systemdRemoveTree removes what a failed test left of top in the host's
 // hierarchies, deepest first (rmdir only: never a process).
 func systemdRemoveTree(t *testing.T, m *Systemd, top podspec.CgroupName) {
@@ -632,8 +648,9 @@ func TestSystemdRealCgroupV2(t *testing.T) {
 			break
 		}
 	}
-	if os.Geteuid() != 0 || root == "" {
-		t.Skip("needs root and a cgroup2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
+	systemdNeedRoot(t)
+	if root == "" {
+		t.Skip("needs a cgroup2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
 	}
 	ctrsB, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
 	if err != nil {
@@ -666,15 +683,15 @@ func TestSystemdRealCgroupV2(t *testing.T) {
 	res := &podspec.CgroupResources{}
 	want := map[string]string{}
 	if systemdHas(ctrs, "cpu") {
-		res.CPUShares, res.CPUQuota, res.CPUPeriod = u64(1024), i64(30000), u64(100000)
+		res.CPUShares, res.CPUQuota, res.CPUPeriod = sdU64(1024), sdI64(30000), sdU64(100000)
 		want["cpu.weight"], want["cpu.max"] = "39", "30000 100000"
 	}
 	if systemdHas(ctrs, "memory") {
-		res.Memory = i64(64 << 20)
+		res.Memory = sdI64(64 << 20)
 		want["memory.max"] = strconv.Itoa(64 << 20)
 	}
 	if systemdHas(ctrs, "pids") {
-		res.PidsLimit = i64(40)
+		res.PidsLimit = sdI64(40)
 		want["pids.max"] = "40"
 	}
 	if systemdHas(ctrs, "hugetlb") && len(cgroups.HugePageSizes()) > 0 {
