@@ -559,7 +559,7 @@ func (s *Systemd) resources(name podspec.CgroupName, r *podspec.CgroupResources)
 	}
 	if r.CPUShares != nil {
 		if s.version == 2 {
-			res.CpuWeight = systemdCPUWeight(*r.CPUShares)
+			res.CpuWeight = CPUSharesToWeight(*r.CPUShares)
 			props = append(props, systemdProp("CPUWeight", res.CpuWeight))
 		} else {
 			res.CpuShares = *r.CPUShares
@@ -617,7 +617,7 @@ func (s *Systemd) resources(name podspec.CgroupName, r *podspec.CgroupResources)
 	if r.HugePageLimit != nil && s.hugetlb() {
 		given := map[string]bool{}
 		for size, limit := range r.HugePageLimit {
-			ps, err := systemdPageSize(size)
+			ps, err := HugePageSizeName(size)
 			if err != nil {
 				return nil, nil, errdefs.Wrap(errdefs.ErrInvalidArgument, err)
 			}
@@ -646,27 +646,6 @@ func (s *Systemd) hugetlb() bool {
 	return err == nil && systemdHas(avail, "hugetlb")
 }
 
-// systemdCPUWeight is upstream's kubelet conversion of CPU shares
-// [2, 262144] to cgroup v2 cpu.weight [1, 10000].
-func systemdCPUWeight(shares uint64) uint64 {
-	if shares < 2 {
-		shares = 2
-	}
-	if shares >= 262144 {
-		return 10000
-	}
-	return 1 + ((shares-2)*9999)/262142
-}
-
-// systemdCPUShares is systemdCPUWeight's inverse (upstream's
-// cpuWeightToCPUShares).
-func systemdCPUShares(weight uint64) uint64 {
-	if weight < 1 {
-		weight = 1
-	}
-	return ((weight-1)*262142)/9999 + 2
-}
-
 // systemdMaxCPUQuota is the largest quota the kernel takes (µs).
 const systemdMaxCPUQuota = 1<<44 - 1
 
@@ -686,24 +665,6 @@ func systemdQuotaPerSec(quota int64, period uint64) (uint64, int64) {
 		return math.MaxUint64, -1
 	}
 	return perSec, quota
-}
-
-// systemdPageSize is a huge page size in bytes as the library names it
-// ("2MB", "1GB").
-func systemdPageSize(size int64) (string, error) {
-	units := []string{"B", "KB", "MB", "GB", "TB", "PB"}
-	if size <= 0 {
-		return "", fmt.Errorf("huge page size %d", size)
-	}
-	i := 0
-	for size >= 1024 && size%1024 == 0 && i < len(units)-1 {
-		size /= 1024
-		i++
-	}
-	if i == 0 {
-		return "", fmt.Errorf("huge page size %d is not a multiple of 1KB", size)
-	}
-	return strconv.FormatInt(size, 10) + units[i], nil
 }
 
 func systemdProp(name string, v any) sddbus.Property {
@@ -746,7 +707,7 @@ func (s *Systemd) Read(name podspec.CgroupName) (*podspec.CgroupResources, error
 	}
 	dir := dirs[""]
 	if v, ok := systemdReadUint(dir, "cpu.weight"); ok {
-		sh := systemdCPUShares(v)
+		sh := CPUWeightToShares(v)
 		out.CPUShares = &sh
 	}
 	if q, p, ok := s.v2CPUMax(name); ok {

@@ -67,15 +67,6 @@ func TestSystemdUnitName(t *testing.T) {
 }
 
 func TestSystemdValues(t *testing.T) {
-	// upstream's kubelet's conversions (cm.getCPUWeight, cpuWeightToCPUShares)
-	for shares, weight := range map[uint64]uint64{2: 1, 1024: 39, 102: 4, 262144: 10000, 300000: 10000} {
-		if got := systemdCPUWeight(shares); got != weight {
-			t.Errorf("systemdCPUWeight(%d) = %d, want %d", shares, got, weight)
-		}
-	}
-	if got := systemdCPUShares(39); got != 998 {
-		t.Errorf("systemdCPUShares(39) = %d, want 998", got)
-	}
 	// systemd's CPUQuota granularity is 10ms per second: the quota written
 	// to cgroupfs is rounded up with it, as the library does
 	for _, tc := range []struct {
@@ -92,14 +83,6 @@ func TestSystemdValues(t *testing.T) {
 		if perSec != tc.perSec || q != tc.wantQuota {
 			t.Errorf("systemdQuotaPerSec(%d, %d) = %d, %d; want %d, %d", tc.quota, tc.period, perSec, q, tc.perSec, tc.wantQuota)
 		}
-	}
-	for size, want := range map[int64]string{2 << 20: "2MB", 1 << 30: "1GB", 64 << 10: "64KB"} {
-		if got, err := systemdPageSize(size); err != nil || got != want {
-			t.Errorf("systemdPageSize(%d) = %q, %v; want %q", size, got, err, want)
-		}
-	}
-	if got, err := systemdPageSize(1000); err == nil {
-		t.Errorf("systemdPageSize(1000) = %q, want an error", got)
 	}
 	for v, want := range map[string]int{`"v252.5-1.fc38"`: 252, "245": 245, `"249.11-0ubuntu3"`: 249, "": -1} {
 		if got := systemdVersionNumber(v); got != want {
@@ -231,7 +214,7 @@ func testSystemdFake(t *testing.T, v int) {
 	podShares := uint64(256)
 	if v == 2 {
 		shares, memory = "CPUWeight", "MemoryMax"
-		podShares = systemdCPUWeight(256)
+		podShares = CPUSharesToWeight(256)
 	}
 	for _, c := range []struct {
 		unit, prop string
@@ -271,7 +254,7 @@ func testSystemdFake(t *testing.T, v int) {
 		}
 	} else {
 		for _, c := range []struct{ file, want string }{
-			{"cpu.weight", strconv.FormatUint(systemdCPUWeight(256), 10)}, {"cpu.max", "50000 100000"},
+			{"cpu.weight", strconv.FormatUint(CPUSharesToWeight(256), 10)}, {"cpu.max", "50000 100000"},
 			{"memory.max", strconv.Itoa(256 << 20)}, {"pids.max", "100"},
 		} {
 			if got := e.file(t, "", sdPod, c.file); got != c.want {
@@ -298,7 +281,7 @@ func testSystemdFake(t *testing.T, v int) {
 	}
 	wantShares := uint64(256)
 	if v == 2 {
-		wantShares = systemdCPUShares(systemdCPUWeight(256)) // the v2 round trip
+		wantShares = CPUWeightToShares(CPUSharesToWeight(256)) // the v2 round trip
 	}
 	if *got.CPUShares != wantShares || *got.CPUQuota != 50000 || *got.CPUPeriod != 100000 || *got.Memory != 256<<20 || *got.PidsLimit != 100 {
 		t.Errorf("Read(pod) = shares %d quota %d period %d memory %d pids %d", *got.CPUShares, *got.CPUQuota, *got.CPUPeriod, *got.Memory, *got.PidsLimit)
@@ -332,7 +315,7 @@ func testSystemdFake(t *testing.T, v int) {
 	}
 	wantQoS := any(uint64(1024))
 	if v == 2 {
-		wantQoS = systemdCPUWeight(1024)
+		wantQoS = CPUSharesToWeight(1024)
 	}
 	if got := e.prop(t, "kubepods-burstable.slice", shares); got != wantQoS {
 		t.Errorf("burstable %s=%v after a second Create, want %v", shares, got, wantQoS)
@@ -699,7 +682,7 @@ func TestSystemdRealCgroupV2(t *testing.T) {
 		ps := cgroups.HugePageSizes()[0]
 		var size int64
 		for sz := int64(4 << 10); sz <= 16<<30 && size == 0; sz <<= 1 {
-			if name, _ := systemdPageSize(sz); name == ps {
+			if name, _ := HugePageSizeName(sz); name == ps {
 				size = sz
 			}
 		}
