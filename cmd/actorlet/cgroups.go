@@ -21,6 +21,7 @@ import (
 	cgroupactor "github.com/actorlet/actorlet/actors/cgroup"
 	"github.com/actorlet/actorlet/adapters/host"
 	"github.com/actorlet/actorlet/podspec"
+	"github.com/actorlet/actorlet/runtimes/sim"
 )
 
 // The pod and QoS cgroups (actors/cgroup; docs/RESOURCES.md): the flags
@@ -127,7 +128,8 @@ func planCgroups(ctx context.Context, o *options, rt *runtimeConn, driver podspe
 		return nil, err
 	}
 	if mgr == nil {
-		log.Warn("pod cgroups are not managed: the sim runtime has no cgroup tree; pods are not bounded by kubepods, QoS or pod cgroups")
+		log.Warn("pod cgroups are not managed: the sim runtime has no cgroup tree here; pods are not bounded by kubepods, QoS or pod cgroups",
+			"runtime", rt.name)
 		return nil, nil
 	}
 	root, err := cgroupactor.ParseCgroupRoot(c.CgroupRoot, driver)
@@ -207,8 +209,13 @@ func cgroupCapacity(ctx context.Context, o *options, log *slog.Logger) v1.Resour
 // failCgroupV1's check. nil, nil: none (the node's cgroups are not
 // managed).
 func newCgroupManager(o *options, rt *runtimeConn, driver podspec.CgroupDriver, log *slog.Logger) (cgroupactor.Manager, error) {
-	if rt.sim != nil {
+	switch {
+	case rt.sim != nil:
 		return simCgroupManager(rt) // sim:// manages no host cgroups: failCgroupV1 does not apply
+	case rt.name == sim.RuntimeName:
+		// A sim runtime of its own process (actorlet simruntime): no host
+		// cgroup holds its pods, and its in-memory tree is not reachable.
+		return nil, nil
 	}
 	if err := checkCgroupV1(o.FailCgroupV1); err != nil {
 		return nil, err
