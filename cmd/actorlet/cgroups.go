@@ -108,7 +108,9 @@ func (o *options) validateCgroups() []error {
 }
 
 // enforces reports whether key is in --enforce-node-allocatable.
-func (c *cgroupOptions) enforces(key string) bool { return slices.Contains(c.EnforceNodeAllocatable, key) }
+func (c *cgroupOptions) enforces(key string) bool {
+	return slices.Contains(c.EnforceNodeAllocatable, key)
+}
 
 // cgroupPlan is what the CgroupActor is made with, decided at start; a
 // nil plan: the node's cgroups are not managed (named at start).
