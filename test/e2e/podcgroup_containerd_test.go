@@ -22,7 +22,9 @@ import (
 // cgroup is gone once the pod is deleted.
 func TestE2EContainerdPodCgroupBurstable(t *testing.T) {
 	dir := t.TempDir()
-	a, image := startContainerdAgent(t, dir)
+	// Image GC off: on a disk over 85% full it would remove the pause
+	// image before the sandbox needs it (this test is about cgroups).
+	a, image := startContainerdAgent(t, dir, "--image-gc-high-threshold", "100")
 	if a.cgroupRoot == "" {
 		t.Fatal("the agent on containerd got no --cgroup-root")
 	}
