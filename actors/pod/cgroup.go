@@ -79,8 +79,8 @@ func (a *Actor) handlePodCgroup(ctx actor.Context, m *messages.PodCgroup) bool {
 		return true
 	}
 	if m.Err != nil {
+		// The CgroupActor logged it and counted it; the pod shows it.
 		msg := "unable to ensure pod container exists: " + m.Err.Error()
-		a.log.Warn("pod cgroup not made", "err", m.Err)
 		a.event(v1.EventTypeWarning, ReasonFailedCreatePodContainer, "cgroup", "%s", msg)
 		a.setupFailed(ctx, ReasonFailedCreatePodContainer, msg)
 		return true
