@@ -235,28 +235,30 @@ var errNoCgroupManager = errors.New("is not built into this actorlet: it cannot 
 // simCgroupManager is the sim runtime's in-memory cgroup tree.
 func simCgroupManager(rt *runtimeConn) (cgroupactor.Manager, error) {
 	_ = rt
-	return nil, nil // WIRE(simbench): return rt.sim.Cgroups(), nil
+	// WIRE(simbench): return rt.sim.Cgroups(), nil
+	return nil, nil
 }
 
 // newCgroupfsManager is the host's cgroupfs Manager (cgroup v1 or v2).
 func newCgroupfsManager(o *options, log *slog.Logger) (cgroupactor.Manager, error) {
 	_, _ = o, log
-	// WIRE(cglib): return adapterscgroup.NewCgroupfs(adapterscgroup.Config{Log: log})
+	// WIRE(cglib): m, err := adapterscgroup.NewCgroupfs(adapterscgroup.Config{Log: log}); if err != nil { return nil, err }; return m, nil
 	return nil, fmt.Errorf("the cgroupfs cgroup manager %w", errNoCgroupManager)
 }
 
 // newSystemdManager is the host's systemd Manager (over D-Bus).
 func newSystemdManager(o *options, log *slog.Logger) (cgroupactor.Manager, error) {
 	_, _ = o, log
-	// WIRE(cgsysd): return adapterscgroup.NewSystemd(adapterscgroup.SystemdConfig{Log: log})
+	// WIRE(cgsysd): m, err := adapterscgroup.NewSystemd(adapterscgroup.SystemdConfig{}); if err != nil { return nil, err }; return m, nil
 	return nil, fmt.Errorf("the systemd cgroup manager %w", errNoCgroupManager)
 }
 
 // checkCgroupV1 is upstream's failCgroupV1 check: on a cgroup v1 (or
 // hybrid) host the agent refuses to start unless --fail-cgroupv1=false.
 func checkCgroupV1(fail bool) error {
-	// WIRE(cglib): host detection and message from adapters/cgroup
-	// (CheckCgroupV1); until then /sys/fs/cgroup's filesystem decides.
+	// WIRE(cglib): may become adapterscgroup.CheckCgroupV1(fail, version)
+	// with its host detection; /sys/fs/cgroup's filesystem decides here,
+	// as upstream's IsCgroup2UnifiedMode.
 	if !fail || cgroupV2Unified() {
 		return nil
 	}
