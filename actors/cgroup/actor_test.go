@@ -137,7 +137,7 @@ func TestSetupRefusesMissingRootAndReserved(t *testing.T) {
 	m := newFakeManager()
 	cfg := testConfig(m)
 	err := cfg.Setup()
-	if err == nil || !strings.Contains(err.Error(), `cgroup-root "/actorlet-test" does not exist`) {
+	if err == nil || !strings.Contains(err.Error(), `invalid configuration: --cgroup-root /actorlet-test: cgroup ["actorlet-test"] has some missing paths`) {
 		t.Fatalf("missing root: %v", err)
 	}
 	m = newFakeManager(root)
@@ -391,5 +391,24 @@ func TestValidateEnforcement(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%v perQOS=%v: %v, want %q", c.keys, c.perQOS, err, c.want)
 		}
+	}
+}
+
+// validatingManager says what is missing, as adapters/cgroup's managers.
+type validatingManager struct{ *fakeManager }
+
+func (v validatingManager) Validate(n podspec.CgroupName) error {
+	if !v.Exists(n) {
+		return errors.New("cgroup " + n.Cgroupfs() + " is missing in cpu (/sys/fs/cgroup/cpu" + n.Cgroupfs() + ")")
+	}
+	return nil
+}
+
+func TestSetupNamesWhatIsMissing(t *testing.T) {
+	cfg := testConfig(newFakeManager())
+	cfg.Manager = validatingManager{newFakeManager()}
+	err := cfg.Setup()
+	if err == nil || !strings.Contains(err.Error(), "is missing in cpu (/sys/fs/cgroup/cpu/actorlet-test)") {
+		t.Fatalf("missing root: %v", err)
 	}
 }

@@ -179,8 +179,10 @@ func (c *Config) Parent(pod *v1.Pod) string {
 // error; the CgroupActor runs it again at each start (idempotent).
 func (c *Config) Setup() error {
 	m := c.Manager
-	if c.CgroupsPerQOS && len(c.Root) > 0 && !m.Exists(c.Root) {
-		return fmt.Errorf("invalid configuration: cgroup-root %q does not exist (cgroup %v has some missing paths): create it, or name an existing one", c.Root.Path(m.Driver()), []string(c.Root))
+	if c.CgroupsPerQOS && len(c.Root) > 0 {
+		if err := validate(m, c.Root); err != nil {
+			return fmt.Errorf("invalid configuration: --cgroup-root %s: %w (create it, or name an existing one)", c.Root.Path(m.Driver()), err)
+		}
 	}
 	for _, r := range c.Reserved {
 		label := "System Reserved"
@@ -190,8 +192,8 @@ func (c *Config) Setup() error {
 		if strings.HasSuffix(r.Key, "-compressible") {
 			label += " Compressible"
 		}
-		if !m.Exists(r.Name) {
-			return fmt.Errorf("Failed to enforce %s Cgroup Limits on %q: cgroup %v has some missing paths", label, r.Name.Cgroupfs(), []string(r.Name)) //nolint:staticcheck // upstream's message
+		if err := validate(m, r.Name); err != nil {
+			return fmt.Errorf("Failed to enforce %s Cgroup Limits on %q: %w", label, r.Name.Cgroupfs(), err) //nolint:staticcheck // upstream's message
 		}
 		if r.Values != nil {
 			if err := m.Update(r.Name, r.Values); err != nil {
@@ -214,6 +216,24 @@ func (c *Config) Setup() error {
 		if err := m.Create(n, r); err != nil {
 			return fmt.Errorf("failed to create top level %s QOS cgroup %s: %w", n[len(n)-1], n.Path(m.Driver()), err)
 		}
+	}
+	return nil
+}
+
+// validator is a Manager that tells what of a cgroup is missing
+// (upstream's Validate: "cgroup ... has some missing paths: ...").
+type validator interface {
+	Validate(name podspec.CgroupName) error
+}
+
+// validate is nil when the cgroup exists, else why not: the Manager's
+// own words where it has them.
+func validate(m Manager, name podspec.CgroupName) error {
+	if v, ok := m.(validator); ok {
+		return v.Validate(name)
+	}
+	if !m.Exists(name) {
+		return fmt.Errorf("cgroup %q has some missing paths", []string(name))
 	}
 	return nil
 }
