@@ -119,8 +119,13 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.SweepPodCgroups:
 		a.sweep(m)
 	case *workDone:
-		if a.self.Mine(m) {
+		switch {
+		case a.self.Mine(m):
 			a.done(m)
+		case m.finish != nil:
+			// A job of the incarnation before a restart: what it did is
+			// true still, and its asker still waits for the answer.
+			m.finish(a)
 		}
 	case *listed:
 		if a.self.Mine(m) {

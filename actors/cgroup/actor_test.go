@@ -316,6 +316,32 @@ func TestRestartRebuildsFromTheTree(t *testing.T) {
 	}
 }
 
+// A pod whose cgroup was being made when the actor crashed gets its
+// answer from the restarted actor: it does not wait for a resync.
+func TestRestartAnswersWhatWasInFlight(t *testing.T) {
+	m := newFakeManager(root)
+	h := start(t, m, testConfig(m))
+	gate := make(chan struct{})
+	m.mu.Lock()
+	m.gate = gate
+	m.mu.Unlock()
+	f := h.sys.Root.RequestFuture(h.pid, &messages.EnsurePodCgroup{Pod: testPod("slow", rlist("cpu", "100m"), nil)}, 10*time.Second)
+	actortest.Sync(t, h.sys, h.pid) // the create is in flight
+	h.sys.Root.Send(h.pid, &crash{})
+	actortest.Sync(t, h.sys, h.pid) // restarted
+	m.mu.Lock()
+	m.gate = nil
+	m.mu.Unlock()
+	close(gate)
+	r, err := f.Result()
+	if err != nil {
+		t.Fatalf("no answer after the restart: %v", err)
+	}
+	if got := r.(*messages.PodCgroup); got.Err != nil || !m.exists(root+"/kubepods/burstable/podslow") {
+		t.Fatalf("answer %+v", got)
+	}
+}
+
 // crash makes the actor panic (its supervisor restarts it).
 type crash struct{}
 

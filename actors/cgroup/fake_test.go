@@ -22,6 +22,8 @@ type fakeManager struct {
 	// refuse: the error a write (Create/Update) to a cgroup whose path
 	// contains the key returns.
 	refuse map[string]error
+	// gate, when set, holds every Create until it is closed.
+	gate chan struct{}
 }
 
 type fakeCgroup struct {
@@ -61,6 +63,12 @@ func (f *fakeManager) refused(n podspec.CgroupName) error {
 }
 
 func (f *fakeManager) Create(n podspec.CgroupName, r *podspec.CgroupResources) error {
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.refused(n); err != nil {
