@@ -295,6 +295,10 @@ func (a *Actor) resize(to *actor.PID, m *messages.ResizePodCgroup) {
 		switch r {
 		case v1.ResourceCPU:
 			values.CPUShares, values.CPUQuota, values.CPUPeriod = all.CPUShares, all.CPUQuota, all.CPUPeriod
+			if values.CPUQuota == nil {
+				noQuota := int64(-1) // a CPU limit removed: no quota
+				values.CPUQuota = &noQuota
+			}
 		case v1.ResourceMemory:
 			values.Memory = all.Memory
 			if values.Memory == nil {

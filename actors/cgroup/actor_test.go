@@ -206,6 +206,20 @@ func TestEnsureResizeRemove(t *testing.T) {
 	if got2.Err != nil || *got2.CPUShares != 512 || *got2.Memory != 128<<20 {
 		t.Errorf("GetPodCgroup: %+v", got2)
 	}
+	// A CPU limit removed: the quota goes (-1), the memory limit too.
+	unlimited := testPod("b1", rlist("cpu", "500m", "memory", "64Mi"), nil)
+	r = h.ask(&messages.ResizePodCgroup{Pod: unlimited, Resources: []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}}).(*messages.PodCgroup)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	v, _ = m.values(root + "/kubepods/burstable/podb1")
+	if *v.CPUQuota != -1 || *v.Memory != -1 || *v.CPUShares != 512 {
+		t.Errorf("limits removed: quota %d memory %d shares %d, want -1, -1, 512", *v.CPUQuota, *v.Memory, *v.CPUShares)
+	}
+	r = h.ask(&messages.ResizePodCgroup{Pod: resized, Resources: []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}}).(*messages.PodCgroup)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
 	actortest.Eventually(t, "burstable shares after resize", func() bool {
 		v, _ := m.values(root + "/kubepods/burstable")
 		return *v.CPUShares == 512
