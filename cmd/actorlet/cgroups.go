@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -19,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	cgroupactor "github.com/actorlet/actorlet/actors/cgroup"
+	adapterscgroup "github.com/actorlet/actorlet/adapters/cgroup"
 	"github.com/actorlet/actorlet/adapters/host"
 	"github.com/actorlet/actorlet/podspec"
 	"github.com/actorlet/actorlet/runtimes/sim"
@@ -219,7 +218,7 @@ func newCgroupManager(o *options, rt *runtimeConn, driver podspec.CgroupDriver, 
 		// cgroup holds its pods, and its in-memory tree is not reachable.
 		return nil, nil
 	}
-	if err := checkCgroupV1(o.FailCgroupV1); err != nil {
+	if err := checkCgroupV1(o.FailCgroupV1, log); err != nil {
 		return nil, err
 	}
 	if driver == podspec.CgroupDriverSystemd {
@@ -227,10 +226,6 @@ func newCgroupManager(o *options, rt *runtimeConn, driver podspec.CgroupDriver, 
 	}
 	return newCgroupfsManager(o, log)
 }
-
-// errNoCgroupManager is the start error of a driver whose Manager is not
-// built into this binary.
-var errNoCgroupManager = errors.New("is not built into this actorlet: it cannot manage the pod cgroups on a real runtime")
 
 // simCgroupManager is the sim runtime's in-memory cgroup tree.
 func simCgroupManager(rt *runtimeConn) (cgroupactor.Manager, error) {
@@ -240,40 +235,40 @@ func simCgroupManager(rt *runtimeConn) (cgroupactor.Manager, error) {
 }
 
 // newCgroupfsManager is the host's cgroupfs Manager (cgroup v1 or v2).
-func newCgroupfsManager(o *options, log *slog.Logger) (cgroupactor.Manager, error) {
-	_, _ = o, log
-	// WIRE(cglib): m, err := adapterscgroup.NewCgroupfs(adapterscgroup.Config{Log: log}); if err != nil { return nil, err }; return m, nil
-	return nil, fmt.Errorf("the cgroupfs cgroup manager %w", errNoCgroupManager)
+func newCgroupfsManager(_ *options, log *slog.Logger) (cgroupactor.Manager, error) {
+	m, err := adapterscgroup.NewCgroupfs(adapterscgroup.Config{Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("the cgroupfs cgroup manager: %w", err)
+	}
+	return m, nil
 }
 
-// newSystemdManager is the host's systemd Manager (over D-Bus).
-func newSystemdManager(o *options, log *slog.Logger) (cgroupactor.Manager, error) {
-	_, _ = o, log
-	// WIRE(cgsysd): m, err := adapterscgroup.NewSystemd(adapterscgroup.SystemdConfig{}); if err != nil { return nil, err }; return m, nil
-	return nil, fmt.Errorf("the systemd cgroup manager %w", errNoCgroupManager)
+// newSystemdManager is the host's systemd Manager (over D-Bus): where
+// systemd does not run, a start error.
+func newSystemdManager(_ *options, _ *slog.Logger) (cgroupactor.Manager, error) {
+	m, err := adapterscgroup.NewSystemd(adapterscgroup.SystemdConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("the systemd cgroup manager: %w", err)
+	}
+	return m, nil
 }
 
 // checkCgroupV1 is upstream's failCgroupV1 check: on a cgroup v1 (or
-// hybrid) host the agent refuses to start unless --fail-cgroupv1=false.
-func checkCgroupV1(fail bool) error {
-	// WIRE(cglib): may become adapterscgroup.CheckCgroupV1(fail, version)
-	// with its host detection; /sys/fs/cgroup's filesystem decides here,
-	// as upstream's IsCgroup2UnifiedMode.
-	if !fail || cgroupV2Unified() {
-		return nil
+// hybrid) host the agent refuses to start unless --fail-cgroupv1=false;
+// running on v1 anyway logs upstream's deprecation warning.
+func checkCgroupV1(fail bool, log *slog.Logger) error {
+	h, err := adapterscgroup.DetectHost("")
+	if err != nil {
+		return fmt.Errorf("reading the host's cgroups: %w", err)
 	}
-	return errors.New("kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is unsupported and will be removed in a future release " +
-		"(--fail-cgroupv1=false, failCgroupV1: false, runs it on cgroup v1)")
+	if err := adapterscgroup.CheckCgroupV1(fail, h.Version); err != nil {
+		return fmt.Errorf("%w (--fail-cgroupv1=false, failCgroupV1: false, runs it on cgroup v1)", err)
+	}
+	if w := adapterscgroup.VersionWarning(h); w != "" {
+		log.Warn(w, "cgroups", h.String())
+	}
+	return nil
 }
-
-// cgroupV2Unified reports whether /sys/fs/cgroup is a cgroup2 mount.
-func cgroupV2Unified() bool {
-	var st syscall.Statfs_t
-	return syscall.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == cgroup2SuperMagic
-}
-
-// cgroup2SuperMagic is the cgroup2 filesystem's magic (linux/magic.h).
-const cgroup2SuperMagic = 0x63677270
 
 // cgroupsActor is the CgroupActor; its plan is made at start.
 func cgroupsActor(w *wiring) actor.Producer {

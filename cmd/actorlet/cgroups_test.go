@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	adapterscgroup "github.com/actorlet/actorlet/adapters/cgroup"
 	"github.com/actorlet/actorlet/runtimes/sim"
 )
 
@@ -102,11 +103,16 @@ func TestCgroupFlagDefaultsAndValidation(t *testing.T) {
 // manage real cgroups refuses to start with upstream's message; off, or
 // on a v2 host, it starts.
 func TestFailCgroupV1(t *testing.T) {
-	if err := checkCgroupV1(false); err != nil {
+	log := slog.New(slog.DiscardHandler)
+	if err := checkCgroupV1(false, log); err != nil {
 		t.Errorf("--fail-cgroupv1=false refused: %v", err)
 	}
-	err := checkCgroupV1(true)
-	if cgroupV2Unified() {
+	err := checkCgroupV1(true, log)
+	h, herr := adapterscgroup.DetectHost("")
+	if herr != nil {
+		t.Fatal(herr)
+	}
+	if h.Version == 2 {
 		if err != nil {
 			t.Errorf("cgroup v2 host refused: %v", err)
 		}
