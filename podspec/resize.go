@@ -192,3 +192,17 @@ func ResizeSummary(pod *v1.Pod, errMsg string) string {
 	b, _ := json.Marshal(s) // plain values always marshal
 	return string(b)
 }
+
+// SameResourceLists reports whether a and b hold the same quantities (nil
+// and empty are the same).
+func SameResourceLists(a, b v1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, q := range a {
+		if o, ok := b[name]; !ok || q.Cmp(o) != 0 {
+			return false
+		}
+	}
+	return true
+}
