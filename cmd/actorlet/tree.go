@@ -290,6 +290,8 @@ func nodeActor(w *wiring) actor.Producer {
 		Claims:            w.pid("dra"),
 		GC:                w.pid("gc"),
 		Eviction:          w.pid("eviction"),
+		// The pods' allocated resources (in-place resize), upstream's file.
+		AllocationStore: host.FileStore{Path: filepath.Join(o.RootDir, allocationCheckpointName)},
 	}, w.pid("status"), podProps, w.m, w.log)
 }
 
