@@ -22,8 +22,10 @@ import (
 // When the API asks for other resources (a resize), they are checked:
 //
 //   - Infeasible (never retried): a QoS class change, a change of a
-//     non-restartable init container's or of the pod-level resources, or
-//     requests beyond the node's allocatable;
+//     non-restartable init container's or of the pod-level resources (not
+//     resized in place by actorlet), or requests beyond the node's
+//     allocatable; upstream's static CPU and memory manager and swap cases
+//     do not arise (actorlet has neither manager nor swap);
 //   - Deferred (retried whenever pods leave or shrink, the resizes that
 //     do not grow first, then by priority, then the oldest): requests that
 //     do not fit beside the other pods' allocated requests;
@@ -107,7 +109,9 @@ func (a *Actor) checkResize(desired, allocated *v1.Pod) (reason, msg string) {
 		}
 	}
 	if !equality.Semantic.DeepEqual(desired.Spec.Resources, allocated.Spec.Resources) {
-		return messages.ResizeInfeasible, "InPlacePodLevelResourcesVerticalScaling is disabled"
+		// Pod-level resources are not resized in place here: upstream's
+		// message for a node that cannot.
+		return messages.ResizeInfeasible, "In-place pod-level resources resize is not supported on this node"
 	}
 	for _, name := range admittedResources {
 		capacity, ok := a.cfg.Allocatable[name]

@@ -836,8 +836,14 @@ func (a *Actor) statusWith(waits map[string]waitInfo, now time.Time) v1.PodStatu
 		hostIP: a.d.Config.HostIP, startTime: a.startTime(), prev: a.status, now: now,
 		probe: a.probeState, deadlineExceeded: a.deadline.exceeded, resources: a.actualResources,
 	})
-	if a.pod != nil && a.kill == nil {
-		st.Conditions = append(st.Conditions, keepTransitionTimes(a.resizeConditions(st.Phase), a.status, now)...)
+	if a.pod != nil {
+		// The generation of the spec this status is of (upstream's
+		// PodObservedGenerationTracking, GA since v1.35): a resize is seen
+		// done once it catches up.
+		st.ObservedGeneration = a.pod.Generation
+		if a.kill == nil {
+			st.Conditions = append(st.Conditions, keepTransitionTimes(a.resizeConditions(st.Phase), a.status, now)...)
+		}
 	}
 	if a.kill != nil && a.kill.Evicted {
 		st = evictedStatus(st, a.kill, a.snap != nil && a.snap.empty(), a.status, now)
