@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/actorlet/actorlet/internal/testenv"
 )
 
 // In-place pod resize through the real API server (the pods/resize
@@ -36,6 +38,29 @@ func (c *cluster) ipResize(t *testing.T, name string, patch []byte) *v1.Pod {
 		t.Fatalf("resize %s: %v", name, err)
 	}
 	return p
+}
+
+// ipWait is cluster.waitPod with the resize's part of the status in the
+// error: the generations, the resize conditions and the container's
+// resources.
+func (c *cluster) ipWait(t *testing.T, name, what string, timeout time.Duration, cond func(*v1.Pod) bool) *v1.Pod {
+	t.Helper()
+	var got *v1.Pod
+	testenv.WaitFor(t, timeout, name+": "+what, func() (bool, error) {
+		p, err := c.cs.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		got = p
+		var cs v1.ContainerStatus
+		if len(p.Status.ContainerStatuses) > 0 {
+			cs = p.Status.ContainerStatuses[0]
+		}
+		return cond(p), fmt.Errorf("%s; generation %d observed %d; pending %+v; in progress %+v; spec %v; status resources %v allocated %v",
+			describe(p), p.Generation, p.Status.ObservedGeneration, ipCondition(p, v1.PodResizePending), ipCondition(p, v1.PodResizeInProgress),
+			p.Spec.Containers[0].Resources, cs.Resources, cs.AllocatedResources)
+	})
+	return got
 }
 
 func ipCondition(p *v1.Pod, t v1.PodConditionType) *v1.PodCondition {
@@ -114,12 +139,12 @@ func TestE2EClusterSimPodResize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.waitPod(t, "default", web.Name, "running with its resources", time.Minute, ipResizeDone)
+	c.ipWait(t, web.Name, "running with its resources", time.Minute, ipResizeDone)
 	id, _ := ipRuntimeResources(t, a, created.UID)
 
 	t.Run("cpu and memory up in place", func(t *testing.T) {
 		c.ipResize(t, web.Name, ipPatch("200m", "400m", "64Mi", "256Mi"))
-		p := c.waitPod(t, "default", web.Name, "resized", time.Minute, ipResizeDone)
+		p := c.ipWait(t, web.Name, "resized", time.Minute, ipResizeDone)
 		if cs := p.Status.ContainerStatuses[0]; cs.RestartCount != 0 || !strings.HasSuffix(cs.ContainerID, "://"+id) {
 			t.Fatalf("container restarted: %s", describe(p))
 		}
@@ -137,9 +162,9 @@ func TestE2EClusterSimPodResize(t *testing.T) {
 		if _, err := c.cs.CoreV1().Pods("default").Create(ctx, hog, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		c.waitPod(t, "default", hog.Name, "running", time.Minute, isRunning)
+		c.ipWait(t, hog.Name, "running", time.Minute, isRunning)
 		c.ipResize(t, web.Name, ipPatch("500m", "600m", "64Mi", "256Mi"))
-		p := c.waitPod(t, "default", web.Name, "Deferred", time.Minute, func(p *v1.Pod) bool {
+		p := c.ipWait(t, web.Name, "Deferred", time.Minute, func(p *v1.Pod) bool {
 			cond := ipCondition(p, v1.PodResizePending)
 			return cond != nil && cond.Reason == v1.PodReasonDeferred && cond.ObservedGeneration == p.Generation
 		})
@@ -149,7 +174,7 @@ func TestE2EClusterSimPodResize(t *testing.T) {
 		if err := c.cs.CoreV1().Pods("default").Delete(ctx, hog.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		p = c.waitPod(t, "default", web.Name, "resized once the hog left", 2*time.Minute, ipResizeDone)
+		p = c.ipWait(t, web.Name, "resized once the hog left", 2*time.Minute, ipResizeDone)
 		if p.Status.ContainerStatuses[0].RestartCount != 0 {
 			t.Fatalf("restarted: %s", describe(p))
 		}
@@ -160,7 +185,7 @@ func TestE2EClusterSimPodResize(t *testing.T) {
 		// Resized while the agent is down: the next one applies it.
 		c.ipResize(t, web.Name, ipPatch("300m", "600m", "64Mi", "256Mi"))
 		a.start()
-		p := c.waitPod(t, "default", web.Name, "resized by the restarted agent", 2*time.Minute, ipResizeDone)
+		p := c.ipWait(t, web.Name, "resized by the restarted agent", 2*time.Minute, ipResizeDone)
 		gotID, r := ipRuntimeResources(t, a, created.UID)
 		if gotID != id || p.Status.ContainerStatuses[0].RestartCount != 0 || r.GetCpuShares() != 307 {
 			t.Fatalf("after restart: container %s (want %s), %s, runtime %+v", gotID, id, describe(p), r)
@@ -173,9 +198,9 @@ func TestE2EClusterSimPodResize(t *testing.T) {
 		if _, err := c.cs.CoreV1().Pods("default").Create(ctx, rp, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		c.waitPod(t, "default", rp.Name, "running", time.Minute, ipResizeDone)
+		c.ipWait(t, rp.Name, "running", time.Minute, ipResizeDone)
 		c.ipResize(t, rp.Name, ipPatch("100m", "100m", "128Mi", "128Mi"))
-		p := c.waitPod(t, "default", rp.Name, "restarted with the new memory", time.Minute, func(p *v1.Pod) bool {
+		p := c.ipWait(t, rp.Name, "restarted with the new memory", time.Minute, func(p *v1.Pod) bool {
 			return ipResizeDone(p) && p.Status.ContainerStatuses[0].RestartCount == 1
 		})
 		_, r := ipRuntimeResources(t, a, p.UID)
