@@ -130,7 +130,9 @@ func ipRuntimeResources(t *testing.T, a *agent, uid types.UID) (string, *runtime
 func TestE2EClusterSimPodResize(t *testing.T) {
 	c := newCluster(t)
 	const node = "e2e-resize"
-	a := c.startNode(t, node, agentOpts{})
+	// The runtime is a process of its own: it outlives the agent's kill.
+	_, endpoint, _ := simProcess(t)
+	a := c.startNode(t, node, agentOpts{endpoint: endpoint})
 	n := c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
 	ctx := context.Background()
 
