@@ -182,14 +182,38 @@ func TestE2EClusterSimPodResize(t *testing.T) {
 		}
 	})
 
+	t.Run("a memory limit below the usage is refused, then applied", func(t *testing.T) {
+		exec := func(cmd ...string) {
+			t.Helper()
+			if _, stderr, code, err := a.runtime().ExecSync(ctx, id, cmd, 10*time.Second); err != nil || code != 0 {
+				t.Fatalf("%v: %d %s %v", cmd, code, stderr, err)
+			}
+		}
+		exec("alloc", "200Mi")
+		c.ipResize(t, web.Name, ipPatch("500m", "600m", "64Mi", "128Mi"))
+		p := c.ipWait(t, web.Name, "resize error", time.Minute, func(p *v1.Pod) bool {
+			cond := ipCondition(p, v1.PodResizeInProgress)
+			return cond != nil && cond.Reason == v1.PodReasonError && strings.Contains(cond.Message, "cannot decrease memory limits") &&
+				strings.Contains(cond.Message, "below current usage")
+		})
+		if l := p.Status.ContainerStatuses[0].Resources.Limits[v1.ResourceMemory]; l.Value() != 256<<20 {
+			t.Fatalf("status reports memory limit %s while the resize failed, want 256Mi", l.String())
+		}
+		exec("free")
+		p = c.ipWait(t, web.Name, "resized once the memory was freed", 2*time.Minute, ipResizeDone)
+		if p.Status.ContainerStatuses[0].RestartCount != 0 {
+			t.Fatalf("restarted: %s", describe(p))
+		}
+	})
+
 	t.Run("a killed agent neither re-applies nor loses a resize", func(t *testing.T) {
 		a.kill9()
 		// Resized while the agent is down: the next one applies it.
-		c.ipResize(t, web.Name, ipPatch("300m", "600m", "64Mi", "256Mi"))
+		c.ipResize(t, web.Name, ipPatch("300m", "600m", "64Mi", "128Mi"))
 		a.start()
 		p := c.ipWait(t, web.Name, "resized by the restarted agent", 2*time.Minute, ipResizeDone)
 		gotID, r := ipRuntimeResources(t, a, created.UID)
-		if gotID != id || p.Status.ContainerStatuses[0].RestartCount != 0 || r.GetCpuShares() != 307 {
+		if gotID != id || p.Status.ContainerStatuses[0].RestartCount != 0 || r.GetCpuShares() != 307 || r.GetMemoryLimitInBytes() != 128<<20 {
 			t.Fatalf("after restart: container %s (want %s), %s, runtime %+v", gotID, id, describe(p), r)
 		}
 	})
