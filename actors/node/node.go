@@ -10,7 +10,9 @@
 // and the checks against it), nodestatus.go (nodeStatus: labels, extended
 // allocatable, pressure), devices.go (deviceWait: pods held until the
 // devices are counted), slots.go (startSlots), housekeeping.go
-// (housekeeping: its timer and the sweep in flight). respawn.go (a
+// (housekeeping: its timer and the sweep in flight), allocation.go
+// (allocations: the pods' allocated resources and their checkpoint),
+// resize.go (resizes: the resize checks and those that wait). respawn.go (a
 // PodActor stopped by its supervisor), evict.go (EvictPod), admit.go,
 // predicates.go and names.go (admission's rules) act on those parts.
 package node

@@ -21,7 +21,9 @@
 // a pure function), status.go (the pod status, a pure function),
 // runtime.go (the snapshot and how it is read and updated), probes.go
 // (ProbeActors, their checkpoint and their respawn), files.go (the host files it needs,
-// behind interfaces), and one small value type per concern: gate.go,
+// behind interfaces), resize.go (in-place resize: the allocation the
+// NodeActor sends applied to the running containers), and one small value
+// type per concern: gate.go,
 // retry.go, slot.go, images.go, volumes.go, events.go, deadline.go.
 package pod
 
