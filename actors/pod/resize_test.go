@@ -247,7 +247,9 @@ func TestResizeDecreasesFirst(t *testing.T) {
 	p2.Spec.Containers[0].Resources = res("100m", "", "", "256Mi")
 	p2.Spec.Containers[1].Resources = res("100m", "", "", "128Mi")
 	h.syncPod(p2)
-	h.waitFor("two updates", func() bool { return h.rt.Count("UpdateContainerResources") == 2 })
+	h.waitFor("two updates and the pod cgroup", func() bool {
+		return h.rt.Count("UpdateContainerResources") == 2 && h.cg.calls() != ""
+	})
 	ups := h.rt.Updates()
 	if ups[0].Name != "side" || ups[1].Name != "app" {
 		t.Fatalf("updated %s then %s, want the decrease (side) first", ups[0].Name, ups[1].Name)
