@@ -96,6 +96,11 @@ func (a *Actor) resizeUpdate(ctx actor.Context, e *entry, p *v1.Pod) *v1.Pod {
 // messages.ResizeInfeasible or ResizeDeferred); "" when it can. The pod's
 // own share is not counted in a.admitted (the caller took it out).
 func (a *Actor) checkResize(desired, allocated *v1.Pod) (reason, msg string) {
+	if name, ok := otherResourceChanged(desired, allocated); ok {
+		// The API server refuses it ("only cpu and memory resources are
+		// mutable"); a pod of another source is told the same.
+		return messages.ResizeInfeasible, fmt.Sprintf("only cpu and memory resources are mutable: %s of container %q changed", name.res, name.ctr)
+	}
 	if podspec.QOSClass(desired) != podspec.QOSClass(allocated) {
 		return messages.ResizeInfeasible, "Pod QOS Class may not change as a result of resizing"
 	}
@@ -247,4 +252,55 @@ func (a *Actor) resizeMetric(result string) {
 // events: {"containers":[{"name":..,"resources":{..}}],"generation":N,"error":".."}.
 func resizeSummary(pod *v1.Pod, errMsg string) string {
 	return podspec.ResizeSummary(pod, errMsg)
+}
+
+type changedResource struct {
+	ctr string
+	res v1.ResourceName
+}
+
+// otherResourceChanged is the first resource other than cpu and memory
+// whose request or limit differs between the pods' containers.
+func otherResourceChanged(a, b *v1.Pod) (changedResource, bool) {
+	byName := map[string]*v1.Container{}
+	for _, list := range [][]v1.Container{b.Spec.InitContainers, b.Spec.Containers} {
+		for i := range list {
+			byName[list[i].Name] = &list[i]
+		}
+	}
+	for _, list := range [][]v1.Container{a.Spec.InitContainers, a.Spec.Containers} {
+		for i := range list {
+			o := byName[list[i].Name]
+			if o == nil {
+				continue
+			}
+			for _, pair := range [][2]v1.ResourceList{{list[i].Resources.Requests, o.Resources.Requests}, {list[i].Resources.Limits, o.Resources.Limits}} {
+				for _, name := range resourceNames(pair[0], pair[1]) {
+					if name == v1.ResourceCPU || name == v1.ResourceMemory {
+						continue
+					}
+					x, y := pair[0][name], pair[1][name]
+					if x.Cmp(y) != 0 {
+						return changedResource{ctr: list[i].Name, res: name}, true
+					}
+				}
+			}
+		}
+	}
+	return changedResource{}, false
+}
+
+// resourceNames are the names of a and b, sorted.
+func resourceNames(a, b v1.ResourceList) []v1.ResourceName {
+	var out []v1.ResourceName
+	for n := range a {
+		out = append(out, n)
+	}
+	for n := range b {
+		if _, ok := a[n]; !ok {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -204,6 +204,11 @@ func TestResizeInfeasible(t *testing.T) {
 			p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("500m")
 			return p
 		}(), wantMsg: "Pod QOS Class may not change as a result of resizing", wantSynced: "1"},
+		{name: "a resource other than cpu and memory", before: cpuPod("a", "1", 1), after: func() *v1.Pod {
+			p := cpuPod("a", "1", 2)
+			p.Spec.Containers[0].Resources.Requests[v1.ResourceEphemeralStorage] = resource.MustParse("1Gi")
+			return p
+		}(), wantMsg: `only cpu and memory resources are mutable: ephemeral-storage of container "app" changed`, wantSynced: "1"},
 		{name: "a non-restartable init container", before: withInit(cpuPod("a", "1", 1), "100m"), after: withInit(cpuPod("a", "1", 2), "200m"),
 			wantMsg: `Resize is infeasible for non-restartable init container "init"`, wantSynced: "1"},
 	}
