@@ -226,6 +226,15 @@ func (p planner) plan() planResult {
 			// and started (its startup probe succeeded) for the next one to
 			// start; it keeps running, and is restarted whenever it exits.
 			if cur != nil && cur.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				if p.resizeRestart(c, true, cur) {
+					// Resized with a RestartContainer policy (resize.go).
+					if res.backoffFrom == nil {
+						res.backoffFrom = map[string]int32{}
+					}
+					res.backoffFrom[c.Name] = restartCount(cur)
+					res.act = action{kind: actStopContainers, ids: []string{cur.Id}, reason: reasonResizeRestart}
+					return res
+				}
 				if initialized || p.started(c, cur.Id) {
 					continue
 				}

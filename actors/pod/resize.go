@@ -174,6 +174,7 @@ func (a *Actor) resizeWanted(phase v1.PodPhase) (*resizeOp, bool) {
 		return nil, false
 	}
 	op := &resizeOp{}
+	restarts := planner{resources: a.actualResources}
 	for _, c := range resizable(a.pod) {
 		cur := a.snap.inSandbox(c.Name, sb.Id, a.sboxOf)
 		if cur == nil || cur.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
@@ -190,8 +191,8 @@ func (a *Actor) resizeWanted(phase v1.PodPhase) (*resizeOp, bool) {
 		op.sharesAft += want.GetCpuShares()
 		u := ctrUpdate{name: c.Name, id: cur.Id, cur: have, want: want,
 			cpu: !podspec.SameCPU(want, have), mem: !podspec.SameMemory(want, have)}
-		if u.cpu || u.mem {
-			op.updates = append(op.updates, u)
+		if (u.cpu || u.mem) && !restarts.resizeRestart(c, false, cur) {
+			op.updates = append(op.updates, u) // (a restart applies the others: plan.go)
 		}
 	}
 	return op, len(op.updates) > 0

@@ -461,3 +461,46 @@ func TestLegacyHashIsNotRestarted(t *testing.T) {
 		t.Fatal("a container of the old agent was restarted")
 	}
 }
+
+// A sidecar is resized like a regular container: in place, or restarted
+// once when its resizePolicy says so.
+func TestResizeSidecar(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	pod := resizePod(res("100m", "", "", ""))
+	pod.Spec.InitContainers = []v1.Container{{Name: "side", Image: "busybox:1", RestartPolicy: &always,
+		Resources:    res("100m", "", "64Mi", "128Mi"),
+		ResizePolicy: []v1.ContainerResizePolicy{{ResourceName: v1.ResourceMemory, RestartPolicy: v1.RestartContainer}}}}
+	h := newResizeHarness(t, pod, nil)
+	sideOK := func(r v1.ResourceRequirements, restarts int32) func(*v1.PodStatus) bool {
+		return func(st *v1.PodStatus) bool {
+			if !running(st) || len(st.InitContainerStatuses) != 1 || condOf(st, v1.PodResizeInProgress) != nil {
+				return false
+			}
+			cs := st.InitContainerStatuses[0]
+			return cs.State.Running != nil && cs.RestartCount == restarts && cs.Resources != nil &&
+				podspec.SameResourceLists(cs.Resources.Requests, r.Requests) && podspec.SameResourceLists(cs.Resources.Limits, r.Limits)
+		}
+	}
+	h.waitStatus("running", sideOK(pod.Spec.InitContainers[0].Resources, 0))
+
+	p2 := pod.DeepCopy()
+	p2.Generation++
+	p2.Spec.InitContainers[0].Resources = res("300m", "", "64Mi", "128Mi")
+	h.syncPod(p2)
+	h.waitStatus("sidecar cpu in place", sideOK(p2.Spec.InitContainers[0].Resources, 0))
+	if ups := h.rt.Updates(); len(ups) != 1 || ups[0].Name != "side" {
+		t.Fatalf("updates %+v, want one of side", ups)
+	}
+
+	p3 := p2.DeepCopy()
+	p3.Generation++
+	p3.Spec.InitContainers[0].Resources = res("300m", "", "64Mi", "256Mi")
+	h.syncPod(p3)
+	h.waitStatus("sidecar restarted with the new memory", sideOK(p3.Spec.InitContainers[0].Resources, 1))
+	if n := h.rt.Count("UpdateContainerResources"); n != 1 {
+		t.Fatalf("%d updates: the memory was applied in place, not by the restart", n)
+	}
+	if st := h.latest(); st.ContainerStatuses[0].RestartCount != 0 {
+		t.Fatal("the app container restarted")
+	}
+}
