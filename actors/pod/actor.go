@@ -590,7 +590,7 @@ func (a *Actor) reconcile(ctx actor.Context) {
 	st := a.statusWith(a.waits, now)
 	p := planner{pod: a.pod, snap: a.snap, sandboxOf: a.sboxOf, phase: st.Phase, now: now,
 		base: a.d.Config.BackoffBase, max: a.d.Config.BackoffMax, probe: a.probeState, backoffFrom: a.backoffFrom,
-		resizeRestarted: a.resize.restarted, resources: a.actualResources}.plan()
+		resizeRestarted: a.resize.restarted, resources: a.actualResources, legacyOK: a.noteLegacyHashes()}.plan()
 	a.markResizeRestart(p.act)
 	for name, from := range p.backoffFrom {
 		if a.backoffFrom == nil {

@@ -163,6 +163,10 @@ type planner struct {
 	// resources is what a running container runs with (resize.go); nil:
 	// no resize restarts.
 	resources func(*runtimeapi.ContainerStatus) *runtimeapi.LinuxContainerResources
+	// legacyOK are running containers (by ID) whose legacy whole-spec hash
+	// matched the spec when first seen: a resize since does not make them
+	// a changed spec (resize.go).
+	legacyOK map[string]bool
 }
 
 // started reports whether a running container has started.
@@ -293,7 +297,7 @@ func (p planner) step(c *v1.Container, isInit bool, cur *runtimeapi.ContainerSta
 		start.attempt = cur.GetMetadata().GetAttempt()
 		return start, true
 	case runtimeapi.ContainerState_CONTAINER_RUNNING:
-		if h := cur.GetAnnotations()[podspec.AnnotationContainerHash]; !isInit && h != "" && !podspec.ContainerHashMatches(c, h) {
+		if h := cur.GetAnnotations()[podspec.AnnotationContainerHash]; !isInit && h != "" && !podspec.ContainerHashMatches(c, h) && !p.legacyOK[cur.Id] {
 			return action{kind: actStopContainers, ids: []string{cur.Id}, reason: "container spec changed"}, true
 		}
 		if p.resizeRestart(c, isInit, cur) {

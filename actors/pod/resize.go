@@ -75,6 +75,9 @@ type resizeState struct {
 	restarted map[string]bool
 	inflight  *resizeOp
 	busy      bool // a resize differs from the allocation (for ResizeCompleted)
+	// legacy: running containers checked for the hash of an agent before
+	// in-place resize (by ID: whether it matched the spec then).
+	legacy map[string]bool
 }
 
 // resizeOp is one application of the allocation to the running containers.
@@ -538,4 +541,31 @@ func (a *Actor) markResizeRestart(act action) {
 		a.resize.restarted[id] = true
 	}
 	a.resize.busy = true
+}
+
+// noteLegacyHashes checks, once per container and incarnation, whether a
+// running container carries the whole-spec hash of an agent before
+// in-place resize that matches its spec: such a container stays the same
+// spec through later resizes (its hash cannot be rewritten). The map
+// handed to the planner holds those that matched.
+func (a *Actor) noteLegacyHashes() map[string]bool {
+	sb := a.snap.latestSandbox()
+	if sb == nil {
+		return a.resize.legacy
+	}
+	for _, c := range resizable(a.pod) {
+		cur := a.snap.inSandbox(c.Name, sb.Id, a.sboxOf)
+		if cur == nil || cur.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		if _, seen := a.resize.legacy[cur.Id]; seen {
+			continue
+		}
+		if a.resize.legacy == nil {
+			a.resize.legacy = map[string]bool{}
+		}
+		h := cur.GetAnnotations()[podspec.AnnotationContainerHash]
+		a.resize.legacy[cur.Id] = h != "" && h != podspec.ContainerHash(c) && h == podspec.LegacyContainerHash(c)
+	}
+	return a.resize.legacy
 }

@@ -460,6 +460,13 @@ func TestLegacyHashIsNotRestarted(t *testing.T) {
 	if h.rt.Count("StopContainer") != 0 || h.appID() != id {
 		t.Fatal("a container of the old agent was restarted")
 	}
+	// Resized, it keeps its old hash: still the same spec.
+	after := res("200m", "", "", "")
+	h.syncPod(resized(pod, after))
+	h.waitStatus("resized in place", matches(after))
+	if h.rt.Count("StopContainer") != 0 || h.appID() != id {
+		t.Fatal("a container of the old agent was restarted by a resize")
+	}
 }
 
 // A sidecar is resized like a regular container: in place, or restarted
