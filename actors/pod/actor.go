@@ -21,7 +21,9 @@
 // a pure function), status.go (the pod status, a pure function),
 // runtime.go (the snapshot and how it is read and updated), probes.go
 // (ProbeActors, their checkpoint and their respawn), files.go (the host files it needs,
-// behind interfaces), and one small value type per concern: gate.go,
+// behind interfaces), resize.go (in-place resize: the allocation the
+// NodeActor sends applied to the running containers), and one small value
+// type per concern: gate.go,
 // retry.go, slot.go, images.go, volumes.go, events.go, deadline.go.
 package pod
 
@@ -131,8 +133,9 @@ type Deps struct {
 	Claims *actor.PID
 	// Cgroups is the CgroupActor, asked for the pod's cgroup before its
 	// sandbox (its answer is the sandbox's cgroup parent) and to remove it
-	// once the pod is gone (cgroup.go); nil: the parent is named from
-	// Config.CgroupDriver and no cgroup is made.
+	// once the pod is gone (cgroup.go), and to ResizePodCgroup when a
+	// resize changes the pod's limits (resize.go); nil: the parent is
+	// named from Config.CgroupDriver and no cgroup is made or resized.
 	Cgroups *actor.PID
 	// Files keeps the pod's files on the host (managed /etc/hosts,
 	// termination logs, probe checkpoints); nil: none.
@@ -252,6 +255,7 @@ type Actor struct {
 	probes   probeSet
 	deadline deadline
 	events   eventLog
+	resize   resizeState // resize.go
 }
 
 // Messages the actor sends to itself.
@@ -299,11 +303,13 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.ClaimsPrepared:
 		a.handleClaimsPrepared(ctx, m)
 	case *messages.PodCgroup:
-		a.handlePodCgroup(ctx, m) // WIRE(resize): false: a ResizePodCgroup's answer
+		a.handlePodCgroup(ctx, m) // a ResizePodCgroup's answer goes to its future
 	case *messages.ClaimsHealth:
 		a.handleClaimsHealth(ctx, m)
 	case *messages.ClaimsUnprepared:
 		a.handleClaimsUnprepared(ctx, m)
+	case *messages.PodResizePending:
+		a.handleResizePending(ctx, m)
 	case *messages.StartGranted:
 		if a.slot.grant() {
 			a.kick(ctx)
@@ -340,6 +346,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.waits = map[string]waitInfo{}
 	a.probes = newProbeSet()
 	a.events = eventLog{rec: a.d.Events}
+	a.resize.sys = ctx.ActorSystem()
 	a.loadCheckpoint()
 	if p := ctx.Parent(); p != nil {
 		ctx.Send(p, &messages.NeedPod{UID: a.uid})
@@ -588,7 +595,9 @@ func (a *Actor) reconcile(ctx actor.Context) {
 	// Plan with the phase of the status as it stands.
 	st := a.statusWith(a.waits, now)
 	p := planner{pod: a.pod, snap: a.snap, sandboxOf: a.sboxOf, phase: st.Phase, now: now,
-		base: a.d.Config.BackoffBase, max: a.d.Config.BackoffMax, probe: a.probeState, backoffFrom: a.backoffFrom}.plan()
+		base: a.d.Config.BackoffBase, max: a.d.Config.BackoffMax, probe: a.probeState, backoffFrom: a.backoffFrom,
+		resizeRestarted: a.resize.restarted, resources: a.actualResources, legacyOK: a.noteLegacyHashes()}.plan()
+	a.markResizeRestart(p.act)
 	for name, from := range p.backoffFrom {
 		if a.backoffFrom == nil {
 			a.backoffFrom = map[string]int32{}
@@ -615,6 +624,12 @@ func (a *Actor) reconcile(ctx actor.Context) {
 	}
 	if !p.wakeAt.IsZero() {
 		a.wake.ArmAt(a.self, p.wakeAt)
+	}
+	if op, ok := a.resizeWanted(st.Phase); ok && p.act.kind == actNone {
+		// Nothing else to do now: the running containers are made to
+		// match their allocation (resize.go).
+		a.startResize(op)
+		return
 	}
 	a.take(ctx, p.act)
 }
@@ -831,8 +846,17 @@ func (a *Actor) statusWith(waits map[string]waitInfo, now time.Time) v1.PodStatu
 	st := computeStatus(statusInput{
 		pod: a.pod, snap: a.snap, waits: waits, runtimeName: a.d.Config.RuntimeName,
 		hostIP: a.d.Config.HostIP, startTime: a.startTime(), prev: a.status, now: now,
-		probe: a.probeState, deadlineExceeded: a.deadline.exceeded,
+		probe: a.probeState, deadlineExceeded: a.deadline.exceeded, resources: a.actualResources,
 	})
+	if a.pod != nil {
+		// The generation of the spec this status is of (upstream's
+		// PodObservedGenerationTracking, GA since v1.35): a resize is seen
+		// done once it catches up.
+		st.ObservedGeneration = a.pod.Generation
+		if a.kill == nil {
+			st.Conditions = append(st.Conditions, keepTransitionTimes(a.resizeConditions(st.Phase), a.status, now)...)
+		}
+	}
 	if a.kill != nil && a.kill.Evicted {
 		st = evictedStatus(st, a.kill, a.snap != nil && a.snap.empty(), a.status, now)
 	}
@@ -915,6 +939,10 @@ func (a *Actor) hold(d time.Duration) {
 }
 
 func (a *Actor) handleOpDone(ctx actor.Context, m *opDone) {
+	if m.kind == actResize {
+		a.resizeDone(ctx, m)
+		return
+	}
 	a.gate.endOp(a.d.Clock.Now())
 	switch {
 	case m.err == nil:
