@@ -124,6 +124,14 @@ func startAgent(t *testing.T, o agentOpts) *agent {
 		// these cgroup v1 machines only with failCgroupV1 off.
 		a.cgroupRoot = testenv.CgroupRoot(t)
 		a.args = append(a.args, "--fail-cgroupv1=false", "--cgroup-root", a.cgroupRoot)
+		// The host's disk is the machine's, shared with builds and caches:
+		// where it sits past the default disk thresholds, image GC would
+		// remove the locally loaded pause image (there is no registry to
+		// pull it again) and disk pressure would evict the test's pods.
+		// The tests of image GC and disk eviction run on the sim runtime,
+		// and a test here that wants them passes its own flags (the last
+		// value given wins).
+		a.args = append(a.args, "--image-gc-high-threshold", "100", "--eviction-hard", "memory.available<100Mi")
 	}
 	a.args = append(a.args, o.extra...)
 	a.logPath = filepath.Join(t.TempDir(), "actorlet.log")
