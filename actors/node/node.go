@@ -89,6 +89,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handleDeviceCapacity(ctx, m)
 	case *messages.NodePressure:
 		a.handleNodePressure(m)
+	case *messages.NodeObject:
+		a.handleNodeObject(ctx, m)
 	case *messages.EvictPod:
 		a.handleEvictPod(ctx, m)
 	case *messages.SourceSynced:
@@ -125,6 +127,9 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.table = newPodTable()
 	a.admitted = admission{extended: a.cfg.devicesWired()}
 	a.node = newNodeStatus(a.cfg.NodeName, a.cfg.NodeLabels)
+	if a.cfg.LiveNode != nil {
+		a.node.setNode(a.cfg.LiveNode()) // a restarted NodeActor: the Node read before
+	}
 	a.slots = newStartSlots(a.cfg.MaxParallelStarts)
 	a.house = housekeeping{timer: actorkit.NewTimer("housekeeping")}
 	a.self = actorkit.Start(ctx, a.cfg.Clock)
@@ -254,6 +259,9 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 	if a.table.refused(p.UID) {
 		return
 	}
+	if source == messages.SourceAPI && a.cfg.LiveNode != nil && !a.node.known() {
+		return // held until the Node is known (handleNodeObject), as upstream's API source waits for its node lister
+	}
 	if source == messages.SourceAPI && (p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed) {
 		return // finished before: never run again (what is left in the runtime is an orphan)
 	}
@@ -269,7 +277,7 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 		a.reject(ctx, p, source, reason, msg)
 		return
 	}
-	if reason, msg := a.admitted.fits(p, a.cfg.MaxPods, a.cfg.Allocatable); reason != "" {
+	if reason, msg := a.admitted.fits(p, a.node.maxPods(a.cfg.MaxPods), a.node.admitAllocatable(a.cfg.Allocatable)); reason != "" {
 		a.reject(ctx, p, source, reason, msg)
 		return
 	}
@@ -280,7 +288,7 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 		a.reject(ctx, p, source, reason, msg)
 		return
 	}
-	if reason, msg := a.predicates(p); reason != "" {
+	if reason, msg := a.predicates(p, source); reason != "" {
 		a.reject(ctx, p, source, reason, msg)
 		return
 	}
