@@ -89,3 +89,26 @@ func TestDownwardAllocatablePodLevel(t *testing.T) {
 		t.Fatalf("the container's own limit %q, want 33554432", mem)
 	}
 }
+
+// A container without limits of its own in a pod with pod-level limits
+// gets them in its CRI resources (quota, memory limit, shares from the cpu
+// limit), as upstream; its own limits win.
+func TestContainerConfigPodLevelLimits(t *testing.T) {
+	p := podWith(nil, v1.ResourceRequirements{}, v1.ResourceRequirements{Limits: res("50m", "32Mi"), Requests: res("50m", "32Mi")})
+	p.Spec.Resources = &v1.ResourceRequirements{Requests: res("100m", "64Mi"), Limits: res("100m", "64Mi")}
+	r := ContainerConfig(p, &p.Spec.Containers[0], 0, "img", false).Linux.Resources
+	if r.CpuQuota != 10000 || r.CpuPeriod != 100000 || r.MemoryLimitInBytes != 64<<20 || r.CpuShares != 102 {
+		t.Fatalf("container without limits: quota %d period %d memory %d shares %d", r.CpuQuota, r.CpuPeriod, r.MemoryLimitInBytes, r.CpuShares)
+	}
+	if len(p.Spec.Containers[0].Resources.Limits) != 0 {
+		t.Fatal("the pod's container was written")
+	}
+	r = ContainerConfig(p, &p.Spec.Containers[1], 0, "img", false).Linux.Resources
+	if r.CpuQuota != 5000 || r.MemoryLimitInBytes != 32<<20 {
+		t.Fatalf("container with its own limits: quota %d memory %d", r.CpuQuota, r.MemoryLimitInBytes)
+	}
+	p.Spec.Resources = nil
+	if r = ContainerConfig(p, &p.Spec.Containers[0], 0, "img", false).Linux.Resources; r.CpuQuota != 0 || r.MemoryLimitInBytes != 0 || r.CpuShares != 2 {
+		t.Fatalf("without pod-level resources: %+v", r)
+	}
+}

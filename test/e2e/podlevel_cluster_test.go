@@ -78,7 +78,9 @@ func TestE2EClusterContainerdLateNodeLabel(t *testing.T) {
 // resources pod: requests = limits (cpu 100m, memory 64Mi) at pod level,
 // a container without resources. It runs and its status is in the API
 // (Running, Ready) with the API server's qosClass Guaranteed; the
-// container's downward API limits are the pod-level ones.
+// container's downward API limits and its own cgroup's memory limit and
+// CFS quota are the pod-level ones. (The pod cgroup's values are the
+// cgroup tests'.)
 func TestE2EClusterContainerdPodLevelResources(t *testing.T) {
 	const node, name = "e2e-podlevel", "podlevel-guaranteed"
 	c := newCluster(t)
@@ -87,7 +89,12 @@ func TestE2EClusterContainerdPodLevelResources(t *testing.T) {
 	c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
 	ctx := context.Background()
 	pods := c.cs.CoreV1().Pods("default")
-	p := apiPod(name, node, env.BusyboxImage, "sh", "-c", "echo MEM=$MEM CPU=$CPU; sleep 3600")
+	// The container's own cgroup (v1 here; v2's files as a fallback) has
+	// the pod-level limits, as upstream sets a container without its own.
+	script := `lim=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max)
+quota=$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup/cpu.max)
+echo MEM=$MEM CPU=$CPU CGMEM=$lim CGCPU=$quota; sleep 3600`
+	p := apiPod(name, node, env.BusyboxImage, "sh", "-c", script)
 	p.Spec.Resources = &v1.ResourceRequirements{
 		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")},
 		Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")},
@@ -113,7 +120,7 @@ func TestE2EClusterContainerdPodLevelResources(t *testing.T) {
 	if got.Status.QOSClass != v1.PodQOSGuaranteed {
 		t.Fatalf("qosClass %q in the API, want Guaranteed", got.Status.QOSClass)
 	}
-	a.waitLog(t, name, "main", "the downward API's limits are the pod-level ones", func(log string) bool {
-		return strings.Contains(log, "MEM=67108864 CPU=100")
+	a.waitLog(t, name, "main", "the downward API's and the container cgroup's limits are the pod-level ones", func(log string) bool {
+		return strings.Contains(log, "MEM=67108864 CPU=100 CGMEM=67108864 CGCPU=10000")
 	})
 }
