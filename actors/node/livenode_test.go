@@ -91,7 +91,8 @@ func TestNodeStatusLiveAllocatable(t *testing.T) {
 // Node admits the next pod that selects it; static pods never wait.
 func TestLiveNodeAdmission(t *testing.T) {
 	var latest *messages.NodeObject
-	h := newHarness(t, Config{NodeName: "n1", LiveNode: func() *messages.NodeObject { return latest }})
+	ev := &fakeEvents{}
+	h := newHarness(t, Config{NodeName: "n1", Events: ev, LiveNode: func() *messages.NodeObject { return latest }})
 	selecting := func(uid string) *v1.Pod {
 		p := mkPod(uid, "img:1")
 		p.Spec.NodeSelector = map[string]string{"team": "a"}
@@ -121,4 +122,10 @@ func TestLiveNodeAdmission(t *testing.T) {
 			status: []string{"update b Failed NodeAffinity"},
 		},
 	})
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	want := "Warning NodeAffinity pod-b: Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
+	if len(ev.events) != 1 || ev.events[0] != want {
+		t.Fatalf("events %q, want the rejection's %q", ev.events, want)
+	}
 }

@@ -352,6 +352,10 @@ func (a *Actor) gracefulDelete(ctx actor.Context, p *v1.Pod, source string) {
 // upstream (OutOfpods, OutOfcpu, ...).
 func (a *Actor) reject(ctx actor.Context, p *v1.Pod, source, reason, msg string) {
 	a.cfg.log.Warn("pod rejected", "pod", p.Namespace+"/"+p.Name, "reason", reason, "message", msg)
+	if a.cfg.Events != nil {
+		// A Warning event with the reason, as upstream's rejectPod.
+		a.cfg.Events.Eventf(p, v1.EventTypeWarning, reason, "%s", msg)
+	}
 	out := p.DeepCopy()
 	out.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: msg}
 	now := metav1.Now()
@@ -366,6 +370,9 @@ func (a *Actor) remove(ctx actor.Context, uid types.UID, source string) {
 	}
 	if a.table.unrefuse(uid, source) {
 		ctx.Send(a.cfg.status, &messages.PodForget{UID: uid})
+		if f, ok := a.cfg.Events.(eventForgetter); ok {
+			f.Forget(uid) // its rejection event was its last
+		}
 		return
 	}
 	e, ok := a.table.get(uid)

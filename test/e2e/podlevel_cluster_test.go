@@ -15,10 +15,12 @@ import (
 	"github.com/actorlet/actorlet/internal/testenv"
 )
 
-// noDiskEviction keeps the default memory threshold only: a shared test
-// machine's disk may be near the default nodefs/imagefs thresholds, and
-// DiskPressure would refuse the pods (Evicted) before what is tested here.
-var noDiskEviction = []string{"--eviction-hard", "memory.available<100Mi"}
+// noDiskEviction keeps the default memory threshold only, and no image
+// garbage collection: a shared test machine's disk may be near the default
+// nodefs/imagefs thresholds, where DiskPressure would refuse the pods
+// (Evicted) and image GC remove the pause and busybox images before what
+// is tested here.
+var noDiskEviction = []string{"--eviction-hard", "memory.available<100Mi", "--image-gc-high-threshold", "100"}
 
 // TestE2EClusterContainerdLateNodeLabel is issue 38's user: a label added
 // to the Node after the agent started (kubectl label node) is honoured.
@@ -54,6 +56,18 @@ func TestE2EClusterContainerdLateNodeLabel(t *testing.T) {
 	if early.Status.Reason != "NodeAffinity" || !strings.Contains(early.Status.Message, "Predicate NodeAffinity failed") {
 		t.Fatalf("refused with %q %q, want upstream's NodeAffinity", early.Status.Reason, early.Status.Message)
 	}
+	testenv.WaitFor(t, 30*time.Second, "the rejection's Warning event", func() (bool, error) {
+		evs, err := c.cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=latelabel-early"})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.Type == v1.EventTypeWarning && e.Reason == "NodeAffinity" && strings.Contains(e.Message, "Predicate NodeAffinity failed") {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("%d events, none NodeAffinity", len(evs.Items))
+	})
 
 	// kubectl label node <node> team=a-<node>
 	patch := fmt.Sprintf(`{"metadata":{"labels":{"team":"a-%s"}}}`, node)
