@@ -129,3 +129,17 @@ func TestLiveNodeAdmission(t *testing.T) {
 		t.Fatalf("events %q, want the rejection's %q", ev.events, want)
 	}
 }
+
+// A NodeActor that (re)starts reads the Node already known: API pods are
+// admitted at once against its labels.
+func TestLiveNodeReadAtStart(t *testing.T) {
+	latest := &messages.NodeObject{Labels: map[string]string{"team": "a"}}
+	h := newHarness(t, Config{NodeName: "n1", LiveNode: func() *messages.NodeObject { return latest }})
+	p := mkPod("a", "img:1")
+	p.Spec.NodeSelector = map[string]string{"team": "a"}
+	h.run([]step{{
+		name: "admitted without waiting, on the Node's label",
+		do:   sendAll(set(messages.SourceAPI, p)),
+		pods: map[string]string{"a": "SyncPod img:1"},
+	}})
+}
