@@ -42,7 +42,7 @@ func (c *Client) WatchNode(ctx context.Context, changed func(*v1.Node), deleted 
 		UpdateFunc: func(old, obj any) {
 			o, _ := old.(*v1.Node)
 			n, ok := obj.(*v1.Node)
-			if ok && (o == nil || NodeAdmissionChanged(o, n)) {
+			if ok && (o == nil || nodeAdmissionChanged(o, n)) {
 				changed(n)
 			}
 		},
@@ -52,9 +52,9 @@ func (c *Client) WatchNode(ctx context.Context, changed func(*v1.Node), deleted 
 	<-ctx.Done()
 }
 
-// NodeAdmissionChanged: what admission reads of a Node (labels, taints,
+// nodeAdmissionChanged: what admission reads of a Node (labels, taints,
 // allocatable) differs between old and n.
-func NodeAdmissionChanged(old, n *v1.Node) bool {
+func nodeAdmissionChanged(old, n *v1.Node) bool {
 	return !equality.Semantic.DeepEqual(old.Labels, n.Labels) ||
 		!equality.Semantic.DeepEqual(old.Spec.Taints, n.Spec.Taints) ||
 		!equality.Semantic.DeepEqual(old.Status.Allocatable, n.Status.Allocatable)
