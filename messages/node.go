@@ -77,3 +77,16 @@ type StartGranted struct{}
 type StartDone struct {
 	UID types.UID
 }
+
+// NodeObject is the node's own Node object as the API server has it
+// (cluster mode: an informer on it, as upstream's node lister), for the
+// NodeActor's admission: its labels, taints and allocatable. Sent on every
+// change; Deleted when the Node was deleted (admission falls back to the
+// configured labels and allocatable until it is registered again). Read
+// only.
+type NodeObject struct {
+	Labels      map[string]string
+	Taints      []v1.Taint
+	Allocatable v1.ResourceList
+	Deleted     bool
+}

@@ -208,7 +208,7 @@ func ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, imageRef stri
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources:       linuxResources(c),
+			Resources:       linuxResources(WithPodLevelLimits(pod, c)),
 			SecurityContext: securityContext(pod, c),
 		},
 	}
@@ -233,6 +233,36 @@ func nonEmpty(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// WithPodLevelLimits is the container as its cgroup values see it: where
+// the pod sets pod-level resources and the container no cpu or memory
+// limit of its own, the pod-level limit stands in (its CFS quota, its
+// memory limit, and its CPU shares when it requests no cpu), as upstream's
+// getCPULimit/getMemoryLimit. c itself when nothing changes; never
+// written.
+func WithPodLevelLimits(pod *v1.Pod, c *v1.Container) *v1.Container {
+	if !HasPodLevelResources(pod) {
+		return c
+	}
+	out := c
+	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+		podLim, ok := pod.Spec.Resources.Limits[name]
+		if !ok || podLim.IsZero() {
+			continue
+		}
+		if q, ok := c.Resources.Limits[name]; ok && !q.IsZero() {
+			continue
+		}
+		if out == c {
+			out = c.DeepCopy()
+			if out.Resources.Limits == nil {
+				out.Resources.Limits = v1.ResourceList{}
+			}
+		}
+		out.Resources.Limits[name] = podLim.DeepCopy()
+	}
+	return out
 }
 
 // linuxResources maps requests and limits to CPU shares, CFS quota and

@@ -116,6 +116,33 @@ func FormatMap(m map[string]string) string {
 	return b.String()
 }
 
+// DownwardAllocatable is what the downward API reports for a limit a
+// container of pod does not set: the pod-level limit of cpu or memory
+// where the pod sets one (PodLevelResources), else the node's
+// allocatable, as upstream's defaultPodLimitsForDownwardAPI. allocatable
+// is not written: a pod with no pod-level limit gets it back as is.
+func DownwardAllocatable(pod *v1.Pod, allocatable v1.ResourceList) v1.ResourceList {
+	if pod == nil || pod.Spec.Resources == nil || len(pod.Spec.Resources.Limits) == 0 {
+		return allocatable
+	}
+	var out v1.ResourceList // a copy, made at the first pod-level limit
+	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+		if q, ok := pod.Spec.Resources.Limits[name]; ok && !q.IsZero() {
+			if out == nil {
+				out = allocatable.DeepCopy()
+				if out == nil {
+					out = v1.ResourceList{}
+				}
+			}
+			out[name] = q.DeepCopy()
+		}
+	}
+	if out == nil {
+		return allocatable
+	}
+	return out
+}
+
 // ResourceFieldRef renders a container resource with its divisor, rounding
 // up as upstream. An unset limit is the node's allocatable, as upstream
 // (MergeContainerResourceLimits); without one known, the CPUs of this

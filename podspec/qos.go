@@ -17,7 +17,16 @@ import (
 // else is Burstable. It runs for every status a PodActor computes and every
 // sandbox and container config: it sums in place, with no copy of the
 // containers and no maps.
+//
+// With pod-level resources (spec.resources with cpu, memory or hugepages:
+// PodLevelResources, beta and on since v1.34) the class is that of the
+// pod-level requests and limits alone, as upstream's ComputePodQOS (the
+// API server computes status.qosClass the same way, and refuses a status
+// that differs).
 func QOSClass(pod *v1.Pod) v1.PodQOSClass {
+	if HasPodLevelResources(pod) {
+		return requirementsQOS(pod.Spec.Resources)
+	}
 	// Per resource (cpu, memory): the sum of the positive requests and
 	// limits, and whether there was any.
 	var req, lim [2]resource.Quantity
@@ -68,6 +77,35 @@ func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 	return v1.PodQOSBurstable
 }
 
+// requirementsQOS is the class of one set of requests and limits, as
+// upstream's: none at all is BestEffort; cpu and memory each with a
+// request equal to its non-zero limit is Guaranteed; both unset is
+// BestEffort; anything else (a request without its limit, a limit above
+// its request, one of cpu and memory set and not the other) Burstable.
+func requirementsQOS(r *v1.ResourceRequirements) v1.PodQOSClass {
+	if len(r.Requests) == 0 && len(r.Limits) == 0 {
+		return v1.PodQOSBestEffort
+	}
+	var class v1.PodQOSClass
+	for _, name := range [2]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+		req, lim := r.Requests[name], r.Limits[name]
+		var c v1.PodQOSClass
+		switch {
+		case !req.Equal(lim):
+			return v1.PodQOSBurstable
+		case req.IsZero():
+			c = v1.PodQOSBestEffort
+		default:
+			c = v1.PodQOSGuaranteed
+		}
+		if class != "" && class != c {
+			return v1.PodQOSBurstable
+		}
+		class = c
+	}
+	return class
+}
+
 // PodLogDir is where the runtime writes a pod's container logs, as upstream:
 // <root>/<namespace>_<name>_<uid>.
 func PodLogDir(root string, pod *v1.Pod) string {
@@ -112,9 +150,64 @@ func ExtendedResources(p *v1.Pod) []v1.ResourceName {
 // the sum over its containers (with the restartable init containers, the
 // sidecars) and its largest init container (with the sidecars started
 // before it), plus the pod overhead.
+//
+// A pod-level request (spec.resources.requests: cpu, memory, hugepages-*)
+// replaces the containers' sum, as upstream's PodRequests with
+// PodLevelResources on; the overhead is added to it as well.
 func PodRequest(p *v1.Pod, name v1.ResourceName) resource.Quantity {
+	if q, ok := podLevel(p, name, false); ok {
+		if o, ok := p.Spec.Overhead[name]; ok {
+			q.Add(o)
+		}
+		return q
+	}
 	sum, _, _ := PodResource(p, name, false)
 	return sum
+}
+
+// PodLevelResource is the pod-level request (limits false) or limit
+// (true) of a resource pod-level resources may set (cpu, memory,
+// hugepages-*); ok false when the pod sets none.
+func PodLevelResource(p *v1.Pod, name v1.ResourceName, limits bool) (resource.Quantity, bool) {
+	return podLevel(p, name, limits)
+}
+
+func podLevel(p *v1.Pod, name v1.ResourceName, limits bool) (resource.Quantity, bool) {
+	if p.Spec.Resources == nil || !IsPodLevelResource(name) {
+		return resource.Quantity{}, false
+	}
+	list := p.Spec.Resources.Requests
+	if limits {
+		list = p.Spec.Resources.Limits
+	}
+	q, ok := list[name]
+	if !ok {
+		return resource.Quantity{}, false
+	}
+	return q.DeepCopy(), true
+}
+
+// IsPodLevelResource: pod-level resources may set it (cpu, memory,
+// hugepages-*), as upstream's IsSupportedPodLevelResource.
+func IsPodLevelResource(name v1.ResourceName) bool {
+	return name == v1.ResourceCPU || name == v1.ResourceMemory || strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix)
+}
+
+// HasPodLevelResources: the pod sets a request or limit at pod level
+// (spec.resources) of a resource pod-level resources may set, as
+// upstream's IsPodLevelResourcesSet.
+func HasPodLevelResources(p *v1.Pod) bool {
+	if p.Spec.Resources == nil {
+		return false
+	}
+	for _, l := range []v1.ResourceList{p.Spec.Resources.Requests, p.Spec.Resources.Limits} {
+		for name := range l {
+			if IsPodLevelResource(name) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // PodResource aggregates the containers' requests (limits: true) of a

@@ -104,7 +104,7 @@ func TestPredicates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reason, msg := a.predicates(tt.pod)
+			reason, msg := a.predicates(tt.pod, messages.SourceAPI)
 			if reason != tt.reason {
 				t.Fatalf("reason %q (%s), want %q", reason, msg, tt.reason)
 			}
@@ -115,7 +115,7 @@ func TestPredicates(t *testing.T) {
 	}
 	// A pod that goes frees its ports.
 	a.admitted.track(web, messages.SourceFile, -1)
-	if reason, _ := a.predicates(withPorts("u-7", v1.ContainerPort{ContainerPort: 80, HostPort: 8080})); reason != "" {
+	if reason, _ := a.predicates(withPorts("u-7", v1.ContainerPort{ContainerPort: 80, HostPort: 8080}), messages.SourceAPI); reason != "" {
 		t.Fatalf("port still taken after its pod went: %s", reason)
 	}
 }

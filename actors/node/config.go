@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/actorlet/actorlet/messages"
 	"github.com/actorlet/actorlet/podspec"
 )
 
@@ -49,6 +50,14 @@ type Config struct {
 	// affinity they do not match are rejected (NodeAffinity), as upstream.
 	// Without kubernetes.io/os the node's is this machine's, as upstream.
 	NodeLabels map[string]string
+	// LiveNode is the latest of the node's own Node object (cluster mode:
+	// an informer on it, which also sends every change as
+	// messages.NodeObject); nil until it is read. Pods of the API server
+	// are admitted against its labels, taints and allocatable, and are
+	// held until the first one is known, as upstream's API source waits
+	// for its node lister to sync. A NodeActor that restarts reads it
+	// again. Nil: standalone, the configured labels and allocatable.
+	LiveNode func() *messages.NodeObject
 	// Sweeper removes the directories of pods gone, every
 	// HousekeepingPeriod (default DefaultHousekeepingPeriod) on Clock
 	// (default the real clock). Nil: nothing is removed.

@@ -93,6 +93,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handleDeviceCapacity(ctx, m)
 	case *messages.NodePressure:
 		a.handleNodePressure(m)
+	case *messages.NodeObject:
+		a.handleNodeObject(ctx, m)
 	case *messages.EvictPod:
 		a.handleEvictPod(ctx, m)
 	case *messages.SourceSynced:
@@ -129,6 +131,9 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.table = newPodTable()
 	a.admitted = admission{extended: a.cfg.devicesWired()}
 	a.node = newNodeStatus(a.cfg.NodeName, a.cfg.NodeLabels)
+	if a.cfg.LiveNode != nil {
+		a.node.setNode(a.cfg.LiveNode()) // a restarted NodeActor: the Node read before
+	}
 	a.slots = newStartSlots(a.cfg.MaxParallelStarts)
 	a.house = housekeeping{timer: actorkit.NewTimer("housekeeping")}
 	a.allocs.load(a.cfg.allocs, a.cfg.log)
@@ -268,6 +273,9 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 	if a.table.refused(p.UID) {
 		return
 	}
+	if source == messages.SourceAPI && a.cfg.LiveNode != nil && !a.node.known() {
+		return // held until the Node is known (handleNodeObject), as upstream's API source waits for its node lister
+	}
 	if source == messages.SourceAPI && (p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed) {
 		return // finished before: never run again (what is left in the runtime is an orphan)
 	}
@@ -287,7 +295,7 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 		a.reject(ctx, p, source, reason, msg)
 		return
 	}
-	if reason, msg := a.admitted.fits(p, a.cfg.MaxPods, a.cfg.Allocatable); reason != "" {
+	if reason, msg := a.admitted.fits(p, a.node.maxPods(a.cfg.MaxPods), a.node.admitAllocatable(a.cfg.Allocatable)); reason != "" {
 		a.reject(ctx, p, source, reason, msg)
 		return
 	}
@@ -298,7 +306,7 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 		a.reject(ctx, p, source, reason, msg)
 		return
 	}
-	if reason, msg := a.predicates(p); reason != "" {
+	if reason, msg := a.predicates(p, source); reason != "" {
 		a.reject(ctx, p, source, reason, msg)
 		return
 	}
@@ -373,6 +381,10 @@ func (a *Actor) gracefulDelete(ctx actor.Context, p *v1.Pod, source string) {
 // upstream (OutOfpods, OutOfcpu, ...).
 func (a *Actor) reject(ctx actor.Context, p *v1.Pod, source, reason, msg string) {
 	a.cfg.log.Warn("pod rejected", "pod", p.Namespace+"/"+p.Name, "reason", reason, "message", msg)
+	if a.cfg.Events != nil {
+		// A Warning event with the reason, as upstream's rejectPod.
+		a.cfg.Events.Eventf(p, v1.EventTypeWarning, reason, "%s", msg)
+	}
 	out := p.DeepCopy()
 	out.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: msg}
 	now := metav1.Now()
@@ -387,6 +399,9 @@ func (a *Actor) remove(ctx actor.Context, uid types.UID, source string) {
 	}
 	if a.table.unrefuse(uid, source) {
 		ctx.Send(a.cfg.status, &messages.PodForget{UID: uid})
+		if f, ok := a.cfg.Events.(eventForgetter); ok {
+			f.Forget(uid) // its rejection event was its last
+		}
 		return
 	}
 	e, ok := a.table.get(uid)

@@ -20,17 +20,19 @@ const (
 
 // predicates checks what the upstream kubelet checks of any pod before it
 // admits it, besides resources: the pod's OS, its node selector and
-// required node affinity against this node's labels, and its host ports
-// against the admitted pods'. A pod the scheduler placed passes them; a
-// pod created with nodeName set, or a static pod, may not.
-func (a *Actor) predicates(p *v1.Pod) (reason, msg string) {
+// required node affinity against this node's labels, its host ports
+// against the admitted pods', and (a pod of the API server) the live
+// Node's NoExecute taints against its tolerations. A pod the scheduler
+// placed passes them; a pod created with nodeName set, or a static pod,
+// may not.
+func (a *Actor) predicates(p *v1.Pod, source string) (reason, msg string) {
 	if reason, msg := a.node.selects(p); reason != "" {
 		return reason, msg
 	}
 	if port, ok := a.admitted.hostPortConflict(p); !ok {
 		return ReasonNodePorts, fmt.Sprintf("Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports (%s)", port)
 	}
-	return "", ""
+	return a.node.admitTaints(p, source)
 }
 
 var operators = map[v1.NodeSelectorOperator]selection.Operator{

@@ -204,7 +204,7 @@ func (in envInput) valueFrom(ctx context.Context, vf *v1.EnvVarSource) (string, 
 		v, err := podspec.FieldRef(in.pod, vf.FieldRef.FieldPath, in.podIP, in.hostIP)
 		return v, err == nil, err
 	case vf.ResourceFieldRef != nil:
-		v, err := podspec.ResourceFieldRef(in.c, vf.ResourceFieldRef, in.allocatable)
+		v, err := podspec.ResourceFieldRef(in.c, vf.ResourceFieldRef, podspec.DownwardAllocatable(in.pod, in.allocatable))
 		return v, err == nil, err
 	case vf.ConfigMapKeyRef != nil:
 		ref := vf.ConfigMapKeyRef

@@ -635,6 +635,7 @@ func pick(data map[string][]byte, items []v1.KeyToPath, optional *bool, defaultM
 // and container resources (resourceFieldRef; an unset limit is the node's
 // allocatable, as upstream).
 func downward(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, defaultMode *int32, allocatable v1.ResourceList) (map[string]podspec.VolumeFile, error) {
+	allocatable = podspec.DownwardAllocatable(pod, allocatable) // pod-level limits first
 	out := map[string]podspec.VolumeFile{}
 	for _, it := range items {
 		var v string

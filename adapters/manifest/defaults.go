@@ -61,6 +61,7 @@ func ApplyDefaults(pod *v1.Pod, source, nodeName, origin string) {
 		pod.Status.Phase = v1.PodPending
 	}
 	defaultSpec(&pod.Spec)
+	defaultPodLevelResources(pod) // after the containers' requests are defaulted
 }
 
 func hashPod(pod *v1.Pod, nodeName, origin string) string {

@@ -108,6 +108,7 @@ func validateSpec(spec *v1.PodSpec, path *field.Path) field.ErrorList {
 	}
 
 	errs = append(errs, validatePodSettings(spec, path)...)
+	errs = append(errs, validatePodLevelResources(spec, path)...)
 
 	volumes := sets.New[string]()
 	for i := range spec.Volumes {

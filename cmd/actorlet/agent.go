@@ -179,6 +179,7 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	log.Info("actorlet started", "node", name, "runtime", rt.name, "endpoint", rt.endpoint, "sources", t.sources)
 	go runMemoryUpkeep(ctx, m.RunningPods, log)
+	startNodeWatch(ctx, w, t)
 	stopChaos := startChaos(ctx, o, t, log)
 	defer stopChaos()
 	devServers := startDeviceServers(ctx, w, t)

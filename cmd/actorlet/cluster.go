@@ -32,6 +32,7 @@ type clusterParts struct {
 	events  *kube.Events
 	certs   *kube.PodCertificates // podCertificate projections (podcert.go)
 	bundles *kube.TrustBundles    // clusterTrustBundle projections
+	node    liveNode              // the node's own Node object (nodewatch.go)
 }
 
 // newCluster connects to the API server named by --kubeconfig, or returns

@@ -292,6 +292,7 @@ func nodeActor(w *wiring) actor.Producer {
 		Allocatable:       w.allocatable,
 		Sysctls:           sysctlAllowlist(o, w.log),
 		NodeLabels:        nodestatus.Labels(w.name, o.NodeLabels),
+		LiveNode:          w.cluster.liveNodeFunc(),
 		MaxParallelStarts: int(o.MaxParallelPodStarts),
 		Sweeper:           files, Clock: w.clk,
 		RespawnBackoff:    o.ActorRespawnBackoffInitial,
