@@ -28,6 +28,10 @@ type Metrics interface {
 	// IncPodStatusRefused: the API server refused a pod status write, by
 	// its reason (Invalid, Forbidden, Conflict).
 	IncPodStatusRefused(reason string)
+	// ObservePodStatusSync: the time from a pod status change to the API
+	// server holding it, intervening changes included
+	// (kubelet_pod_status_sync_duration_seconds, as upstream).
+	ObservePodStatusSync(d time.Duration)
 }
 
 // Container types of kubelet_terminated_containers_total, as upstream.

@@ -108,6 +108,8 @@ func (m *fakeMetrics) get(which map[string]int, k string) int {
 	return which[k]
 }
 
+func (m *fakeMetrics) ObservePodStatusSync(time.Duration) {}
+
 type fakeRecorder struct {
 	mu     sync.Mutex
 	events []string

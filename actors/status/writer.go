@@ -142,6 +142,9 @@ type apiPod struct {
 	acked, ackedAnswer *v1.PodStatus
 
 	lane int // the lane it waits in while queued
+	// pendingSince: when the API server stopped holding the newest status
+	// (the first change not written yet); zero when it holds it.
+	pendingSince time.Time
 	// reread: a refused patch was followed by a re-read of the pod; a
 	// refusal after it is the API server's answer to the status itself
 	// (refusal.go). Cleared when a write is taken.
@@ -221,6 +224,9 @@ func (w *writer) update(p *v1.Pod) {
 		return
 	}
 	st.desired = &p.Status // read only, as the pod (messages package doc)
+	if st.pendingSince.IsZero() {
+		st.pendingSince = w.clk.Now()
+	}
 	w.flush(st)
 }
 
@@ -334,6 +340,7 @@ func (w *writer) flush(st *apiPod) {
 	}
 	op := w.next(st)
 	if op == "" {
+		st.pendingSince = time.Time{} // the API server holds the newest
 		return
 	}
 	if w.inflight >= w.cfg.MaxInFlight {
@@ -459,6 +466,12 @@ func (w *writer) handleDone(m *writeDone) {
 			if m.op == "patch" {
 				st.acked, st.ackedAnswer = m.sent, st.written
 				w.accepted(st)
+				if m.sent == st.desired && !st.pendingSince.IsZero() {
+					if w.metrics != nil {
+						w.metrics.ObservePodStatusSync(w.clk.Since(st.pendingSince))
+					}
+					st.pendingSince = time.Time{}
+				}
 			}
 		case "create-mirror":
 			st.apiUID, st.written, st.writtenRV = m.pod.UID, &m.pod.Status, m.pod.ResourceVersion
