@@ -304,7 +304,9 @@ func (r *Registry) ObservePodStatusSync(d time.Duration) { r.podStatusSync.Obser
 
 // IncPodStatusRefused counts a pod status write the API server refused, by
 // its reason (actorlet_pod_status_refused_total{reason}).
-func (r *Registry) IncPodStatusRefused(reason string) { r.podStatusRefused.WithLabelValues(reason).Inc() }
+func (r *Registry) IncPodStatusRefused(reason string) {
+	r.podStatusRefused.WithLabelValues(reason).Inc()
+}
 
 // IncRestartedPods counts a pod deleted and recreated with the same UID.
 func (r *Registry) IncRestartedPods(static bool) {

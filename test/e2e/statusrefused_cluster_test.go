@@ -239,7 +239,7 @@ func TestE2EClusterContainerdTerminatedContainersMetric(t *testing.T) {
 	})
 	c.waitPod(t, "default", name, "Failed", 2*time.Minute, func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
 	want := map[string]float64{
-		`kubelet_terminated_containers_total{container_type="container",exit_code="42",reason="Error"}`:          1,
+		`kubelet_terminated_containers_total{container_type="container",exit_code="42",reason="Error"}`:         1,
 		`kubelet_terminated_containers_total{container_type="init_container",exit_code="0",reason="Completed"}`: 1,
 	}
 	m := a.metrics()
