@@ -27,6 +27,10 @@ const (
 	statusRefusedCondition = "actorlet.io/StatusWriteRefused"
 )
 
+// noDiskEviction: memory thresholds only, so a shared disk that fills up
+// (imagefs.available<15% by default) does not reject the test's pod.
+var noDiskEviction = []string{"--eviction-hard", "memory.available<100Mi"}
+
 // denyMarkedPodStatus installs a ValidatingAdmissionPolicy that refuses
 // every write of pods/status of a pod labelled refusedMark, and waits
 // until the API server enforces it (policies load asynchronously). The
@@ -124,7 +128,7 @@ func TestE2EClusterContainerdStatusRefused(t *testing.T) {
 	c := newCluster(t)
 	env := testenv.ContainerdInfo(t)
 	unbind := denyMarkedPodStatus(t, c)
-	a := c.startNode(t, node, agentOpts{endpoint: env.Endpoint})
+	a := c.startNode(t, node, agentOpts{endpoint: env.Endpoint, extra: noDiskEviction})
 	c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
 	ctx := context.Background()
 	pods := c.cs.CoreV1().Pods("default")
@@ -223,7 +227,7 @@ func TestE2EClusterContainerdTerminatedContainersMetric(t *testing.T) {
 	const node, name = "e2e-terminated", "terminated-42"
 	c := newCluster(t)
 	env := testenv.ContainerdInfo(t)
-	a := c.startNode(t, node, agentOpts{endpoint: env.Endpoint})
+	a := c.startNode(t, node, agentOpts{endpoint: env.Endpoint, extra: noDiskEviction})
 	c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
 	ctx := context.Background()
 	pods := c.cs.CoreV1().Pods("default")
