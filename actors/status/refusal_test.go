@@ -365,3 +365,33 @@ func TestTerminatedContainersCounted(t *testing.T) {
 		t.Fatalf("container counted %d", n)
 	}
 }
+
+// A pod that leaves the node while its write waits for a slot is never
+// written; only its newest status is written for a pod still there.
+func TestWriterQueuedWritesOfGonePodsDropped(t *testing.T) {
+	h := newRefusalHarness(t, WriterConfig{MaxInFlight: 1})
+	gate := make(chan struct{})
+	h.api.gate = gate
+	for _, n := range []string{"a", "b", "c"} {
+		h.api.pods["default/"+n] = apiPodWith(n, types.UID("uid-"+n), v1.PodPending)
+		h.update(apiPodWith(n, types.UID("uid-"+n), v1.PodRunning))
+	}
+	newer := apiPodWith("c", "uid-c", v1.PodRunning)
+	newer.Status.Message = "newest"
+	h.update(newer)
+	h.sys.Root.Send(h.pid, &messages.PodForget{UID: "uid-b", Namespace: "default", Name: "b"})
+	h.sync()
+	gate <- struct{}{}
+	gate <- struct{}{}
+	h.waitFor("a and c written", func() bool { return len(h.api.taken()) == 2 })
+	h.sync()
+	if got := h.api.taken(); !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("written %v, want [a c]", got)
+	}
+	if h.api.get("c").Status.Message != "newest" || h.api.count("patch c") != 1 {
+		t.Fatalf("c: %d patches, message %q", h.api.count("patch c"), h.api.get("c").Status.Message)
+	}
+	if h.api.count("patch b") != 0 {
+		t.Fatalf("b written after it left")
+	}
+}

@@ -27,9 +27,11 @@ const (
 	statusRefusedCondition = "actorlet.io/StatusWriteRefused"
 )
 
-// noDiskEviction: memory thresholds only, so a shared disk that fills up
-// (imagefs.available<15% by default) does not reject the test's pod.
-var noDiskEviction = []string{"--eviction-hard", "memory.available<100Mi"}
+// noDiskEviction: memory thresholds only and no image GC, so a shared
+// disk that fills up (imagefs.available<15% and the 85% image GC
+// threshold by default) neither rejects the test's pod nor removes the
+// images the other tests on this containerd need.
+var noDiskEviction = []string{"--eviction-hard", "memory.available<100Mi", "--image-gc-high-threshold", "100", "--image-gc-low-threshold", "99"}
 
 // denyMarkedPodStatus installs a ValidatingAdmissionPolicy that refuses
 // every write of pods/status of a pod labelled refusedMark, and waits
