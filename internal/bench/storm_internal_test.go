@@ -15,14 +15,14 @@ func TestStormDefaults(t *testing.T) {
 	if o.Pods != 50 || o.ChurnRate != 20 || o.Duration != 5*time.Minute {
 		t.Fatalf("pods %d rate %g duration %s", o.Pods, o.ChurnRate, o.Duration)
 	}
-	if w := stormWarmup(o.Duration); w != 30*time.Second {
+	if w := stormWarmup(o.Duration); w != 200*time.Second {
 		t.Fatalf("warm-up %s", w)
 	}
 	o = Options{Scenario: ScenarioStatusStorm, Binary: "/bin/true", Pods: 10, ChurnRate: 5, Duration: 30 * time.Second}
 	if err := o.defaults(); err != nil {
 		t.Fatal(err)
 	}
-	if o.Pods != 10 || o.ChurnRate != 5 || o.Duration != 30*time.Second || stormWarmup(o.Duration) != 10*time.Second {
+	if o.Pods != 10 || o.ChurnRate != 5 || o.Duration != 30*time.Second || stormWarmup(o.Duration) != 20*time.Second {
 		t.Fatalf("flags not kept: pods %d rate %g duration %s", o.Pods, o.ChurnRate, o.Duration)
 	}
 	o = Options{Scenario: ScenarioChurn, Binary: "/bin/true"}
