@@ -30,6 +30,13 @@ func merged(desired, api *v1.PodStatus) *v1.PodStatus {
 		out.NodeAllocatableResourceClaimStatuses = api.NodeAllocatableResourceClaimStatuses
 		desired = &out
 	}
+	if api.QOSClass != "" && desired.QOSClass != api.QOSClass {
+		// The API server refuses a change of qosClass (immutable once
+		// set): keep what it holds.
+		out := *desired
+		out.QOSClass = api.QOSClass
+		desired = &out
+	}
 	var kept []v1.PodCondition
 	for _, c := range api.Conditions {
 		if ownConditions[c.Type] || (c.Type == v1.DisruptionTarget && hasCondition(desired, c.Type)) {

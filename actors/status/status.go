@@ -52,6 +52,13 @@ func WithReadWait(d time.Duration) Option { return func(a *Actor) { a.readWait =
 // again (DefaultResyncEvery).
 func WithResyncEvery(d time.Duration) Option { return func(a *Actor) { a.resyncEvery = d } }
 
+// WithMetrics sets what the actor counts (terminated containers, refused
+// status writes).
+func WithMetrics(m Metrics) Option { return func(a *Actor) { a.metrics = m } }
+
+// WithEvents sets the recorder of the pods' events (refused status writes).
+func WithEvents(r Recorder) Option { return func(a *Actor) { a.events = r } }
+
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(log *slog.Logger) Option { return func(a *Actor) { a.log = log } }
 
@@ -99,6 +106,9 @@ type Actor struct {
 	// every reader, read only.
 	listed *messages.PodList
 	w      *writer // cluster mode: writes to the API server
+
+	metrics Metrics  // may be nil
+	events  Recorder // may be nil
 
 	clk         clock.WithDelayedExecution
 	log         *slog.Logger
@@ -162,9 +172,18 @@ func (a *Actor) handleUpdate(m *messages.PodStatusUpdate) {
 	if m.Pod == nil {
 		return
 	}
-	if old, ok := a.pods[m.Pod.UID]; ok && terminal(old.Status.Phase) && !terminal(m.Pod.Status.Phase) {
+	old, ok := a.pods[m.Pod.UID]
+	if ok && terminal(old.Status.Phase) && !terminal(m.Pod.Status.Phase) {
 		// Never move a pod back from a terminal phase (as upstream).
 		return
+	}
+	switch {
+	case ok:
+		countTerminated(a.metrics, &old.Status, &m.Pod.Status)
+	case a.rb.ready:
+		countTerminated(a.metrics, nil, &m.Pod.Status)
+		// A pod reported again while the view is rebuilt after a restart
+		// was counted before it.
 	}
 	a.pods[m.Pod.UID] = m.Pod
 	a.listed = nil
@@ -223,10 +242,26 @@ func terminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFa
 func (a *Actor) find(namespace, name string) *messages.PodFound {
 	for _, p := range a.pods {
 		if p.Namespace == namespace && p.Name == name {
-			return &messages.PodFound{Pod: p.DeepCopy()}
+			return &messages.PodFound{Pod: a.served(p).DeepCopy()}
 		}
 	}
 	return &messages.PodFound{}
+}
+
+// served is the pod as /pods shows it: with the ConditionStatusRefused
+// condition while the API server refuses its status (a shallow copy: the
+// stored pod stays as it is).
+func (a *Actor) served(p *v1.Pod) *v1.Pod {
+	if a.w == nil {
+		return p
+	}
+	c := a.w.refusedCondition(p.UID)
+	if c == nil {
+		return p
+	}
+	cp := *p
+	cp.Status.Conditions = append(slices.Clip(p.Status.Conditions), *c)
+	return &cp
 }
 
 // list is every pod sorted by namespace and name, built once per change of
@@ -240,7 +275,7 @@ func (a *Actor) list() *messages.PodList {
 	}
 	ps := make([]*v1.Pod, 0, len(a.pods))
 	for _, p := range a.pods {
-		ps = append(ps, p)
+		ps = append(ps, a.served(p))
 	}
 	slices.SortFunc(ps, func(x, y *v1.Pod) int {
 		if c := strings.Compare(x.Namespace, y.Namespace); c != 0 {

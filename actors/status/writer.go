@@ -2,7 +2,6 @@ package status
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strconv"
 	"time"
@@ -39,14 +38,24 @@ type WriterConfig struct {
 	MaxInFlight int           // concurrent writes (client-go also rate-limits: --kube-api-qps/burst)
 	RetryBase   time.Duration // first retry after a failed write, doubling
 	RetryMax    time.Duration
-	Timeout     time.Duration
+	// RefusedRetryMax caps the back-off of a pod whose status the API
+	// server refuses (422, 403, a 409 that a re-read does not fix):
+	// default DefaultRefusedRetryMax.
+	RefusedRetryMax time.Duration
+	Timeout         time.Duration
 }
+
+// DefaultRefusedRetryMax is the longest wait between two writes of a
+// status the API server refused: a refusal is an answer (the server is up),
+// so retrying sooner only adds load; a new status of the pod waits for it
+// as well, and a write the server takes again clears the refusal.
+const DefaultRefusedRetryMax = time.Minute
 
 // NewWithAPI returns a StatusActor that also writes every pod's status to
 // the API server: coalesced per pod (only the newest status is sent), never
 // back from a terminal phase, kept while the API server is unreachable and
 // flushed when it returns. Static pods get mirror pods.
-func NewWithAPI(node *actor.PID, api API, cfg WriterConfig, clk clock.WithDelayedExecution, log *slog.Logger) actor.Producer {
+func NewWithAPI(node *actor.PID, api API, cfg WriterConfig, clk clock.WithDelayedExecution, log *slog.Logger, opts ...Option) actor.Producer {
 	if api == nil || clk == nil {
 		panic("status.NewWithAPI: api and clock are required")
 	}
@@ -62,11 +71,20 @@ func NewWithAPI(node *actor.PID, api API, cfg WriterConfig, clk clock.WithDelaye
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}
+	if cfg.RefusedRetryMax <= 0 {
+		cfg.RefusedRetryMax = DefaultRefusedRetryMax
+	}
 	if log == nil {
 		log = slog.Default()
 	}
 	return func() actor.Actor {
-		return &Actor{node: node, w: &writer{api: api, cfg: cfg, clk: clk, log: log.With("actor", "status")}}
+		a := &Actor{node: node}
+		for _, o := range opts {
+			o(a)
+		}
+		a.w = &writer{api: api, cfg: cfg, clk: clk, log: log.With("actor", "status"),
+			events: a.events, metrics: a.metrics, changed: func() { a.listed = nil }}
+		return a
 	}
 }
 
@@ -77,6 +95,10 @@ type writer struct {
 	clk clock.WithDelayedExecution
 	log *slog.Logger
 
+	events  Recorder // may be nil
+	metrics Metrics  // may be nil
+	changed func()   // what /pods serves changed (a refusal came or went)
+
 	self    actorkit.Self
 	nodeUID types.UID
 	node    string
@@ -84,7 +106,7 @@ type writer struct {
 	pods     map[types.UID]*apiPod // by the pod's own UID (the static pod's for mirrors)
 	mirrors  map[string]*v1.Pod    // namespace/name -> mirror pod seen in the API
 	inflight int
-	queue    []types.UID
+	queue    lanes          // pods waiting for a write slot (lanes.go)
 	retry    actorkit.Timer // the earliest retryAt of any pod
 	// failing: a write failed (the API server did not answer) and none
 	// has succeeded since. The first success after that retries every
@@ -118,6 +140,19 @@ type apiPod struct {
 	// comparison is needed to know it (a pod's status is replaced, never
 	// changed in place).
 	acked, ackedAnswer *v1.PodStatus
+
+	lane int // the lane it waits in while queued
+	// pendingSince: when the API server stopped holding the newest status
+	// (the first change not written yet); zero when it holds it.
+	pendingSince time.Time
+	// reread: a refused patch was followed by a re-read of the pod; a
+	// refusal after it is the API server's answer to the status itself
+	// (refusal.go). Cleared when a write is taken.
+	reread bool
+	// refused is the API server's last refusal of this pod's status, while
+	// no write has been taken since; refusals counts them for the back-off.
+	refused  *refusal
+	refusals int
 }
 
 // writeDone is the result of one write.
@@ -134,7 +169,7 @@ func (w *writer) start(ctx actor.Context) {
 	w.self = actorkit.Start(ctx, w.clk)
 	w.pods = map[types.UID]*apiPod{}
 	w.mirrors = map[string]*v1.Pod{}
-	w.inflight, w.queue, w.retry = 0, nil, actorkit.NewTimer("retry")
+	w.inflight, w.queue, w.retry = 0, lanes{}, actorkit.NewTimer("retry")
 }
 
 func (w *writer) stop() {
@@ -189,6 +224,9 @@ func (w *writer) update(p *v1.Pod) {
 		return
 	}
 	st.desired = &p.Status // read only, as the pod (messages package doc)
+	if st.pendingSince.IsZero() {
+		st.pendingSince = w.clk.Now()
+	}
 	w.flush(st)
 }
 
@@ -302,12 +340,16 @@ func (w *writer) flush(st *apiPod) {
 	}
 	op := w.next(st)
 	if op == "" {
+		st.pendingSince = time.Time{} // the API server holds the newest
 		return
 	}
 	if w.inflight >= w.cfg.MaxInFlight {
-		if !st.queued {
-			st.queued = true
-			w.queue = append(w.queue, st.uid)
+		if l := w.laneOf(st, op); !st.queued || l < st.lane {
+			// A pod moves up when its newest status deserves it (its
+			// first Running status after a terminal rejection's lane); its
+			// older entry is skipped when reached.
+			st.queued, st.lane = true, l
+			w.queue.push(l, st.uid)
 		}
 		return
 	}
@@ -404,6 +446,14 @@ func (w *writer) handleDone(m *writeDone) {
 	}
 	st.inflight = false
 	switch {
+	case m.err == nil && m.op == "refresh" && m.pod.UID != st.apiUID && !st.static:
+		// The re-read found another pod of that name: ours is gone.
+		w.log.Info("pod no longer in the API server", "pod", st.ns+"/"+st.name, "uid", st.apiUID, "found", m.pod.UID)
+		delete(w.pods, st.uid)
+		w.changedIf(st)
+		return
+	case m.err == nil && m.op == "refresh" && m.pod.UID != st.apiUID:
+		st.apiUID, st.written = "", nil // the mirror pod was replaced: make ours again
 	case m.err == nil:
 		st.failures, st.retryAt = 0, time.Time{}
 		if w.failing {
@@ -415,6 +465,13 @@ func (w *writer) handleDone(m *writeDone) {
 			st.written, st.writtenRV = &m.pod.Status, m.pod.ResourceVersion // the API's answer is ours alone
 			if m.op == "patch" {
 				st.acked, st.ackedAnswer = m.sent, st.written
+				w.accepted(st)
+				if m.sent == st.desired && !st.pendingSince.IsZero() {
+					if w.metrics != nil {
+						w.metrics.ObservePodStatusSync(w.clk.Since(st.pendingSince))
+					}
+					st.pendingSince = time.Time{}
+				}
 			}
 		case "create-mirror":
 			st.apiUID, st.written, st.writtenRV = m.pod.UID, &m.pod.Status, m.pod.ResourceVersion
@@ -437,20 +494,31 @@ func (w *writer) handleDone(m *writeDone) {
 		return
 	case errdefs.IsNotFound(m.err) && st.static:
 		st.apiUID, st.written = "", nil // the mirror pod is gone: make it again
-	case errdefs.IsNotFound(m.err), errors.Is(m.err, errdefs.ErrConflict) && !st.static:
-		// The API pod is gone or was replaced by another with the same
-		// name: nothing of ours to write any more.
+	case errdefs.IsNotFound(m.err):
+		// The API pod is gone: nothing of ours to write any more.
 		w.log.Info("pod no longer in the API server", "pod", st.ns+"/"+st.name, "err", m.err)
 		delete(w.pods, st.uid)
+		w.changedIf(st)
 		return
 	case errdefs.IsAlreadyExists(m.err) && m.op == "create-mirror":
 		st.written = nil
 		w.refreshMirror(st)
 		return
-	case errors.Is(m.err, errdefs.ErrInvalidArgument) && m.op == "patch":
-		// Our idea of what the API holds was wrong: read it, then patch again.
-		w.do(st, "refresh")
-		return
+	case m.op == "patch" && isRefusal(m.err):
+		if w.failing {
+			// A refusal is an answer: the API server is back.
+			w.failing = false
+			defer w.retryAllNow()
+		}
+		if !st.reread {
+			// Our idea of what the API holds may be wrong (another writer,
+			// a field that may not change, a UID precondition on a pod
+			// replaced): read it, merge, then patch again.
+			st.reread = true
+			w.do(st, "refresh")
+			return
+		}
+		w.refuse(st, m.err)
 	default:
 		w.failing = true
 		st.failures++
@@ -466,7 +534,7 @@ func (w *writer) handleDone(m *writeDone) {
 func (w *writer) retryAllNow() {
 	n := 0
 	for _, st := range w.pods {
-		if !st.retryAt.IsZero() {
+		if !st.retryAt.IsZero() && st.refused == nil {
 			st.retryAt = time.Time{}
 			n++
 		}
@@ -491,11 +559,16 @@ func (w *writer) refreshMirror(st *apiPod) {
 	w.wakeAt(st.retryAt)
 }
 
+// dequeue starts the writes of queued pods while slots are free, taking
+// them from the lanes in their turn (lanes.go). An entry of a pod gone or
+// moved to another lane is skipped.
 func (w *writer) dequeue() {
-	for len(w.queue) > 0 && w.inflight < w.cfg.MaxInFlight {
-		uid := w.queue[0]
-		w.queue = w.queue[1:]
-		if st := w.pods[uid]; st != nil {
+	for w.inflight < w.cfg.MaxInFlight {
+		uid, lane, ok := w.queue.pop()
+		if !ok {
+			return
+		}
+		if st := w.pods[uid]; st != nil && st.queued && st.lane == lane {
 			st.queued = false
 			w.flush(st)
 		}

@@ -79,6 +79,9 @@ type Registry struct {
 	startedPodsErrors  prometheus.Counter
 	startedCtrs        *prometheus.CounterVec
 	startedCtrsErrors  *prometheus.CounterVec
+	terminatedCtrs     *prometheus.CounterVec
+	podStatusSync      prometheus.Histogram
+	podStatusRefused   *prometheus.CounterVec
 	restartedPods      *prometheus.CounterVec
 	runtimeOps         *prometheus.CounterVec
 	runtimeOpsDuration *prometheus.HistogramVec
@@ -144,6 +147,8 @@ func New() *Registry {
 	r.startedPodsErrors = counter("started_pods_errors_total", "Cumulative number of errors when starting pods")
 	r.startedCtrs = counterVec("started_containers_total", "Cumulative number of containers started", labelContainerType)
 	r.startedCtrsErrors = counterVec("started_containers_errors_total", "Cumulative number of errors when starting containers", labelContainerType, "code")
+	r.terminatedCtrs = counterVec("terminated_containers_total", "Cumulative number of container terminations.", labelContainerType, "exit_code", "reason")
+	r.podStatusSync = histogram("pod_status_sync_duration_seconds", "Duration in seconds to sync a pod status update. Measures time from detection of a change to pod status until the API is successfully updated for that pod, even if multiple intevening changes to pod status occur.", []float64{0.010, 0.050, 0.100, 0.500, 1, 5, 10, 20, 30, 45, 60})
 	r.restartedPods = counterVec("restarted_pods_total", "Number of pods that have been restarted because they were deleted and recreated with the same UID while the kubelet was watching them (common for static pods, extremely uncommon for API pods)", labelStatic)
 	r.runtimeOps = counterVec("runtime_operations_total", "Cumulative number of runtime operations by operation type.", labelOperationType)
 	r.runtimeOpsDuration = histogramVec("runtime_operations_duration_seconds", "Duration in seconds of runtime operations. Broken down by operation type.", runtimeOpBuckets, labelOperationType)
@@ -168,6 +173,8 @@ func New() *Registry {
 	r.actors = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: a("actors"), Help: "Live actors, by actor kind."}, []string{labelKind})
 	r.actorMessages = prometheus.NewCounterVec(prometheus.CounterOpts{Name: a("actor_messages_total"), Help: "Messages handled by actors, by actor kind."}, []string{labelKind})
 	r.actorStats = newActorCollector(r.actors, r.actorMessages)
+	r.podStatusRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: a("pod_status_refused_total"),
+		Help: "Pod status writes the API server refused (after a re-read), by the reason it gave: Invalid (422), Forbidden (403), Conflict (409)."}, []string{"reason"})
 
 	r.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -176,6 +183,7 @@ func New() *Registry {
 		r.podStart, r.podStartSLI, r.podStartTotal, r.podWorker,
 		r.plegRelist, r.plegInterval, r.plegLastSeen,
 		r.startedPods, r.startedPodsErrors, r.startedCtrs, r.startedCtrsErrors, r.restartedPods,
+		r.terminatedCtrs, r.podStatusSync, r.podStatusRefused,
 		r.runtimeOps, r.runtimeOpsDuration, r.runtimeOpsErrors,
 		r.evictions, r.imagePull, r.imageGC,
 		r.probeTotal, r.probeDuration,
@@ -288,6 +296,22 @@ func (r *Registry) IncStartedContainers(ctype string) { r.startedCtrs.WithLabelV
 // error code (upstream uses the gRPC status code name, e.g. "Unknown").
 func (r *Registry) IncStartedContainersErrors(ctype, code string) {
 	r.startedCtrsErrors.WithLabelValues(ctype, code).Inc()
+}
+
+// IncTerminatedContainers counts a container whose status turned terminated
+// (kubelet_terminated_containers_total{container_type,exit_code,reason}).
+func (r *Registry) IncTerminatedContainers(ctype, exitCode, reason string) {
+	r.terminatedCtrs.WithLabelValues(ctype, exitCode, reason).Inc()
+}
+
+// ObservePodStatusSync records the time from a pod status change to the
+// API server holding it (kubelet_pod_status_sync_duration_seconds).
+func (r *Registry) ObservePodStatusSync(d time.Duration) { r.podStatusSync.Observe(d.Seconds()) }
+
+// IncPodStatusRefused counts a pod status write the API server refused, by
+// its reason (actorlet_pod_status_refused_total{reason}).
+func (r *Registry) IncPodStatusRefused(reason string) {
+	r.podStatusRefused.WithLabelValues(reason).Inc()
 }
 
 // IncRestartedPods counts a pod deleted and recreated with the same UID.

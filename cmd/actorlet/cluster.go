@@ -89,9 +89,10 @@ func (c *clusterParts) kubeClient() *kube.Client {
 // static pods); in standalone mode status is only kept and served.
 func (c *clusterParts) statusActor(w *wiring) actor.Producer {
 	if c == nil {
-		return status.New(w.pid("node"))
+		return status.New(w.pid("node"), status.WithMetrics(w.m))
 	}
-	return status.NewWithAPI(w.pid("node"), c.client, status.WriterConfig{Timeout: w.o.RuntimeRequestTimeout}, w.clk, w.log)
+	return status.NewWithAPI(w.pid("node"), c.client, status.WriterConfig{Timeout: w.o.RuntimeRequestTimeout}, w.clk, w.log,
+		status.WithMetrics(w.m), status.WithEvents(c.recorder(w.log)))
 }
 
 // volumeAPI gives projected, ConfigMap and Secret volumes their service

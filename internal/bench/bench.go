@@ -176,6 +176,7 @@ func (o *Options) defaults() error {
 	if !slices.Contains(Scenarios, o.Scenario) {
 		return fmt.Errorf("unknown scenario %q (one of %s)", o.Scenario, strings.Join(Scenarios, ", "))
 	}
+	o.stormDefaults() // storm.go
 	if o.Pods <= 0 {
 		switch o.Scenario {
 		case ScenarioContainerd:
@@ -332,6 +333,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		err = runStats(ctx, o, r)
 	case ScenarioAgainstUpstream:
 		err = runAgainstUpstream(ctx, o, r)
+	case ScenarioStatusStorm:
+		err = runStatusStorm(ctx, o, r)
 	}
 	if err != nil {
 		r.Error = err.Error()

@@ -137,6 +137,8 @@ type Result struct {
 	// Eviction and Stats: the node-resource scenarios (eviction.go).
 	Eviction *Eviction  `json:"eviction,omitempty"`
 	Stats    *StatsCost `json:"stats,omitempty"`
+	// Storm: the status-storm scenario (storm.go).
+	Storm *Storm `json:"storm,omitempty"`
 	// Against: --against upstream (upstream.go), each agent's figures and
 	// the ratios.
 	Against *Against `json:"against,omitempty"`
