@@ -158,6 +158,14 @@ type Options struct {
 	// and read the agent's memory idle, Ready and after the deletion into
 	// Result.Memory (afterdelete.go).
 	AfterDelete bool
+	// The resize scenario (resize.go): the agent (AgentActorlet, default,
+	// or AgentUpstream), the runtime (ResizeRuntimeSim, default, or
+	// ResizeRuntimeContainerd), resizes per pod (default 2) and how long
+	// one may take (default 1 min).
+	ResizeAgent   string
+	ResizeRuntime string
+	ResizeRounds  int
+	ResizeTimeout time.Duration
 }
 
 func (o *Options) defaults() error {
@@ -192,6 +200,8 @@ func (o *Options) defaults() error {
 			o.Pods = statsDefaultPods
 		case ScenarioAgainstUpstream:
 			o.Pods = 100
+		case ScenarioResize:
+			o.Pods = resizeDefaultPods
 		default:
 			o.Pods = 1000
 		}
@@ -218,6 +228,13 @@ func (o *Options) defaults() error {
 		if o.SampleEvery <= 0 {
 			o.SampleEvery = soakDefaultSampleEvery
 		}
+	}
+	if o.Scenario == ScenarioResize {
+		if err := o.resizeDefaults(); err != nil {
+			return err
+		}
+	} else if o.ResizeAgent != "" || o.ResizeRuntime != "" || o.ResizeRounds != 0 || o.ResizeTimeout != 0 {
+		return fmt.Errorf("--resize-agent, --resize-runtime, --resize-rounds and --resize-timeout are for --scenario %s", ScenarioResize)
 	}
 	if o.Scenario == ScenarioStats && o.Duration <= 0 {
 		o.Duration = statsDefaultIdle
@@ -332,6 +349,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		err = runStats(ctx, o, r)
 	case ScenarioAgainstUpstream:
 		err = runAgainstUpstream(ctx, o, r)
+	case ScenarioResize:
+		err = runResize(ctx, o, r)
 	}
 	if err != nil {
 		r.Error = err.Error()
