@@ -20,6 +20,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,6 +28,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/actorlet/actorlet/adapters/cri"
 )
 
 // ScenarioResize is in-place pod resize through the pods/resize
@@ -358,12 +362,59 @@ func (t *resizeTarget) close(o *Options) {
 	if t.removeCgroups != nil {
 		t.removeCgroups()
 	}
-	if o.ResizeAgent == AgentUpstream {
-		// Its pods' secret and projected volumes, kept dir or not.
-		unmountUnder(filepath.Join(t.dir, "kubelet"), o)
-	}
+	// The pods' secret and projected volumes (tmpfs) that either agent
+	// left, kept dir or not.
+	unmountUnder(t.dir, o)
 	if t.tmp != "" && !o.KeepDir {
 		_ = os.RemoveAll(t.tmp)
+	}
+}
+
+// drain deletes the node's pods and waits (90 s at most) until the
+// runtime has no ready sandbox left, so that the agent stops on an empty
+// node: its pods' cgroups gone with them, nothing left running in a real
+// runtime.
+func (t *resizeTarget) drain(ctx context.Context, cs kubernetes.Interface, node string, o *Options) {
+	if t.a == nil || t.a.exited() {
+		return
+	}
+	pods, err := cs.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		o.Log.Warn("drain: list pods", "err", err)
+		return
+	}
+	names := make([]string, 0, len(pods.Items))
+	for _, p := range pods.Items {
+		names = append(names, p.Name)
+	}
+	zero := int64(0)
+	_ = forEach(ctx, names, 20, func(name string) error {
+		err := cs.CoreV1().Pods(Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		if err != nil && !apierrors.IsNotFound(err) {
+			o.Log.Warn("drain: delete pod", "pod", name, "err", err)
+		}
+		return nil
+	})
+	rt, err := cri.Dial(ctx, t.a.cri, time.Minute)
+	if err != nil {
+		o.Log.Warn("drain: the runtime", "err", err)
+		return
+	}
+	defer func() { _ = rt.Close() }()
+	ready := &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		sbs, err := rt.ListPodSandbox(ctx, ready)
+		if err == nil && len(sbs) == 0 {
+			return
+		}
+		if time.Now().After(deadline) || t.a.exited() {
+			o.Log.Warn("drain: the agent did not stop every pod", "ready_sandboxes", len(sbs), "err", err)
+			return
+		}
+		if sleepCtx(ctx, 200*time.Millisecond) != nil {
+			return
+		}
 	}
 }
 
@@ -451,6 +502,7 @@ func runResize(ctx context.Context, o Options, r *Result) error {
 	if err != nil {
 		return err
 	}
+	defer t.drain(context.WithoutCancel(ctx), cs, node, &o)
 	r.Runtime, r.AgentArgs = o.ResizeRuntime, t.a.args
 	if err := c.waitNodeReady(ctx, 2*time.Minute); err != nil {
 		return err
@@ -788,11 +840,6 @@ func (o *Options) resizeDefaults() error {
 	}
 	if o.ResizeRuntime != ResizeRuntimeSim && o.ResizeRuntime != ResizeRuntimeContainerd {
 		return fmt.Errorf("--resize-runtime %q: want %s or %s", o.ResizeRuntime, ResizeRuntimeSim, ResizeRuntimeContainerd)
-	}
-	if o.ResizeAgent == AgentUpstream && o.ResizeRuntime == ResizeRuntimeContainerd {
-		return errors.New("--resize-agent upstream --resize-runtime containerd: not run by the bench: the upstream kubelet on a real runtime " +
-			"manages the host's cgroups (kubepods at the top of the hierarchy) and its CNI, which a shared bench machine must not hand it; " +
-			"run it on the sim (the same CRI calls, no host cgroups)")
 	}
 	if o.ResizeRounds < 0 {
 		return fmt.Errorf("--resize-rounds must not be negative, got %d", o.ResizeRounds)
