@@ -113,11 +113,12 @@ type resizeStep struct {
 
 // resizeSteps: the pods start at [0]; round i resizes them to [i] (up,
 // then down again, above where they started, so the memory limit never
-// falls below what a sleeping busybox uses).
+// falls below what a sleeping busybox uses). Requests are small so that
+// 100 pods fit a 2-core node's allocatable (15m each: 1.5 cores).
 var resizeSteps = []resizeStep{
-	{"100m", "200m", "64Mi", "128Mi"},
-	{"150m", "300m", "96Mi", "192Mi"},
-	{"120m", "250m", "80Mi", "160Mi"},
+	{"10m", "100m", "16Mi", "64Mi"},
+	{"15m", "150m", "24Mi", "96Mi"},
+	{"12m", "120m", "20Mi", "80Mi"},
 }
 
 func (s resizeStep) requirements() v1.ResourceRequirements {
@@ -533,9 +534,15 @@ func runResize(ctx context.Context, o Options, r *Result) error {
 		return err
 	}
 	deadline := time.After(o.Timeout)
+	readyOrEnded := func(p *v1.Pod) bool {
+		return podReady(p) || p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded
+	}
 	for _, n := range names {
 		select {
-		case <-w.wait(n, podReady):
+		case <-w.wait(n, readyOrEnded):
+			if p := w.get(n); !podReady(p) {
+				return fmt.Errorf("resize: pod %s ended before it was Ready: %s %s (%s)", n, p.Status.Reason, p.Status.Message, podBrief(p))
+			}
 		case <-deadline:
 			return fmt.Errorf("resize: pod %s not Ready in %s (%s)", n, o.Timeout, podBrief(w.get(n)))
 		case <-ctx.Done():

@@ -38,11 +38,11 @@ func TestResizeDone(t *testing.T) {
 		}, "condition PodResizeInProgress"},
 		{"old allocation", func(p *v1.Pod) {
 			p.Status.ContainerStatuses[0].AllocatedResources = resizeSteps[0].requirements().Requests
-		}, "allocatedResources cpu 100m, want 150m"},
+		}, "allocatedResources cpu 10m, want 15m"},
 		{"no status resources", func(p *v1.Pod) { p.Status.ContainerStatuses[0].Resources = nil }, "status resources missing"},
 		{"old limit", func(p *v1.Pod) {
-			p.Status.ContainerStatuses[0].Resources.Limits[v1.ResourceMemory] = resource.MustParse("128Mi")
-		}, "status limits memory 128Mi, want 192Mi"},
+			p.Status.ContainerStatuses[0].Resources.Limits[v1.ResourceMemory] = resource.MustParse("64Mi")
+		}, "status limits memory 64Mi, want 96Mi"},
 		{"not running", func(p *v1.Pod) { p.Status.ContainerStatuses[0].State = v1.ContainerState{} }, "not running"},
 		{"no container", func(p *v1.Pod) { p.Status.ContainerStatuses = nil }, "no status of container main"},
 	}
@@ -56,13 +56,13 @@ func TestResizeDone(t *testing.T) {
 	}
 	// A CPU request read back from cgroup shares rounds by a millicore.
 	p := donePod(s)
-	p.Status.ContainerStatuses[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("149m")
+	p.Status.ContainerStatuses[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("14m")
 	if ok, why := resizeDone(p, s); !ok {
-		t.Errorf("149m for 150m: %s", why)
+		t.Errorf("14m for 15m: %s", why)
 	}
-	p.Status.ContainerStatuses[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("140m")
+	p.Status.ContainerStatuses[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("10m")
 	if ok, _ := resizeDone(p, s); ok {
-		t.Error("140m for 150m counted as done")
+		t.Error("10m for 15m counted as done")
 	}
 }
 
@@ -74,7 +74,7 @@ func TestResizePatchAndPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := got.Spec.Containers[0]
-	if c.Name != "main" || c.Resources.Requests.Cpu().String() != "120m" || c.Resources.Limits.Memory().String() != "160Mi" {
+	if c.Name != "main" || c.Resources.Requests.Cpu().String() != "12m" || c.Resources.Limits.Memory().String() != "80Mi" {
 		t.Fatalf("patch: %+v", c)
 	}
 	p := resizePod("x", "n", "img", true)
