@@ -78,6 +78,11 @@ type Config struct {
 	// only left in the runtime: what is left of them is its to remove).
 	// Nil: not told.
 	GC *actor.PID
+	// Cgroups is the CgroupActor: every housekeeping it is told the
+	// active pods (the burstable QoS shares are their sum) and the pods
+	// that still exist (SweepPodCgroups: the pod cgroup of any other is
+	// removed). Nil: not told.
+	Cgroups *actor.PID
 	// DeviceWait bounds the wait for its first capacity (default
 	// DefaultDeviceWait).
 	DeviceWait time.Duration

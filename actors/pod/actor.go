@@ -129,6 +129,11 @@ type Deps struct {
 	// prepare the ResourceClaims of a pod that has any before its sandbox
 	// is created; nil: such pods wait (a claim cannot be prepared).
 	Claims *actor.PID
+	// Cgroups is the CgroupActor, asked for the pod's cgroup before its
+	// sandbox (its answer is the sandbox's cgroup parent) and to remove it
+	// once the pod is gone (cgroup.go); nil: the parent is named from
+	// Config.CgroupDriver and no cgroup is made.
+	Cgroups *actor.PID
 	// Files keeps the pod's files on the host (managed /etc/hosts,
 	// termination logs, probe checkpoints); nil: none.
 	Files Files
@@ -243,6 +248,7 @@ type Actor struct {
 	volumes  volumeState
 	devices  deviceState
 	claims   claimState
+	cgroup   cgroupState
 	probes   probeSet
 	deadline deadline
 	events   eventLog
@@ -292,6 +298,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handleDevicesAllocated(ctx, m)
 	case *messages.ClaimsPrepared:
 		a.handleClaimsPrepared(ctx, m)
+	case *messages.PodCgroup:
+		a.handlePodCgroup(ctx, m) // WIRE(resize): false: a ResizePodCgroup's answer
 	case *messages.ClaimsHealth:
 		a.handleClaimsHealth(ctx, m)
 	case *messages.ClaimsUnprepared:
@@ -367,6 +375,7 @@ func (a *Actor) handleFired(ctx actor.Context, m *actorkit.Fired) {
 		a.devices.asked = false
 		a.claims.asked = false
 		a.claims.unprepAsked = false
+		a.cgroup.asked = false
 		a.look(ctx, false)
 	case a.cacheTTL.Fired(a.self, m):
 		if a.asked {
@@ -628,6 +637,7 @@ func (a *Actor) reconcileKill(ctx actor.Context, now time.Time) {
 		return // ClaimsUnprepared continues
 	}
 	a.done = true
+	a.removeCgroup(ctx)
 	a.publishFinal(now)
 	if a.d.Files != nil {
 		a.d.Files.RemoveCheckpoint(a.uid)
@@ -660,6 +670,9 @@ func (a *Actor) take(ctx actor.Context, act action) {
 		}
 		if !ready {
 			return // ClaimsPrepared continues
+		}
+		if !a.ensureCgroup(ctx) {
+			return // PodCgroup continues
 		}
 	}
 	switch {

@@ -85,6 +85,7 @@ type Registry struct {
 	runtimeOpsErrors   *prometheus.CounterVec
 	evictions          *prometheus.CounterVec
 	devices            *deviceMetrics
+	cgroupErrors       *prometheus.CounterVec
 	imagePull          *prometheus.HistogramVec
 	imageGC            *prometheus.CounterVec
 	probeTotal         *prometheus.CounterVec
@@ -181,6 +182,8 @@ func New() *Registry {
 	)
 	r.devices = newDeviceMetrics()
 	r.reg.MustRegister(r.devices.collectors()...)
+	r.cgroupErrors = newCgroupErrors()
+	r.reg.MustRegister(r.cgroupErrors)
 	return r
 }
 
