@@ -90,6 +90,10 @@ type Config struct {
 	// pods are admitted under its NodePressure as upstream (evict.go); it
 	// is asked for the pressure at start. Nil: no pressure is known.
 	Eviction *actor.PID
+	// AllocationStore keeps the pods' allocated resources (in-place
+	// resize, allocation.go); nil: not checkpointed (a restarted agent
+	// allocates what the pods ask for).
+	AllocationStore AllocationStore
 }
 
 // withDefaults is cfg with every unset knob at its default; the node's
@@ -130,6 +134,7 @@ type settings struct {
 	podProps PodProps
 	metrics  Metrics // nil: none
 	log      *slog.Logger
+	allocs   *allocSaver // writes the allocation checkpoint; nil: none
 }
 
 // newSettings checks and defaults what New was given.
@@ -140,7 +145,8 @@ func newSettings(cfg Config, status *actor.PID, podProps PodProps, m Metrics, lo
 	if log == nil {
 		log = slog.Default()
 	}
-	return settings{Config: cfg.withDefaults(), status: status, podProps: podProps, metrics: m, log: log}
+	return settings{Config: cfg.withDefaults(), status: status, podProps: podProps, metrics: m, log: log,
+		allocs: newAllocSaver(cfg.AllocationStore)}
 }
 
 // devicesWired: a DevicesActor counts the extended resources.

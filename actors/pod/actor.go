@@ -125,6 +125,10 @@ type Deps struct {
 	// requests extended resources (GPUs) before its containers are
 	// created; nil: such pods get none.
 	Devices *actor.PID
+	// CgroupResizer is the CgroupActor, asked to ResizePodCgroup when a
+	// resize changes the pod's limits (resize.go); nil: the pod cgroup is
+	// left as it is.
+	CgroupResizer *actor.PID
 	// Claims is the ClaimsActor (Dynamic Resource Allocation), asked to
 	// prepare the ResourceClaims of a pod that has any before its sandbox
 	// is created; nil: such pods wait (a claim cannot be prepared).
@@ -252,6 +256,7 @@ type Actor struct {
 	probes   probeSet
 	deadline deadline
 	events   eventLog
+	resize   resizeState // resize.go
 }
 
 // Messages the actor sends to itself.
@@ -304,6 +309,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handleClaimsHealth(ctx, m)
 	case *messages.ClaimsUnprepared:
 		a.handleClaimsUnprepared(ctx, m)
+	case *messages.PodResizePending:
+		a.handleResizePending(ctx, m)
 	case *messages.StartGranted:
 		if a.slot.grant() {
 			a.kick(ctx)
@@ -340,6 +347,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.waits = map[string]waitInfo{}
 	a.probes = newProbeSet()
 	a.events = eventLog{rec: a.d.Events}
+	a.resize.sys = ctx.ActorSystem()
 	a.loadCheckpoint()
 	if p := ctx.Parent(); p != nil {
 		ctx.Send(p, &messages.NeedPod{UID: a.uid})
@@ -588,7 +596,9 @@ func (a *Actor) reconcile(ctx actor.Context) {
 	// Plan with the phase of the status as it stands.
 	st := a.statusWith(a.waits, now)
 	p := planner{pod: a.pod, snap: a.snap, sandboxOf: a.sboxOf, phase: st.Phase, now: now,
-		base: a.d.Config.BackoffBase, max: a.d.Config.BackoffMax, probe: a.probeState, backoffFrom: a.backoffFrom}.plan()
+		base: a.d.Config.BackoffBase, max: a.d.Config.BackoffMax, probe: a.probeState, backoffFrom: a.backoffFrom,
+		resizeRestarted: a.resize.restarted, resources: a.actualResources}.plan()
+	a.markResizeRestart(p.act)
 	for name, from := range p.backoffFrom {
 		if a.backoffFrom == nil {
 			a.backoffFrom = map[string]int32{}
@@ -615,6 +625,12 @@ func (a *Actor) reconcile(ctx actor.Context) {
 	}
 	if !p.wakeAt.IsZero() {
 		a.wake.ArmAt(a.self, p.wakeAt)
+	}
+	if op, ok := a.resizeWanted(st.Phase); ok && p.act.kind == actNone {
+		// Nothing else to do now: the running containers are made to
+		// match their allocation (resize.go).
+		a.startResize(op)
+		return
 	}
 	a.take(ctx, p.act)
 }
@@ -831,8 +847,17 @@ func (a *Actor) statusWith(waits map[string]waitInfo, now time.Time) v1.PodStatu
 	st := computeStatus(statusInput{
 		pod: a.pod, snap: a.snap, waits: waits, runtimeName: a.d.Config.RuntimeName,
 		hostIP: a.d.Config.HostIP, startTime: a.startTime(), prev: a.status, now: now,
-		probe: a.probeState, deadlineExceeded: a.deadline.exceeded,
+		probe: a.probeState, deadlineExceeded: a.deadline.exceeded, resources: a.actualResources,
 	})
+	if a.pod != nil {
+		// The generation of the spec this status is of (upstream's
+		// PodObservedGenerationTracking, GA since v1.35): a resize is seen
+		// done once it catches up.
+		st.ObservedGeneration = a.pod.Generation
+		if a.kill == nil {
+			st.Conditions = append(st.Conditions, keepTransitionTimes(a.resizeConditions(st.Phase), a.status, now)...)
+		}
+	}
 	if a.kill != nil && a.kill.Evicted {
 		st = evictedStatus(st, a.kill, a.snap != nil && a.snap.empty(), a.status, now)
 	}
@@ -915,6 +940,10 @@ func (a *Actor) hold(d time.Duration) {
 }
 
 func (a *Actor) handleOpDone(ctx actor.Context, m *opDone) {
+	if m.kind == actResize {
+		a.resizeDone(ctx, m)
+		return
+	}
 	a.gate.endOp(a.d.Clock.Now())
 	switch {
 	case m.err == nil:

@@ -86,6 +86,7 @@ type Registry struct {
 	evictions          *prometheus.CounterVec
 	devices            *deviceMetrics
 	cgroupErrors       *prometheus.CounterVec
+	podResizes         *prometheus.CounterVec // resize.go
 	imagePull          *prometheus.HistogramVec
 	imageGC            *prometheus.CounterVec
 	probeTotal         *prometheus.CounterVec
@@ -184,6 +185,8 @@ func New() *Registry {
 	r.reg.MustRegister(r.devices.collectors()...)
 	r.cgroupErrors = newCgroupErrors()
 	r.reg.MustRegister(r.cgroupErrors)
+	r.podResizes = newPodResizes()
+	r.reg.MustRegister(r.podResizes)
 	return r
 }
 

@@ -234,9 +234,7 @@ var errNoCgroupManager = errors.New("is not built into this actorlet: it cannot 
 
 // simCgroupManager is the sim runtime's in-memory cgroup tree.
 func simCgroupManager(rt *runtimeConn) (cgroupactor.Manager, error) {
-	_ = rt
-	// WIRE(simbench): return rt.sim.Cgroups(), nil
-	return nil, nil
+	return rt.sim.Cgroups(), nil
 }
 
 // newCgroupfsManager is the host's cgroupfs Manager (cgroup v1 or v2).

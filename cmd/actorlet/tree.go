@@ -302,6 +302,8 @@ func nodeActor(w *wiring) actor.Producer {
 		GC:                w.pid("gc"),
 		Eviction:          w.pid("eviction"),
 		Cgroups:           w.cgroupsPID(),
+		// The pods' allocated resources (in-place resize), upstream's file.
+		AllocationStore: host.FileStore{Path: filepath.Join(o.RootDir, allocationCheckpointName)},
 	}, w.pid("status"), podProps, w.m, w.log)
 }
 
