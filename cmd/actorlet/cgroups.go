@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	cgroupactor "github.com/actorlet/actorlet/actors/cgroup"
+	adapterscgroup "github.com/actorlet/actorlet/adapters/cgroup"
 	"github.com/actorlet/actorlet/adapters/host"
 	"github.com/actorlet/actorlet/podspec"
 	"github.com/actorlet/actorlet/runtimes/sim"
@@ -239,9 +240,12 @@ func simCgroupManager(rt *runtimeConn) (cgroupactor.Manager, error) {
 
 // newCgroupfsManager is the host's cgroupfs Manager (cgroup v1 or v2).
 func newCgroupfsManager(o *options, log *slog.Logger) (cgroupactor.Manager, error) {
-	_, _ = o, log
-	// WIRE(cglib): m, err := adapterscgroup.NewCgroupfs(adapterscgroup.Config{Log: log}); if err != nil { return nil, err }; return m, nil
-	return nil, fmt.Errorf("the cgroupfs cgroup manager %w", errNoCgroupManager)
+	_ = o
+	m, err := adapterscgroup.NewCgroupfs(adapterscgroup.Config{Log: log})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // newSystemdManager is the host's systemd Manager (over D-Bus).

@@ -777,7 +777,13 @@ func startResizeTarget(ctx context.Context, o *Options, nodeCfg, node string) (*
 			extra = append(extra, "--fail-cgroupv1=false")
 		}
 		if agentHasFlag(ctx, o.Binary, "--cgroup-root") && !hasFlag(extra, "--cgroup-root") {
-			extra = append(extra, "--cgroup-root", fmt.Sprintf("/actorlet-bench-resize-%d", os.Getpid()))
+			// It must exist: made here in every hierarchy, removed after.
+			root := fmt.Sprintf("/actorlet-bench-resize-%d", os.Getpid())
+			var err error
+			if t.removeCgroups, err = makeCgroupRoot(root, o.Log.Warn); err != nil {
+				return t, err
+			}
+			extra = append(extra, "--cgroup-root", root)
 		}
 	}
 	t.a, err = startAgent(ctx, agentSpec{binary: o.Binary, runtime: ep, maxPods: maxPods, node: node,
