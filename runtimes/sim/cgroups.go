@@ -280,6 +280,9 @@ func (r *Runtime) cgUpdateLocked(name podspec.CgroupName, res *podspec.CgroupRes
 		return nil
 	}
 	key := cgKey(name)
+	if err := r.cgQuotaFitsLocked(name, n, res); err != nil {
+		return err
+	}
 	if m := res.Memory; m != nil && *m >= 0 && r.cgVersion() == 1 {
 		if used := r.cgMemoryLocked(key); used > uint64(*m) {
 			return errdefs.Wrap(errdefs.ErrFailedPrecondition, fmt.Errorf(
@@ -315,6 +318,110 @@ func (r *Runtime) cgUpdateLocked(name podspec.CgroupName, res *podspec.CgroupRes
 		r.cgEnforceMemoryLocked(nil, key) // v2: memory.max below usage OOM-kills
 	}
 	return nil
+}
+
+// cpuShare is a quota over its period in cores; 0 for no quota.
+func cpuShare(quota int64, period uint64) float64 {
+	if quota <= 0 {
+		return 0
+	}
+	if period == 0 {
+		period = cgDefaultPeriod
+	}
+	return float64(quota) / float64(period)
+}
+
+// share is n's CPU quota in cores (0: none).
+func (n *cgNode) share() float64 {
+	if n.res.CPUQuota == nil {
+		return 0
+	}
+	var p uint64
+	if n.res.CPUPeriod != nil {
+		p = *n.res.CPUPeriod
+	}
+	return cpuShare(*n.res.CPUQuota, p)
+}
+
+// cgQuotaFitsLocked is cgroup v1's hierarchical CFS check (the kernel
+// answers EINVAL): a cgroup's quota may not be below a quota under it
+// (a child cgroup's, a running container's) nor above one over it. v2
+// has no such check (the lowest limit on the path applies).
+func (r *Runtime) cgQuotaFitsLocked(name podspec.CgroupName, n *cgNode, res *podspec.CgroupResources) error {
+	if r.cgVersion() != 1 || (res.CPUQuota == nil && res.CPUPeriod == nil) {
+		return nil
+	}
+	next := *n
+	if res.CPUQuota != nil {
+		next.res.CPUQuota = res.CPUQuota
+	}
+	if res.CPUPeriod != nil {
+		next.res.CPUPeriod = res.CPUPeriod
+	}
+	mine := next.share()
+	if mine == 0 {
+		return nil
+	}
+	einval := func(what string) error {
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, fmt.Errorf(
+			"sim cgroups: write %s/cpu.cfs_quota_us: invalid argument (cgroup v1: a quota of %.3f cores is below %s)", name.Cgroupfs(), mine, what))
+	}
+	var below func(c *cgNode, path string) error
+	below = func(c *cgNode, path string) error {
+		for part, ch := range c.children {
+			if sh := ch.share(); sh > mine {
+				return einval(fmt.Sprintf("%s/%s's %.3f", path, part, sh))
+			}
+			if err := below(ch, path+"/"+part); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := below(n, name.Cgroupfs()); err != nil {
+		return err
+	}
+	key := cgKey(name)
+	for _, sb := range r.sandboxes {
+		if !under(sb.cgKey, key) {
+			continue
+		}
+		for _, c := range sb.containers {
+			if sh := cpuShare(c.linuxRes.GetCpuQuota(), uint64(max(c.linuxRes.GetCpuPeriod(), 0))); c.running() && sh > mine {
+				return einval(fmt.Sprintf("container %s's %.3f", c.id, sh))
+			}
+		}
+	}
+	for i := len(name) - 1; i >= 0; i-- {
+		if p := r.cgLookupLocked(name[:i]); p != nil {
+			if sh := p.share(); sh > 0 && mine > sh {
+				return errdefs.Wrap(errdefs.ErrInvalidArgument, fmt.Errorf(
+					"sim cgroups: write %s/cpu.cfs_quota_us: invalid argument (cgroup v1: a quota of %.3f cores is above %s's %.3f)", name.Cgroupfs(), mine, name[:i].Cgroupfs(), sh))
+			}
+		}
+	}
+	return nil
+}
+
+// cgContainerQuotaFitsLocked is the same check for a container's own
+// cgroup under its sandbox's: its quota may not pass a quota above it.
+func (r *Runtime) cgContainerQuotaFitsLocked(c *container, res *runtimeapi.LinuxContainerResources) (string, bool) {
+	if r.cgVersion() != 1 {
+		return "", true
+	}
+	sh := cpuShare(res.GetCpuQuota(), uint64(max(res.GetCpuPeriod(), 0)))
+	if sh == 0 {
+		return "", true
+	}
+	full := ""
+	r.cgLimitsLocked(c.sb, func(key string, n *cgNode) bool {
+		if ps := n.share(); ps > 0 && sh > ps {
+			full = "/" + key
+			return false
+		}
+		return true
+	})
+	return full, full == ""
 }
 
 // cgMemoryLocked is the memory the cgroup keyed k and its children use:

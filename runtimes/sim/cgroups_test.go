@@ -269,3 +269,58 @@ func TestUpdateContainerResources(t *testing.T) {
 	}
 	wantCode(t, update(&runtimeapi.LinuxContainerResources{CpuShares: 2}), codes.FailedPrecondition)
 }
+
+// TestCgroupsV1QuotaOrder: on cgroup v1 the kernel keeps a child's CFS
+// quota within its parent's, so a resize must raise the pod cgroup's
+// quota before its containers' and lower it after (upstream's order);
+// the other order fails as runc and the kernel fail it.
+func TestCgroupsV1QuotaOrder(t *testing.T) {
+	e := newEnv(t, Config{CgroupVersion: 1})
+	g := e.r.Cgroups()
+	pod := podName("q")
+	if err := g.Create(pod, &podspec.CgroupResources{CPUQuota: i64(10000), CPUPeriod: pu64(100000)}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := sandboxConfig("q", false, nil)
+	cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{CgroupParent: pod.Cgroupfs()}
+	resp, err := e.rt.RunPodSandbox(ctx(t), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := ctrConfig("c", "sleep", "infinity")
+	cc.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{CpuQuota: 10000, CpuPeriod: 100000}}
+	id := e.create(t, resp.PodSandboxId, cfg, cc)
+	e.start(t, id)
+	update := func(q int64) error {
+		_, err := e.rt.UpdateContainerResources(ctx(t), &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id,
+			Linux: &runtimeapi.LinuxContainerResources{CpuQuota: q, CpuPeriod: 100000}})
+		return err
+	}
+	// Up: the container first fails.
+	err = update(15000)
+	wantCode(t, err, codes.Unknown)
+	if !strings.Contains(err.Error(), "cpu.cfs_quota_us: invalid argument") {
+		t.Fatalf("error %v", err)
+	}
+	if err := g.Update(pod, &podspec.CgroupResources{CPUQuota: i64(15000)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := update(15000); err != nil {
+		t.Fatalf("after the pod's quota rose: %v", err)
+	}
+	// Down: the pod first fails.
+	if err := g.Update(pod, &podspec.CgroupResources{CPUQuota: i64(12000)}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("pod quota below its container's = %v, want invalid argument", err)
+	}
+	if err := update(12000); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Update(pod, &podspec.CgroupResources{CPUQuota: i64(12000)}); err != nil {
+		t.Fatalf("after the container's quota fell: %v", err)
+	}
+	// v2 has no such check.
+	e.r.cfg.CgroupVersion = 2
+	if err := update(50000); err != nil {
+		t.Fatalf("v2: %v", err)
+	}
+}

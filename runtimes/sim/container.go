@@ -522,7 +522,13 @@ func (r *Runtime) UpdateContainerResources(_ context.Context, req *runtimeapi.Up
 		return nil, status.Errorf(codes.Unknown, "failed to update resources: failed to update resources: /usr/bin/runc did not terminate successfully: "+
 			"exit status 1: unable to set memory limit to %d (current usage: %d, peak usage: %d)", limit, c.workingSet(), c.workingSet())
 	}
-	c.linuxRes = mergeResources(c.linuxRes, upd)
+	next := mergeResources(c.linuxRes, upd)
+	if parent, ok := r.cgContainerQuotaFitsLocked(c, next); !ok && upd.GetCpuQuota() != 0 {
+		// cgroup v1: the kernel refuses a quota above the pod cgroup's.
+		return nil, status.Errorf(codes.Unknown, "failed to update resources: failed to update resources: /usr/bin/runc did not terminate successfully: "+
+			"exit status 1: failed to write %q: write /sys/fs/cgroup/cpu%s/%s/cpu.cfs_quota_us: invalid argument", fmt.Sprint(next.GetCpuQuota()), parent, c.id)
+	}
+	c.linuxRes = next
 	if limit > 0 && c.running() && c.workingSet() > uint64(limit) {
 		r.killContainerLocked(c, exitKilled, "OOMKilled")
 	}
