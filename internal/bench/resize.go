@@ -379,6 +379,8 @@ func (t *resizeTarget) drain(ctx context.Context, cs kubernetes.Interface, node 
 	if t.a == nil || t.a.exited() {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second) // every call below, whatever hangs
+	defer cancel()
 	pods, err := cs.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
 		o.Log.Warn("drain: list pods", "err", err)
@@ -403,13 +405,12 @@ func (t *resizeTarget) drain(ctx context.Context, cs kubernetes.Interface, node 
 	}
 	defer func() { _ = rt.Close() }()
 	ready := &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}
-	deadline := time.Now().Add(90 * time.Second)
 	for {
 		sbs, err := rt.ListPodSandbox(ctx, ready)
 		if err == nil && len(sbs) == 0 {
 			return
 		}
-		if time.Now().After(deadline) || t.a.exited() {
+		if ctx.Err() != nil || t.a.exited() {
 			o.Log.Warn("drain: the agent did not stop every pod", "ready_sandboxes", len(sbs), "err", err)
 			return
 		}
@@ -764,7 +765,11 @@ func startResizeTarget(ctx context.Context, o *Options, nodeCfg, node string) (*
 		if t.removeCgroups, err = makeCgroupRoot(root, o.Log.Warn); err != nil {
 			return t, err
 		}
-		cgroups := fmt.Sprintf("cgroupsPerQOS: true\ncgroupRoot: %s\n", root)
+		// Disk thresholds off, as for actorlet: a shared bench machine's
+		// disk is no part of a resize (all four signals set, so none
+		// falls back to its default).
+		cgroups := fmt.Sprintf("cgroupsPerQOS: true\ncgroupRoot: %s\nevictionHard: {memory.available: 100Mi, "+
+			"nodefs.available: \"0%%\", imagefs.available: \"0%%\", nodefs.inodesFree: \"0%%\"}\nimageGCHighThresholdPercent: 100\n", root)
 		t.a, err = startKubelet(ctx, kubelet, kdir, ep, nodeCfg, node, nodeIP, cgroups, maxPods, o.APIQPS, o.APIBurst)
 		return t, err
 	}
