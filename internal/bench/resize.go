@@ -350,6 +350,7 @@ type resizeTarget struct {
 func (t *resizeTarget) close(o *Options) {
 	if t.a != nil {
 		t.a.stop()
+		t.stopLeftovers(o)
 	}
 	if t.simCmd != nil && t.simCmd.Process != nil {
 		_ = t.simCmd.Process.Signal(syscall.SIGTERM)
@@ -416,6 +417,37 @@ func (t *resizeTarget) drain(ctx context.Context, cs kubernetes.Interface, node 
 		}
 		if sleepCtx(ctx, 200*time.Millisecond) != nil {
 			return
+		}
+	}
+}
+
+// stopLeftovers stops and removes, through the CRI, the bench's pods the
+// stopped agent left in a real runtime (a drain that ran out of time), so
+// that no container outlives the run and the cgroup root can go.
+func (t *resizeTarget) stopLeftovers(o *Options) {
+	if o.ResizeRuntime != ResizeRuntimeContainerd || t.a.cri == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rt, err := cri.Dial(ctx, t.a.cri, time.Minute)
+	if err != nil {
+		o.Log.Warn("stop the pods left in the runtime", "err", err)
+		return
+	}
+	defer func() { _ = rt.Close() }()
+	sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"io.kubernetes.pod.namespace": Namespace}})
+	if err != nil {
+		o.Log.Warn("stop the pods left in the runtime", "err", err)
+		return
+	}
+	for _, sb := range sbs {
+		if err := rt.StopPodSandbox(ctx, sb.Id); err != nil {
+			o.Log.Warn("stop a pod left in the runtime", "sandbox", sb.Id, "err", err)
+			continue
+		}
+		if err := rt.RemovePodSandbox(ctx, sb.Id); err != nil {
+			o.Log.Warn("remove a pod left in the runtime", "sandbox", sb.Id, "err", err)
 		}
 	}
 }
