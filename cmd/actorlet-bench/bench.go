@@ -67,6 +67,10 @@ func runBench(ctx context.Context, args []string) int {
 	fs.BoolVar(&o.NoToken, "no-token", false, "cluster-sim, --against upstream: pods with automountServiceAccountToken: false (no projected token, no TokenRequest per pod)")
 	fs.StringVar(&o.Only, "only", "", "--against upstream: run only this agent (actorlet or upstream), no ratios")
 	fs.BoolVar(&o.NoRecovery, "no-recovery", false, "--against upstream: skip the kill -9 recovery")
+	fs.StringVar(&o.ResizeAgent, "resize-agent", "", "resize: the agent, actorlet (default) or upstream (the upstream kubelet, --kubelet, on the sim served apart by actorlet simruntime)")
+	fs.StringVar(&o.ResizeRuntime, "resize-runtime", "", "resize: the runtime, sim (default) or containerd (--runtime-endpoint, default deploy/local/containerd.sh up)")
+	fs.IntVar(&o.ResizeRounds, "resize-rounds", 0, "resize: resizes per pod, one after the other (default 2)")
+	fs.DurationVar(&o.ResizeTimeout, "resize-timeout", 0, "resize: how long one resize may take from its patch before it counts as failed (default 1m)")
 	var markdown string
 	fs.StringVar(&markdown, "markdown", "", "--against upstream: also write the comparison table between <!-- against-upstream-N --> and <!-- /against-upstream-N --> in this file (docs/BENCHMARKS.md), N the pod count")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")

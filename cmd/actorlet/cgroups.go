@@ -229,9 +229,7 @@ func newCgroupManager(o *options, rt *runtimeConn, driver podspec.CgroupDriver, 
 
 // simCgroupManager is the sim runtime's in-memory cgroup tree.
 func simCgroupManager(rt *runtimeConn) (cgroupactor.Manager, error) {
-	_ = rt
-	// WIRE(simbench): return rt.sim.Cgroups(), nil
-	return nil, nil
+	return rt.sim.Cgroups(), nil
 }
 
 // newCgroupfsManager is the host's cgroupfs Manager (cgroup v1 or v2).

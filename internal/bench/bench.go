@@ -158,6 +158,14 @@ type Options struct {
 	// and read the agent's memory idle, Ready and after the deletion into
 	// Result.Memory (afterdelete.go).
 	AfterDelete bool
+	// The resize scenario (resize.go): the agent (AgentActorlet, default,
+	// or AgentUpstream), the runtime (ResizeRuntimeSim, default, or
+	// ResizeRuntimeContainerd), resizes per pod (default 2) and how long
+	// one may take (default 1 min).
+	ResizeAgent   string
+	ResizeRuntime string
+	ResizeRounds  int
+	ResizeTimeout time.Duration
 }
 
 func (o *Options) defaults() error {
@@ -193,6 +201,8 @@ func (o *Options) defaults() error {
 			o.Pods = statsDefaultPods
 		case ScenarioAgainstUpstream:
 			o.Pods = 100
+		case ScenarioResize:
+			o.Pods = resizeDefaultPods
 		default:
 			o.Pods = 1000
 		}
@@ -219,6 +229,13 @@ func (o *Options) defaults() error {
 		if o.SampleEvery <= 0 {
 			o.SampleEvery = soakDefaultSampleEvery
 		}
+	}
+	if o.Scenario == ScenarioResize {
+		if err := o.resizeDefaults(); err != nil {
+			return err
+		}
+	} else if o.ResizeAgent != "" || o.ResizeRuntime != "" || o.ResizeRounds != 0 || o.ResizeTimeout != 0 {
+		return fmt.Errorf("--resize-agent, --resize-runtime, --resize-rounds and --resize-timeout are for --scenario %s", ScenarioResize)
 	}
 	if o.Scenario == ScenarioStats && o.Duration <= 0 {
 		o.Duration = statsDefaultIdle
@@ -335,6 +352,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		err = runAgainstUpstream(ctx, o, r)
 	case ScenarioStatusStorm:
 		err = runStatusStorm(ctx, o, r)
+	case ScenarioResize:
+		err = runResize(ctx, o, r)
 	}
 	if err != nil {
 		r.Error = err.Error()

@@ -142,6 +142,8 @@ type Result struct {
 	// Against: --against upstream (upstream.go), each agent's figures and
 	// the ratios.
 	Against *Against `json:"against,omitempty"`
+	// Resize: the resize scenario (resize.go).
+	Resize *Resize `json:"resize,omitempty"`
 
 	// How the run was observed: /pods polls (count and mean duration),
 	// and the agent's command line.
@@ -239,6 +241,9 @@ func (r *Result) Summary() string {
 	}
 	if r.Against != nil {
 		return r.Scenario + ": " + r.Against.summary()
+	}
+	if r.Resize != nil {
+		return r.Scenario + ": " + r.Resize.summary()
 	}
 	if r.Scenario == ScenarioChaos || r.Scenario == ScenarioSoak || r.Violations > 0 {
 		fmt.Fprintf(&b, ", violations %d", r.Violations)

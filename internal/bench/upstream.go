@@ -545,7 +545,7 @@ func (ar *agentRun) start(ctx context.Context) error {
 				// QoS cgroup tree against the fake runtime, which runs nothing.
 				"--cgroups-per-qos=false", "--enforce-node-allocatable="}, ar.o.AgentArgs...)})
 	} else {
-		a, err = startKubelet(ctx, ar.kubelet, ar.dir, ar.fakeEP, ar.nodeCfg, ar.node, ar.nodeIP, maxPods, ar.o.APIQPS, ar.o.APIBurst)
+		a, err = startKubelet(ctx, ar.kubelet, ar.dir, ar.fakeEP, ar.nodeCfg, ar.node, ar.nodeIP, kubeletNoCgroups, maxPods, ar.o.APIQPS, ar.o.APIBurst)
 	}
 	if err != nil {
 		return err
@@ -976,8 +976,7 @@ authentication:
   webhook: {enabled: false}
 authorization: {mode: AlwaysAllow}
 cgroupDriver: cgroupfs
-cgroupsPerQOS: false
-enforceNodeAllocatable: []
+%senforceNodeAllocatable: []
 failSwapOn: false
 failCgroupV1: false
 kubeAPIQPS: %d
@@ -987,9 +986,15 @@ podLogsDir: %s
 containerRuntimeEndpoint: %s
 `
 
+// kubeletNoCgroups is kubeletConfig's cgroup lines of --against upstream:
+// no QoS or pod cgroups.
+const kubeletNoCgroups = "cgroupsPerQOS: false\n"
+
 // startKubelet starts the upstream kubelet in dir (its config, root dir,
-// certificates and log) and waits for its /healthz.
-func startKubelet(ctx context.Context, binary, dir, runtimeEP, kubeconfig, node, nodeIP string, maxPods, qps, burst int) (*agent, error) {
+// certificates and log) and waits for its /healthz. cgroups are the
+// configuration's cgroup lines (kubeletNoCgroups, or the resize
+// scenario's own cgroup root).
+func startKubelet(ctx context.Context, binary, dir, runtimeEP, kubeconfig, node, nodeIP, cgroups string, maxPods, qps, burst int) (*agent, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -999,7 +1004,7 @@ func startKubelet(ctx context.Context, binary, dir, runtimeEP, kubeconfig, node,
 		return nil, err
 	}
 	cfgPath := filepath.Join(dir, "kubelet-config.yaml")
-	cfg := fmt.Sprintf(kubeletConfig, port, hz, qps, burst, maxPods, filepath.Join(dir, "pods"), runtimeEP)
+	cfg := fmt.Sprintf(kubeletConfig, port, hz, cgroups, qps, burst, maxPods, filepath.Join(dir, "pods"), runtimeEP)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}

@@ -52,6 +52,7 @@ type container struct {
 	// per file of fs (on its writable layer until removed).
 	memAlloc uint64
 	spawned  uint64
+	pids     []int // simulated pids while it runs: the main process, then spawn's
 	filled   map[string]uint64
 	proc     *proc // main program while running
 	execs    map[*proc]struct{}
@@ -240,7 +241,13 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if c.sb.state != runtimeapi.PodSandboxState_SANDBOX_READY {
 		return nil, status.Errorf(codes.FailedPrecondition, "sandbox %q was stopped while container %q was starting", c.sb.id, id)
 	}
+	if full, ok := r.cgPidsRoomLocked(c.sb, 1); !ok {
+		// runc cannot fork the container's init past the pod's pids.max.
+		return nil, status.Errorf(codes.Unknown, "failed to start containerd task %q: OCI runtime start failed: "+
+			"unable to start container process: can't fork: resource temporarily unavailable (pids limit of cgroup %s reached)", id, full)
+	}
 	c.state = runtimeapi.ContainerState_CONTAINER_RUNNING
+	c.pids = r.newPidsLocked(1)
 	c.startedAt = now()
 	r.publish(c.id, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, c.sb)
 	p := r.newProc(context.Background(), c, false)
@@ -289,7 +296,7 @@ func (r *Runtime) killContainerLocked(c *container, code int, reason string) {
 func (r *Runtime) markExitedLocked(c *container, code int, reason string) {
 	c.killAll()
 	c.proc = nil
-	c.memAlloc, c.spawned = 0, 0
+	c.memAlloc, c.spawned, c.pids = 0, 0, nil
 	c.state = runtimeapi.ContainerState_CONTAINER_EXITED
 	c.exitCode = int32(code)
 	c.reason = reason
@@ -488,7 +495,12 @@ func (r *Runtime) listContainersLocked(f *runtimeapi.ContainerFilter) *runtimeap
 	return &runtimeapi.ListContainersResponse{Containers: out}
 }
 
-// UpdateContainerResources records the new resources.
+// UpdateContainerResources applies new resources to a created or running
+// container as containerd 2.x does: the values given replace the
+// container's (containerStatus reports them), the rest stay. A memory
+// limit below what the running container uses fails on cgroup v1 as runc
+// does (the kernel cannot reclaim: EBUSY) and changes nothing; on v2 it
+// is set and the container is OOM-killed.
 func (r *Runtime) UpdateContainerResources(_ context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
 	c, err := r.lockContainer(req.GetContainerId())
 	if err != nil {
@@ -498,10 +510,44 @@ func (r *Runtime) UpdateContainerResources(_ context.Context, req *runtimeapi.Up
 	if c.state != runtimeapi.ContainerState_CONTAINER_CREATED && c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return nil, status.Errorf(codes.FailedPrecondition, "container %q is not created or running", c.id)
 	}
-	if req.GetLinux() != nil {
-		c.linuxRes = req.GetLinux()
+	upd := req.GetLinux()
+	if upd == nil {
+		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+	}
+	if err := validContainerResources(upd); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "failed to update resources of container %q: %v", c.id, err)
+	}
+	limit := upd.GetMemoryLimitInBytes()
+	if limit > 0 && c.running() && c.workingSet() > uint64(limit) && r.cgVersion() == 1 {
+		return nil, status.Errorf(codes.Unknown, "failed to update resources: failed to update resources: /usr/bin/runc did not terminate successfully: "+
+			"exit status 1: unable to set memory limit to %d (current usage: %d, peak usage: %d)", limit, c.workingSet(), c.workingSet())
+	}
+	next := mergeResources(c.linuxRes, upd)
+	if parent, ok := r.cgContainerQuotaFitsLocked(c, next); !ok && upd.GetCpuQuota() != 0 {
+		// cgroup v1: the kernel refuses a quota above the pod cgroup's.
+		return nil, status.Errorf(codes.Unknown, "failed to update resources: failed to update resources: /usr/bin/runc did not terminate successfully: "+
+			"exit status 1: failed to write %q: write /sys/fs/cgroup/cpu%s/%s/cpu.cfs_quota_us: invalid argument", fmt.Sprint(next.GetCpuQuota()), parent, c.id)
+	}
+	c.linuxRes = next
+	if limit > 0 && c.running() && c.workingSet() > uint64(limit) {
+		r.killContainerLocked(c, exitKilled, "OOMKilled")
 	}
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+}
+
+// validContainerResources refuses what runc refuses.
+func validContainerResources(r *runtimeapi.LinuxContainerResources) error {
+	switch {
+	case r.GetCpuPeriod() < 0 || (r.GetCpuPeriod() != 0 && (r.GetCpuPeriod() < cgMinPeriod || r.GetCpuPeriod() > cgMaxPeriod)):
+		return fmt.Errorf("cpu period %d: invalid argument", r.GetCpuPeriod())
+	case r.GetCpuQuota() < -1 || (r.GetCpuQuota() > 0 && r.GetCpuQuota() < cgMinQuota):
+		return fmt.Errorf("cpu quota %d: invalid argument", r.GetCpuQuota())
+	case r.GetCpuShares() < 0:
+		return fmt.Errorf("cpu shares %d: invalid argument", r.GetCpuShares())
+	case r.GetMemoryLimitInBytes() < 0:
+		return fmt.Errorf("memory limit %d: invalid argument", r.GetMemoryLimitInBytes())
+	}
+	return nil
 }
 
 // ReopenContainerLog makes sure the log file exists again (after a

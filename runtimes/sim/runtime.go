@@ -66,6 +66,9 @@ type Config struct {
 	// CDISpecDirs are where CDI devices are resolved (cdi.go); empty:
 	// containerd's defaults, /etc/cdi and /var/run/cdi.
 	CDISpecDirs []string
+	// CgroupVersion is the version the simulated cgroups behave as
+	// (cgroups.go): 1 or 2; 0 means DefaultCgroupVersion.
+	CgroupVersion int
 }
 
 // AddFlags registers the simulator's flags on fs, with c's values as defaults.
@@ -81,6 +84,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.IPBase, "ip-base", c.IPBase, "sim runtime: first sandbox address; sandboxes get consecutive addresses in 127.0.0.0/8")
 	fs.StringSliceVar(&c.CDISpecDirs, "cdi-spec-dirs", c.CDISpecDirs, "sim runtime: directories of CDI specs that containers' CDI devices are resolved against (default /etc/cdi,/var/run/cdi)")
 	c.addNodeFlags(fs)
+	c.addCgroupFlags(fs)
 }
 
 // Validate reports a configuration error, if any.
@@ -97,6 +101,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := c.cdiDirsValid(); err != nil {
+		return err
+	}
+	if err := c.validateCgroups(); err != nil {
 		return err
 	}
 	return c.validateNode()
@@ -157,6 +164,8 @@ type Runtime struct {
 	node       nodeConfig // the simulated node's sizes (usage.go)
 	started    int64      // when the runtime started (ns): the node's start time
 	retiredCPU uint64     // CPU ns of removed containers, kept in the node's total
+	cgRoot     *cgNode    // the cgroup tree's root (cgroups.go)
+	nextPid    int        // the next simulated pid (cgroups.go)
 
 	stream streamState // exec, attach, port-forward (stream.go)
 
@@ -202,6 +211,7 @@ func New(cfg Config) *Runtime {
 		ipUsed:     map[uint32]bool{},
 		subs:       map[*subscriber]struct{}{},
 		node:       newNodeConfig(cfg),
+		cgRoot:     &cgNode{children: map[string]*cgNode{}},
 		started:    now(),
 		intern:     newInterner(),
 	}

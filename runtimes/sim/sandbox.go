@@ -28,6 +28,8 @@ type sandbox struct {
 	createdAt   int64
 	ip          uint32       // 0 for host network
 	containers  []*container // in creation (seq) order
+	cgKey       string       // the cgroup parent's key in the cgroup tree ("": none; cgroups.go)
+	pausePid    int          // the pause process's simulated pid while ready
 }
 
 // sameAs is like when it equals s (one string kept, not two).
@@ -61,6 +63,10 @@ func (r *Runtime) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandbox
 		nsOpts = &runtimeapi.NamespaceOption{}
 	}
 	meta := cfg.GetMetadata()
+	cgName, err := parseCgroupParent(cfg.GetLinux().GetCgroupParent())
+	if err != nil {
+		return nil, err
+	}
 	local := []string{meta.GetName(), meta.GetNamespace(), meta.GetUid()}
 	sb := &sandbox{
 		id:          newID(),
@@ -74,6 +80,7 @@ func (r *Runtime) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandbox
 		nsOptions:   r.intern.namespaceOptions(nsOpts),
 		hostNetwork: nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE,
 		state:       runtimeapi.PodSandboxState_SANDBOX_READY,
+		cgKey:       cgKey(cgName),
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -90,6 +97,10 @@ func (r *Runtime) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandbox
 		}
 		sb.ip = ip
 	}
+	// The pod joins its cgroup, made if missing as runc makes a
+	// container's cgroup parent.
+	r.cgEnsureLocked(cgName)
+	sb.pausePid = r.newPidsLocked(1)[0]
 	r.seq++
 	sb.seq = r.seq
 	sb.createdAt = now()
@@ -129,6 +140,7 @@ func (r *Runtime) stopSandboxLocked(sb *sandbox) {
 	for _, c := range sb.sortedContainers() {
 		r.killContainerLocked(c, exitKilled, "Error")
 	}
+	sb.pausePid = 0
 	if sb.state != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
 		sb.state = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
 		r.publish(sb.id, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, sb)

@@ -424,6 +424,11 @@ func (p *proc) alloc(args []string, stderr sink) int {
 		p.r.killContainerLocked(c, exitKilled, "OOMKilled")
 		return exitKilled
 	}
+	// The pod cgroup's limit, and every limit above it, counts the pod's
+	// containers together; its OOM killer may pick another container.
+	if p.r.cgEnforceMemoryLocked(c, "") {
+		return exitKilled
+	}
 	return 0
 }
 
@@ -487,13 +492,22 @@ func (p *proc) spawn(args []string, stderr sink) int {
 		stderr([]byte("spawn: can't fork: Resource temporarily unavailable\n"))
 		return 1
 	}
+	if _, ok := p.r.cgPidsRoomLocked(p.c.sb, n); !ok { // the pod's pids.max
+		stderr([]byte("spawn: can't fork: Resource temporarily unavailable\n"))
+		return 1
+	}
 	p.c.spawned += n
+	p.c.pids = append(p.c.pids, p.r.newPidsLocked(n)...)
 	return 0
 }
 
 // reap [N] ends N of the processes spawn added, or all.
 func (p *proc) reap(args []string, stderr sink) int {
-	return giveBack(&p.c.spawned, "reap", args, stderr, countArg)
+	code := giveBack(&p.c.spawned, "reap", args, stderr, countArg)
+	if n := 1 + int(p.c.spawned); len(p.c.pids) > n {
+		p.c.pids = p.c.pids[:n]
+	}
+	return code
 }
 
 func countArg(cmd string, args []string, stderr sink) (uint64, bool) {

@@ -15,13 +15,6 @@ import (
 	"github.com/actorlet/actorlet/internal/testenv"
 )
 
-// noDiskEviction keeps the default memory threshold only, and no image
-// garbage collection: a shared test machine's disk may be near the default
-// nodefs/imagefs thresholds, where DiskPressure would refuse the pods
-// (Evicted) and image GC remove the pause and busybox images before what
-// is tested here.
-var noDiskEviction = []string{"--eviction-hard", "memory.available<100Mi", "--image-gc-high-threshold", "100"}
-
 // TestE2EClusterContainerdLateNodeLabel is issue 38's user: a label added
 // to the Node after the agent started (kubectl label node) is honoured.
 // Before it, a pod bound to the node whose nodeSelector names it is
@@ -32,7 +25,7 @@ func TestE2EClusterContainerdLateNodeLabel(t *testing.T) {
 	const node = "e2e-latelabel"
 	c := newCluster(t)
 	env := testenv.ContainerdInfo(t)
-	c.startNode(t, node, agentOpts{endpoint: env.Endpoint, extra: noDiskEviction})
+	c.startNode(t, node, agentOpts{endpoint: env.Endpoint})
 	c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
 	ctx := context.Background()
 	pods := c.cs.CoreV1().Pods("default")
@@ -99,7 +92,7 @@ func TestE2EClusterContainerdPodLevelResources(t *testing.T) {
 	const node, name = "e2e-podlevel", "podlevel-guaranteed"
 	c := newCluster(t)
 	env := testenv.ContainerdInfo(t)
-	a := c.startNode(t, node, agentOpts{endpoint: env.Endpoint, extra: noDiskEviction})
+	a := c.startNode(t, node, agentOpts{endpoint: env.Endpoint})
 	c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
 	ctx := context.Background()
 	pods := c.cs.CoreV1().Pods("default")

@@ -27,12 +27,6 @@ const (
 	statusRefusedCondition = "actorlet.io/StatusWriteRefused"
 )
 
-// noDiskEviction: memory thresholds only and no image GC, so a shared
-// disk that fills up (imagefs.available<15% and the 85% image GC
-// threshold by default) neither rejects the test's pod nor removes the
-// images the other tests on this containerd need.
-var noDiskEviction = []string{"--eviction-hard", "memory.available<100Mi", "--image-gc-high-threshold", "100", "--image-gc-low-threshold", "99"}
-
 // denyMarkedPodStatus installs a ValidatingAdmissionPolicy that refuses
 // every write of pods/status of a pod labelled refusedMark, and waits
 // until the API server enforces it (policies load asynchronously). The
@@ -130,7 +124,7 @@ func TestE2EClusterContainerdStatusRefused(t *testing.T) {
 	c := newCluster(t)
 	env := testenv.ContainerdInfo(t)
 	unbind := denyMarkedPodStatus(t, c)
-	a := c.startNode(t, node, agentOpts{endpoint: env.Endpoint, extra: noDiskEviction})
+	a := c.startNode(t, node, agentOpts{endpoint: env.Endpoint})
 	c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
 	ctx := context.Background()
 	pods := c.cs.CoreV1().Pods("default")
@@ -229,7 +223,7 @@ func TestE2EClusterContainerdTerminatedContainersMetric(t *testing.T) {
 	const node, name = "e2e-terminated", "terminated-42"
 	c := newCluster(t)
 	env := testenv.ContainerdInfo(t)
-	a := c.startNode(t, node, agentOpts{endpoint: env.Endpoint, extra: noDiskEviction})
+	a := c.startNode(t, node, agentOpts{endpoint: env.Endpoint})
 	c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
 	ctx := context.Background()
 	pods := c.cs.CoreV1().Pods("default")
