@@ -92,7 +92,6 @@ func (m *resizeMetrics) count(result string) (n int) {
 	return
 }
 func newResizeMetrics() *resizeMetrics { return &resizeMetrics{n: map[string]int{}} }
-func (h *resizeHarness) resync()       { h.sys.Root.Send(h.childPID(), &messages.Resync{}) }
 func (h *resizeHarness) syncPod(p *v1.Pod) {
 	h.sys.Root.Send(h.childPID(), &messages.SyncPod{Pod: p.DeepCopy()})
 }
@@ -351,7 +350,7 @@ func TestResizeRestartContainerPolicy(t *testing.T) {
 	mem := res("100m", "", "64Mi", "256Mi")
 	p2 := resized(pod, mem)
 	h.syncPod(p2)
-	st := h.waitStatus("restarted with the new memory", func(st *v1.PodStatus) bool {
+	h.waitStatus("restarted with the new memory", func(st *v1.PodStatus) bool {
 		return matches(mem)(st) && st.ContainerStatuses[0].RestartCount == 1
 	})
 	if h.appID() == id || h.rt.Count("UpdateContainerResources") != 0 {
@@ -361,14 +360,14 @@ func TestResizeRestartContainerPolicy(t *testing.T) {
 		t.Fatalf("new container created with %+v", r)
 	}
 	h.settle()
-	if st = h.latest(); st.ContainerStatuses[0].RestartCount != 1 {
+	if st := h.latest(); st.ContainerStatuses[0].RestartCount != 1 {
 		t.Fatalf("restarted again: %d", st.ContainerStatuses[0].RestartCount)
 	}
 
 	cpu := res("300m", "", "64Mi", "256Mi")
 	h.syncPod(resized(p2, cpu))
 	h.waitStatus("cpu in place", matches(cpu))
-	if st = h.latest(); st.ContainerStatuses[0].RestartCount != 1 || h.rt.Count("UpdateContainerResources") != 1 {
+	if st := h.latest(); st.ContainerStatuses[0].RestartCount != 1 || h.rt.Count("UpdateContainerResources") != 1 {
 		t.Fatalf("restarts %d, updates %d", st.ContainerStatuses[0].RestartCount, h.rt.Count("UpdateContainerResources"))
 	}
 }
