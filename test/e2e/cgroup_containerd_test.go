@@ -133,9 +133,9 @@ spec:
 		}
 	}
 	// QoS cgroups: upstream updates their shares as pods come and go.
-	cgWait(t, 30*time.Second, "the burstable QoS cgroup's shares are its pods' requests", root,
+	cgWait(t, 70*time.Second, "the burstable QoS cgroup's shares are its pods' requests", root,
 		[]string{"kubepods", "burstable"}, cgExpect{"cpu/cpu.shares": cgShares(100)})
-	cgWait(t, 30*time.Second, "the besteffort QoS cgroup has the minimum shares", root,
+	cgWait(t, 70*time.Second, "the besteffort QoS cgroup has the minimum shares", root,
 		[]string{"kubepods", "besteffort"}, cgExpect{"cpu/cpu.shares": 2})
 	// kubepods: the node's allocatable (no reservations here: its capacity).
 	milli, mem := cgNodeCapacity(t)
@@ -221,7 +221,8 @@ func describeMaybe(p *v1.Pod) string {
 
 // TestE2EContainerdCgroupAllocatable: with --system-reserved and
 // --kube-reserved and enforceNodeAllocatable's default (pods), kubepods is
-// sized to the node's capacity minus both reservations (upstream's
+// sized to the node's capacity (cpu, memory, and process IDs: the lesser of
+// kernel.pid_max and kernel.threads-max) minus both reservations (upstream's
 // GetNodeAllocatableAbsolute: the hard eviction threshold is not taken off
 // the cgroup, only off what the scheduler sees); with system-reserved
 // enforced too, the named --system-reserved-cgroup gets the reservation
@@ -229,14 +230,15 @@ func describeMaybe(p *v1.Pod) string {
 // start error naming it.
 func TestE2EContainerdCgroupAllocatable(t *testing.T) {
 	milli, mem := cgNodeCapacity(t)
-	const sysCPU, sysMem, kubeCPU, kubeMem = 300, 300 << 20, 200, 200 << 20
+	const sysCPU, sysMem, sysPIDs, kubeCPU, kubeMem, kubePIDs = 300, 300 << 20, 600, 200, 200 << 20, 400
 	reserved := []string{
-		"--system-reserved", fmt.Sprintf("cpu=%dm,memory=%d", sysCPU, sysMem),
-		"--kube-reserved", fmt.Sprintf("cpu=%dm,memory=%d", kubeCPU, kubeMem),
+		"--system-reserved", fmt.Sprintf("cpu=%dm,memory=%d,pid=%d", sysCPU, sysMem, sysPIDs),
+		"--kube-reserved", fmt.Sprintf("cpu=%dm,memory=%d,pid=%d", kubeCPU, kubeMem, kubePIDs),
 	}
 	wantPods := cgExpect{
 		"cpu/cpu.shares":               cgShares(milli - sysCPU - kubeCPU),
 		"memory/memory.limit_in_bytes": cgPage(mem - sysMem - kubeMem),
+		"pids/pids.max":                cgNodePIDs(t) - sysPIDs - kubePIDs,
 	}
 
 	t.Run("pods", func(t *testing.T) {

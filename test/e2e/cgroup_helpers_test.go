@@ -314,3 +314,21 @@ func cgNodeCapacity(t *testing.T) (milliCPU, memory int64) {
 	}
 	return int64(runtime.NumCPU()) * 1000, int64(total)
 }
+
+// cgNodePIDs is the node's process ID capacity as upstream's kubelet counts
+// it (pkg/kubelet/stats/pidlimit): the lesser of kernel.pid_max and
+// kernel.threads-max.
+func cgNodePIDs(t *testing.T) int64 {
+	t.Helper()
+	n := int64(-1)
+	for _, f := range []string{"/proc/sys/kernel/pid_max", "/proc/sys/kernel/threads-max"} {
+		v, err := cgRead(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n < 0 || v < n {
+			n = v
+		}
+	}
+	return n
+}

@@ -185,9 +185,22 @@ func TestE2EClusterContainerdResize(t *testing.T) {
 		}
 		cgWait(t, 30*time.Second, step.what+": the container's cgroup files", root, ctrParts, step.r.cgroup())
 		cgWait(t, 30*time.Second, step.what+": the pod's cgroup files", root, podParts, step.r.cgroup())
-		cgWait(t, 30*time.Second, step.what+": the burstable QoS cgroup's shares", root, []string{"kubepods", "burstable"},
+		cgWait(t, 70*time.Second, step.what+": the burstable QoS cgroup's shares", root, []string{"kubepods", "burstable"},
 			cgExpect{"cpu/cpu.shares": step.r.cgroup()["cpu/cpu.shares"]})
 	}
+
+	waitEvent := func(name, reason string) {
+		t.Helper()
+		testenv.WaitFor(t, time.Minute, name+": a "+reason+" event", func() (bool, error) {
+			evs, err := c.cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{
+				FieldSelector: "involvedObject.name=" + name + ",reason=" + reason})
+			if err != nil {
+				return false, err
+			}
+			return len(evs.Items) > 0, fmt.Errorf("no %s event", reason)
+		})
+	}
+	waitEvent("resize-inplace", "ResizeCompleted") // upstream's, with the resources in its message
 
 	// Infeasible: more CPU than the node has. The API server takes it (the
 	// pod's spec changes), the node refuses it and leaves the container be.
@@ -210,6 +223,7 @@ func TestE2EClusterContainerdResize(t *testing.T) {
 	if !strings.Contains(pending.Message, "cpu") {
 		t.Errorf("PodResizePending message %q does not name cpu", pending.Message)
 	}
+	waitEvent("resize-inplace", "ResizeInfeasible")
 	if d := cgCheck(root, ctrParts, orig.cgroup()); d != "" {
 		t.Errorf("an infeasible resize changed the container's cgroup: %s", d)
 	}
