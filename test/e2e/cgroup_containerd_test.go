@@ -23,14 +23,14 @@ import (
 // tree and its values as upstream's kubelet sets them, the pod pids limit
 // against a fork bomb, kubepods sized from allocatable, and the pod cgroups
 // gone after deletion, also when the agent is killed during one. Each agent
-// gets its own --cgroup-root (newCgroupRoot); --fail-cgroupv1=false as a
+// gets its own --cgroup-root (cgNewRoot); --fail-cgroupv1=false as a
 // user of a cgroup v1 host sets it.
 
 // cgAgent starts an agent on the shared containerd with its own cgroup
 // root; dir is its manifest dir.
 func cgAgent(t *testing.T, dir string, extra ...string) (a *agent, root, image string) {
 	t.Helper()
-	root = newCgroupRoot(t)
+	root = cgNewRoot(t)
 	a, image = startContainerdAgent(t, dir, append([]string{"--cgroup-root", root, "--fail-cgroupv1=false"}, extra...)...)
 	return a, root, image
 }
@@ -182,7 +182,7 @@ func TestE2EContainerdCgroupPodPidsLimit(t *testing.T) {
 		t.Errorf("bomb pod pids.current = %d (%v), want at most %d and near it", cur, err, limit)
 	}
 	if p, err := a.pod("bomb-e2e-node"); err != nil || !isRunning(p) {
-		t.Errorf("the bomb's pod: %v %s, want it still running (its PID 1 did not need to fork)", err, describeMaybe(p))
+		t.Errorf("the bomb's pod: %v %s, want it still running (its PID 1 did not need to fork)", err, cgDescribe(p))
 	}
 
 	// Outside the bomb's pod: another pod forks freely, the node holds more
@@ -212,7 +212,7 @@ func TestE2EContainerdCgroupPodPidsLimit(t *testing.T) {
 	cgWaitGone(t, time.Minute, "the bomb's pod cgroup removed", root, bombParts, "pids", "cpu", "memory")
 }
 
-func describeMaybe(p *v1.Pod) string {
+func cgDescribe(p *v1.Pod) string {
 	if p == nil {
 		return ""
 	}
@@ -249,7 +249,7 @@ func TestE2EContainerdCgroupAllocatable(t *testing.T) {
 	t.Run("system-reserved", func(t *testing.T) {
 		// The reserved cgroup is the system's: it exists before the agent
 		// starts (here: below the test's own root, so the test removes it).
-		sysRoot := newCgroupRoot(t)
+		sysRoot := cgNewRoot(t)
 		_, root, _ := cgAgent(t, t.TempDir(), append(reserved,
 			"--enforce-node-allocatable", "pods,system-reserved", "--system-reserved-cgroup", sysRoot)...)
 		cgWait(t, 30*time.Second, "kubepods sized from allocatable", root, []string{"kubepods"}, wantPods)
@@ -259,7 +259,7 @@ func TestE2EContainerdCgroupAllocatable(t *testing.T) {
 	})
 
 	t.Run("missing kube-reserved cgroup", func(t *testing.T) {
-		root := newCgroupRoot(t)
+		root := cgNewRoot(t)
 		missing := root + "-no-such-kube-reserved"
 		v1h, unified := cgHierarchies(t)
 		t.Cleanup(func() { cgRemoveTree(t, missing, v1h, unified) }) // should the agent make it

@@ -83,13 +83,13 @@ func cgRequireV1(t *testing.T) {
 	t.Helper()
 	v1, _ := cgHierarchies(t)
 	for _, c := range []string{"cpu", "memory", "pids"} {
-		if !containsString(v1, c) {
+		if !cgHas(v1, c) {
 			testenv.CannotRun(t, fmt.Sprintf("these tests read cgroup v1 files and %s/%s is not a cgroup v1 hierarchy (mounted: %v)", cgMount, c, v1))
 		}
 	}
 }
 
-func containsString(list []string, s string) bool {
+func cgHas(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
 			return true
@@ -98,7 +98,7 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
-// newCgroupRoot returns a fresh cgroup root for one agent,
+// cgNewRoot returns a fresh cgroup root for one agent,
 // /actorlet-e2e-<test>-<pid>-<n>, created in every cgroup v1 hierarchy
 // (cpuset's cpus and mems copied from the top, as a child cpuset starts
 // empty). At the end of the test (after the agents started later have
@@ -106,7 +106,7 @@ func containsString(list []string, s string) bool {
 // in every hierarchy including the unified one, is removed depth first; one
 // that cannot be removed fails the test, since a test must leave the
 // machine's cgroups as it found them.
-func newCgroupRoot(t *testing.T) string {
+func cgNewRoot(t *testing.T) string {
 	t.Helper()
 	cgRequireV1(t)
 	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))

@@ -98,7 +98,7 @@ func TestE2EClusterContainerdResize(t *testing.T) {
 	const node = "e2e-resize"
 	c := newCluster(t)
 	env := testenv.ContainerdInfo(t)
-	root := newCgroupRoot(t) // first: removed after the agent stopped
+	root := cgNewRoot(t) // first: removed after the agent stopped
 	a := c.startNode(t, node, agentOpts{endpoint: env.Endpoint, extra: []string{"--cgroup-root", root, "--fail-cgroupv1=false"}})
 	c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
 	ctx := context.Background()
