@@ -139,7 +139,8 @@ spec:
 		[]string{"kubepods", "besteffort"}, cgExpect{"cpu/cpu.shares": 2})
 	// kubepods: the node's allocatable (no reservations here: its capacity).
 	milli, mem := cgNodeCapacity(t)
-	if d := cgCheck(root, []string{"kubepods"}, cgExpect{"cpu/cpu.shares": cgShares(milli), "memory/memory.limit_in_bytes": cgPage(mem)}); d != "" {
+	if d := cgCheck(root, []string{"kubepods"}, cgExpect{"cpu/cpu.shares": cgShares(milli), "memory/memory.limit_in_bytes": cgPage(mem),
+		"pids/pids.max": cgNodePIDs(t)}); d != "" {
 		t.Errorf("kubepods: %s", d)
 	}
 
