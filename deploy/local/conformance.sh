@@ -50,7 +50,6 @@
 #   CONFORMANCE_NODE_IP    the node IP [the host's source address towards the default route]: not
 #                          loopback, the API server refuses to proxy to it; pods reach it too
 #   CONFORMANCE_E2E_ARGS   more flags for e2e.test (e.g. -v=4)
-#   CONFORMANCE_AGENT_ARGS more flags for actorlet, after the script's own (e.g. --cgroup-root /x)
 #   ACTORLET_BIN           the agent [bin/actorlet]
 #   ACTORLET_CONTAINERD_DIR, ACTORLET_CNI_BRIDGE, ACTORLET_CNI_SUBNET (containerd.sh) default here to
 #   a private containerd [/tmp/actorlet-conformance-containerd, actconf0, 10.244.250.0/24];
@@ -456,7 +455,7 @@ start_agent() {
     --root-dir "$DIR/root" --pod-logs-dir "$DIR/pods" --cert-dir "$DIR/pki" \
     --address 0.0.0.0 --port "$port" --read-only-port 0 --healthz-port "$hz" \
     --anonymous-auth=false --client-ca-file "$CLUSTER_CA" \
-    --authentication-token-webhook --authorization-mode=Webhook ${CONFORMANCE_AGENT_ARGS:-} \
+    --authentication-token-webhook --authorization-mode=Webhook \
     </dev/null >"$DIR/actorlet.log" 2>&1 9>&- &
   echo $! >"$DIR/actorlet.pid"
   exec_wait $!
