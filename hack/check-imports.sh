@@ -14,8 +14,8 @@
 #   cmd/actorlet        (the node agent) links, directly or through any
 #                       package, none of the benchmark's packages: the
 #                       harness (internal/bench), the fakes (internal/fakecri,
-#                       k8s.io/cri-client/pkg/fake, k8s.io/cri-api's fake
-#                       services) and what only tests need (testing,
+#                       internal/fakesystemd, k8s.io/cri-client/pkg/fake,
+#                       k8s.io/cri-api's fake services) and what only tests need (testing,
 #                       net/http/httptest, testify, which the fake pulled in);
 #                       they belong to cmd/actorlet-bench and to tests
 #   k8s.io/dynamic-resource-allocation/kubeletplugin
@@ -77,7 +77,7 @@ if [ -d cmd/actorlet ]; then
 		echo "check-imports: go list -deps ./cmd/actorlet failed" >&2
 		exit 2
 	fi
-	benchonly="$m/internal/bench|$m/internal/fakecri|k8s\.io/cri-client/pkg/fake|k8s\.io/cri-api/pkg/apis/testing"
+	benchonly="$m/internal/bench|$m/internal/fakecri|$m/internal/fakesystemd|k8s\.io/cri-client/pkg/fake|k8s\.io/cri-api/pkg/apis/testing"
 	benchonly+="|testing|net/http/httptest|github\.com/stretchr/testify"
 	benchonly+="|$m/test/dradriver|$kubeletplugin"
 	hits=$(grep -E "^($benchonly)(/.*)?\$" <<<"$deps" || true)

@@ -141,9 +141,21 @@ func protocol(p v1.Protocol) runtimeapi.Protocol {
 	return runtimeapi.Protocol_TCP
 }
 
-// ContainerHash is a stable hash of the container spec; a running container
-// whose hash differs from the desired spec is restarted (as upstream).
+// ContainerHash is a stable hash of the container spec without its
+// resources and resize policy; a running container whose hash differs from
+// the desired spec is restarted (as upstream), one whose resources change is
+// resized in place (resize.go).
 func ContainerHash(c *v1.Container) string {
+	hc := *c
+	hc.Resources = v1.ResourceRequirements{}
+	hc.ResizePolicy = nil
+	return fullHash(&hc)
+}
+
+// fullHash is the hash of the whole container as encoding/json writes it:
+// ContainerHash of a container without resources, and the hash agents
+// before in-place resize wrote (LegacyContainerHash).
+func fullHash(c *v1.Container) string {
 	b, _ := json.Marshal(c) // a v1.Container always marshals
 	h := fnv.New32a()
 	_, _ = h.Write(b)
@@ -156,6 +168,7 @@ func ContainerHash(c *v1.Container) string {
 func ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, imageRef string, isInit bool) *runtimeapi.ContainerConfig {
 	ann := map[string]string{
 		AnnotationContainerHash:        ContainerHash(c),
+		AnnotationContainerResources:   FormatLinuxResources(linuxResources(c)),
 		AnnotationRestartCount:         strconv.FormatUint(uint64(attempt), 10),
 		AnnotationTerminationMsgPath:   TerminationMessagePath(c),
 		AnnotationTerminationMsgPolicy: nonEmpty(string(c.TerminationMessagePolicy), defaultTerminationMessagePolicy),

@@ -20,6 +20,10 @@ const (
 	AnnotationPodTerminationGrace  = "io.kubernetes.pod.terminationGracePeriod"
 	AnnotationContainerPorts       = "io.kubernetes.container.ports"
 	AnnotationContainerInit        = "io.kubernetes.container.init" // actorlet: "true" on init containers
+	// AnnotationContainerResources (actorlet) holds the CPU and memory a
+	// container was created with (FormatLinuxResources): what it runs with
+	// where the runtime does not report its resources, until a resize.
+	AnnotationContainerResources = "io.actorlet.container.resources"
 )
 
 // PodUIDOf is the pod UID a CRI object's labels name ("" when none).

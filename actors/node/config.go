@@ -78,6 +78,11 @@ type Config struct {
 	// only left in the runtime: what is left of them is its to remove).
 	// Nil: not told.
 	GC *actor.PID
+	// Cgroups is the CgroupActor: every housekeeping it is told the
+	// active pods (the burstable QoS shares are their sum) and the pods
+	// that still exist (SweepPodCgroups: the pod cgroup of any other is
+	// removed). Nil: not told.
+	Cgroups *actor.PID
 	// DeviceWait bounds the wait for its first capacity (default
 	// DefaultDeviceWait).
 	DeviceWait time.Duration
@@ -85,6 +90,10 @@ type Config struct {
 	// pods are admitted under its NodePressure as upstream (evict.go); it
 	// is asked for the pressure at start. Nil: no pressure is known.
 	Eviction *actor.PID
+	// AllocationStore keeps the pods' allocated resources (in-place
+	// resize, allocation.go); nil: not checkpointed (a restarted agent
+	// allocates what the pods ask for).
+	AllocationStore AllocationStore
 }
 
 // withDefaults is cfg with every unset knob at its default; the node's
@@ -125,6 +134,7 @@ type settings struct {
 	podProps PodProps
 	metrics  Metrics // nil: none
 	log      *slog.Logger
+	allocs   *allocSaver // writes the allocation checkpoint; nil: none
 }
 
 // newSettings checks and defaults what New was given.
@@ -135,7 +145,8 @@ func newSettings(cfg Config, status *actor.PID, podProps PodProps, m Metrics, lo
 	if log == nil {
 		log = slog.Default()
 	}
-	return settings{Config: cfg.withDefaults(), status: status, podProps: podProps, metrics: m, log: log}
+	return settings{Config: cfg.withDefaults(), status: status, podProps: podProps, metrics: m, log: log,
+		allocs: newAllocSaver(cfg.AllocationStore)}
 }
 
 // devicesWired: a DevicesActor counts the extended resources.

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/actorlet/actorlet/internal/actorkit"
@@ -115,6 +116,9 @@ func (a *Actor) sweep() {
 		// The ClaimsActor unprepares the claims of any other pod.
 		a.self.SendTo(a.cfg.Claims, &messages.PodsKnown{UIDs: maps.Clone(known)})
 	}
+	if a.cfg.Cgroups != nil {
+		a.self.SendTo(a.cfg.Cgroups, &messages.SweepPodCgroups{Active: a.activePods(), Keep: maps.Clone(known)})
+	}
 	sw := a.cfg.Sweeper
 	actorkit.Go(a.self, sweepTimeout, func(ctx context.Context) *swept {
 		removed, err := sw.Sweep(ctx, keep)
@@ -130,6 +134,17 @@ func (a *Actor) keep() map[types.UID]bool {
 	a.sources.addUIDs(keep)
 	a.table.addUIDs(keep, true)
 	return keep
+}
+
+// activePods are the pods admitted and not being killed.
+func (a *Actor) activePods() []*v1.Pod {
+	out := make([]*v1.Pod, 0, len(a.table.entries))
+	for _, e := range a.table.entries {
+		if e.admitted() {
+			out = append(out, e.pod)
+		}
+	}
+	return out
 }
 
 // wantedPods are the pods a source wants or a PodActor holds.

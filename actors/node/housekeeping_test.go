@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -300,5 +301,50 @@ func TestHousekeepingStep(t *testing.T) {
 	h.done()
 	if _, sweep := h.step(true, period); !sweep || !h.begin() {
 		t.Fatal("no sweep after the last one ended")
+	}
+}
+
+// Every housekeeping tells the CgroupActor the active pods and every pod
+// that still exists: pods being killed and runtime orphans are kept, not
+// active.
+func TestHousekeepingTellsCgroupsActiveAndKept(t *testing.T) {
+	var mu sync.Mutex
+	var got []*messages.SweepPodCgroups
+	receive := func(c actor.Context) {
+		if m, ok := c.Message().(*messages.SweepPodCgroups); ok {
+			mu.Lock()
+			got = append(got, m)
+			mu.Unlock()
+		}
+	}
+	sw := &fakeSweeper{}
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	// The stub is spawned under this name in the harness's system.
+	h := newHarnessWith(t, Config{NodeName: "n1", Sources: []string{messages.SourceFile}, Sweeper: sw,
+		HousekeepingPeriod: hkPeriod, Clock: clk, Cgroups: actor.NewPID("nonhost", "cgroups")},
+		map[string]actor.ReceiveFunc{"cgroups": receive})
+	h.quiesce()
+	tick := func() { clk.Step(hkPeriod); h.quiesce() }
+	h.send(set(messages.SourceFile, mkPod("a", "img"), mkPod("c", "img")))
+	h.quiesce()
+	h.send(set(messages.SourceFile, mkPod("a", "img"))) // c is killed
+	h.send(&messages.RuntimePods{UIDs: []types.UID{"a", "c", "orphan"}})
+	h.quiesce()
+	sweepAgain(t, sw, tick, 1)
+	actortest.Eventually(t, "SweepPodCgroups", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) > 0
+	})
+	mu.Lock()
+	m := got[0]
+	mu.Unlock()
+	if len(m.Active) != 1 || m.Active[0].UID != "a" {
+		t.Errorf("active %v, want only a", m.Active)
+	}
+	for _, uid := range []types.UID{"a", "c", "orphan"} {
+		if !m.Keep[uid] {
+			t.Errorf("%s not kept: %v", uid, m.Keep)
+		}
 	}
 }

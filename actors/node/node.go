@@ -10,7 +10,9 @@
 // and the checks against it), nodestatus.go (nodeStatus: labels, extended
 // allocatable, pressure), devices.go (deviceWait: pods held until the
 // devices are counted), slots.go (startSlots), housekeeping.go
-// (housekeeping: its timer and the sweep in flight). respawn.go (a
+// (housekeeping: its timer and the sweep in flight), allocation.go
+// (allocations: the pods' allocated resources and their checkpoint),
+// resize.go (resizes: the resize checks and those that wait). respawn.go (a
 // PodActor stopped by its supervisor), evict.go (EvictPod), admit.go,
 // predicates.go and names.go (admission's rules) act on those parts.
 package node
@@ -54,6 +56,8 @@ type Actor struct {
 	devWait  deviceWait   // devices.go: pods held until the devices are counted
 	slots    startSlots   // slots.go: the start slots held and the queue
 	house    housekeeping // housekeeping.go: the timer and the sweep in flight
+	allocs   allocations  // allocation.go: the pods' allocated resources, checkpointed
+	resizes  resizes      // resize.go: the resizes that wait
 }
 
 // track adds (sign 1) or removes (sign -1) an admitted entry's share of
@@ -127,6 +131,8 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.node = newNodeStatus(a.cfg.NodeName, a.cfg.NodeLabels)
 	a.slots = newStartSlots(a.cfg.MaxParallelStarts)
 	a.house = housekeeping{timer: actorkit.NewTimer("housekeeping")}
+	a.allocs.load(a.cfg.allocs, a.cfg.log)
+	a.resizes = resizes{}
 	a.self = actorkit.Start(ctx, a.cfg.Clock)
 	a.since = a.cfg.Clock.Now()
 	a.startDevices(ctx)
@@ -182,6 +188,13 @@ func (a *Actor) markSynced(ctx actor.Context, source string) {
 		return
 	}
 	a.cfg.log.Info("source synced", "source", source)
+	if a.sources.allSynced() {
+		// Allocations of pods that did not come back are dropped.
+		a.allocs.keepOnly(func(uid types.UID) bool {
+			_, ok := a.table.get(uid)
+			return ok || a.sources.wanted(uid)
+		}, a.cfg.log)
+	}
 	for _, ask := range answer {
 		a.answerResync(ctx, ask)
 	}
@@ -217,6 +230,7 @@ func (a *Actor) handlePodUpdate(ctx actor.Context, m *messages.PodUpdate) {
 			a.remove(ctx, p.UID, m.Source)
 		}
 	}
+	a.retryResizes(ctx)
 	a.reportDesired()
 	a.compact()
 }
@@ -246,9 +260,9 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 			return
 		}
 		a.track(e, -1)
-		e.pod = p
+		e.pod = a.resizeUpdate(ctx, e, p) // p with its allocated resources
 		a.track(e, 1)
-		ctx.Send(e.pid, &messages.SyncPod{Pod: p})
+		ctx.Send(e.pid, &messages.SyncPod{Pod: e.pod})
 		return
 	}
 	if a.table.refused(p.UID) {
@@ -257,6 +271,10 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 	if source == messages.SourceAPI && (p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed) {
 		return // finished before: never run again (what is left in the runtime is an orphan)
 	}
+	// Admitted with its allocated resources when it has some (a restarted
+	// agent); a resize asked meanwhile is checked once it runs.
+	desired := p
+	p = a.allocs.view(p)
 	if reason, msg := a.nameConflict(p); reason != "" {
 		a.reject(ctx, p, source, reason, msg)
 		return
@@ -285,6 +303,14 @@ func (a *Actor) upsert(ctx actor.Context, p *v1.Pod, source string) {
 		return
 	}
 	a.spawn(ctx, p, source)
+	if e, ok := a.table.get(p.UID); ok && desired != p {
+		a.track(e, -1)
+		e.pod = a.resizeUpdate(ctx, e, desired)
+		a.track(e, 1)
+		if e.pod != p {
+			ctx.Send(e.pid, &messages.SyncPod{Pod: e.pod})
+		}
+	}
 }
 
 func (a *Actor) spawn(ctx actor.Context, p *v1.Pod, source string) {
@@ -298,6 +324,9 @@ func (a *Actor) spawn(ctx actor.Context, p *v1.Pod, source string) {
 	e := &entry{pod: p, source: source, pid: pid}
 	a.table.add(p.UID, e)
 	a.track(e, 1)
+	if a.allocs.get(p.UID) == nil {
+		a.allocs.set(p, a.cfg.log) // admitted with what it asks for
+	}
 	// No entry held the UID: no PodActor of this incarnation runs or ran
 	// anything of it that a later kill did not remove, so its first read
 	// may come from the runtime cache (messages.SyncPod.NewSince).
@@ -434,6 +463,7 @@ func (a *Actor) handleNeedPod(ctx actor.Context, m *messages.NeedPod) {
 		return
 	}
 	ctx.Send(e.pid, &messages.SyncPod{Pod: e.pod})
+	a.sendPending(ctx, m.UID, e)
 }
 
 func (a *Actor) handleTerminated(ctx actor.Context, m *messages.PodTerminated) {
@@ -476,12 +506,15 @@ func (a *Actor) stopped(ctx actor.Context, uid types.UID, e *entry) {
 		return
 	}
 	a.track(e, -1)
+	a.allocs.forget(uid, a.cfg.log)
+	delete(a.resizes.pending, uid)
 	if f, ok := a.cfg.Events.(eventForgetter); ok {
 		f.Forget(uid) // after the pod's last event: its actor has stopped
 	}
 	if e.respawn != nil {
 		a.upsert(ctx, e.respawn, e.respawnSource)
 	}
+	a.retryResizes(ctx) // room was made
 	a.reportDesired()
 	a.compact()
 }

@@ -39,6 +39,10 @@ type incarnation struct {
 	stopped chan struct{}
 	// newSince is each SyncPod's NewSince, in order.
 	newSince []time.Time
+	// synced is each SyncPod's pod, pending each PodResizePending, in
+	// order (resize_test.go).
+	synced  []*v1.Pod
+	pending []*messages.PodResizePending
 }
 
 // recorder is shared by the stub PodActors, the status stub and the
@@ -94,6 +98,11 @@ func (r *recorder) podProps(uid types.UID) *actor.Props {
 			r.note(inc, "SyncPod "+m.Pod.Spec.Containers[0].Image)
 			r.mu.Lock()
 			inc.newSince = append(inc.newSince, m.NewSince)
+			inc.synced = append(inc.synced, m.Pod)
+			r.mu.Unlock()
+		case *messages.PodResizePending:
+			r.mu.Lock()
+			inc.pending = append(inc.pending, m)
 			r.mu.Unlock()
 		case *messages.KillPod:
 			r.note(inc, "KillPod")

@@ -22,9 +22,9 @@ var declaredFeatures []string
 // declare, with the reason (docs/KUBERNETES-1.37.md).
 var notDeclared = map[string]string{
 	"RestartAllContainersOnContainerExits":         "the RestartAllContainers action of restartPolicyRules is not implemented (alpha, refused as the API server does with its gate off)",
-	"InPlacePodLevelResourcesVerticalScaling":      "actorlet has no in-place pod resize",
-	"InPlacePodVerticalScalingInitContainers":      "actorlet has no in-place pod resize",
-	"InPlacePodVerticalScalingMemoryBackedVolumes": "actorlet has no in-place pod resize",
+	"InPlacePodLevelResourcesVerticalScaling":      "containers are resized in place, pod-level resources are not (such a resize is Infeasible)",
+	"InPlacePodVerticalScalingInitContainers":      "containers and sidecars are resized in place, non-restartable init containers are not (Infeasible)",
+	"InPlacePodVerticalScalingMemoryBackedVolumes": "memory-backed emptyDir size limits are not resized in place",
 	"ExtendWebSocketsToKubelet":                    "exec and attach speak v5 WebSockets, but port-forward over a WebSocket tunnel is refused (SPDY only): declaring it would make the API server pass those through and break kubectl port-forward",
 	"UserNamespacesHostNetworkSupport":             "alpha, off upstream; user namespaces with hostNetwork are not implemented",
 	"DRANodeAllocatableResources":                  "alpha, off upstream; DRA node-allocatable resources are not implemented",

@@ -21,7 +21,9 @@
 // a pure function), status.go (the pod status, a pure function),
 // runtime.go (the snapshot and how it is read and updated), probes.go
 // (ProbeActors, their checkpoint and their respawn), files.go (the host files it needs,
-// behind interfaces), and one small value type per concern: gate.go,
+// behind interfaces), resize.go (in-place resize: the allocation the
+// NodeActor sends applied to the running containers), and one small value
+// type per concern: gate.go,
 // retry.go, slot.go, images.go, volumes.go, events.go, deadline.go.
 package pod
 
@@ -129,6 +131,12 @@ type Deps struct {
 	// prepare the ResourceClaims of a pod that has any before its sandbox
 	// is created; nil: such pods wait (a claim cannot be prepared).
 	Claims *actor.PID
+	// Cgroups is the CgroupActor, asked for the pod's cgroup before its
+	// sandbox (its answer is the sandbox's cgroup parent) and to remove it
+	// once the pod is gone (cgroup.go), and to ResizePodCgroup when a
+	// resize changes the pod's limits (resize.go); nil: the parent is
+	// named from Config.CgroupDriver and no cgroup is made or resized.
+	Cgroups *actor.PID
 	// Files keeps the pod's files on the host (managed /etc/hosts,
 	// termination logs, probe checkpoints); nil: none.
 	Files Files
@@ -243,9 +251,11 @@ type Actor struct {
 	volumes  volumeState
 	devices  deviceState
 	claims   claimState
+	cgroup   cgroupState
 	probes   probeSet
 	deadline deadline
 	events   eventLog
+	resize   resizeState // resize.go
 }
 
 // Messages the actor sends to itself.
@@ -292,10 +302,14 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.handleDevicesAllocated(ctx, m)
 	case *messages.ClaimsPrepared:
 		a.handleClaimsPrepared(ctx, m)
+	case *messages.PodCgroup:
+		a.handlePodCgroup(ctx, m) // a ResizePodCgroup's answer goes to its future
 	case *messages.ClaimsHealth:
 		a.handleClaimsHealth(ctx, m)
 	case *messages.ClaimsUnprepared:
 		a.handleClaimsUnprepared(ctx, m)
+	case *messages.PodResizePending:
+		a.handleResizePending(ctx, m)
 	case *messages.StartGranted:
 		if a.slot.grant() {
 			a.kick(ctx)
@@ -332,6 +346,7 @@ func (a *Actor) handleStarted(ctx actor.Context) {
 	a.waits = map[string]waitInfo{}
 	a.probes = newProbeSet()
 	a.events = eventLog{rec: a.d.Events}
+	a.resize.sys = ctx.ActorSystem()
 	a.loadCheckpoint()
 	if p := ctx.Parent(); p != nil {
 		ctx.Send(p, &messages.NeedPod{UID: a.uid})
@@ -367,6 +382,7 @@ func (a *Actor) handleFired(ctx actor.Context, m *actorkit.Fired) {
 		a.devices.asked = false
 		a.claims.asked = false
 		a.claims.unprepAsked = false
+		a.cgroup.asked = false
 		a.look(ctx, false)
 	case a.cacheTTL.Fired(a.self, m):
 		if a.asked {
@@ -579,7 +595,9 @@ func (a *Actor) reconcile(ctx actor.Context) {
 	// Plan with the phase of the status as it stands.
 	st := a.statusWith(a.waits, now)
 	p := planner{pod: a.pod, snap: a.snap, sandboxOf: a.sboxOf, phase: st.Phase, now: now,
-		base: a.d.Config.BackoffBase, max: a.d.Config.BackoffMax, probe: a.probeState, backoffFrom: a.backoffFrom}.plan()
+		base: a.d.Config.BackoffBase, max: a.d.Config.BackoffMax, probe: a.probeState, backoffFrom: a.backoffFrom,
+		resizeRestarted: a.resize.restarted, resources: a.actualResources, legacyOK: a.noteLegacyHashes()}.plan()
+	a.markResizeRestart(p.act)
 	for name, from := range p.backoffFrom {
 		if a.backoffFrom == nil {
 			a.backoffFrom = map[string]int32{}
@@ -607,6 +625,12 @@ func (a *Actor) reconcile(ctx actor.Context) {
 	if !p.wakeAt.IsZero() {
 		a.wake.ArmAt(a.self, p.wakeAt)
 	}
+	if op, ok := a.resizeWanted(st.Phase); ok && p.act.kind == actNone {
+		// Nothing else to do now: the running containers are made to
+		// match their allocation (resize.go).
+		a.startResize(op)
+		return
+	}
 	a.take(ctx, p.act)
 }
 
@@ -628,6 +652,7 @@ func (a *Actor) reconcileKill(ctx actor.Context, now time.Time) {
 		return // ClaimsUnprepared continues
 	}
 	a.done = true
+	a.removeCgroup(ctx)
 	a.publishFinal(now)
 	if a.d.Files != nil {
 		a.d.Files.RemoveCheckpoint(a.uid)
@@ -660,6 +685,9 @@ func (a *Actor) take(ctx actor.Context, act action) {
 		}
 		if !ready {
 			return // ClaimsPrepared continues
+		}
+		if !a.ensureCgroup(ctx) {
+			return // PodCgroup continues
 		}
 	}
 	switch {
@@ -818,8 +846,17 @@ func (a *Actor) statusWith(waits map[string]waitInfo, now time.Time) v1.PodStatu
 	st := computeStatus(statusInput{
 		pod: a.pod, snap: a.snap, waits: waits, runtimeName: a.d.Config.RuntimeName,
 		hostIP: a.d.Config.HostIP, startTime: a.startTime(), prev: a.status, now: now,
-		probe: a.probeState, deadlineExceeded: a.deadline.exceeded,
+		probe: a.probeState, deadlineExceeded: a.deadline.exceeded, resources: a.actualResources,
 	})
+	if a.pod != nil {
+		// The generation of the spec this status is of (upstream's
+		// PodObservedGenerationTracking, GA since v1.35): a resize is seen
+		// done once it catches up.
+		st.ObservedGeneration = a.pod.Generation
+		if a.kill == nil {
+			st.Conditions = append(st.Conditions, keepTransitionTimes(a.resizeConditions(st.Phase), a.status, now)...)
+		}
+	}
 	if a.kill != nil && a.kill.Evicted {
 		st = evictedStatus(st, a.kill, a.snap != nil && a.snap.empty(), a.status, now)
 	}
@@ -902,6 +939,10 @@ func (a *Actor) hold(d time.Duration) {
 }
 
 func (a *Actor) handleOpDone(ctx actor.Context, m *opDone) {
+	if m.kind == actResize {
+		a.resizeDone(ctx, m)
+		return
+	}
 	a.gate.endOp(a.d.Clock.Now())
 	switch {
 	case m.err == nil:

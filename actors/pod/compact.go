@@ -29,6 +29,7 @@ var keptAnnotations = [...]string{
 	podspec.AnnotationContainerHash,
 	podspec.AnnotationRestartCount,
 	podspec.AnnotationPodTerminationGrace,
+	podspec.AnnotationContainerResources, // what it was created with (resize.go)
 }
 
 // compactSandbox is st with what a PodActor reads of a sandbox: its ID,
@@ -71,6 +72,7 @@ func compactContainer(st *runtimeapi.ContainerStatus, message string) *runtimeap
 		Reason:      shared.str(st.Reason),
 		Message:     message,
 		Annotations: shared.annotations(st.Annotations),
+		Resources:   compactResources(st.GetResources()),
 	}
 	if st.GetMetadata().GetName() == "" {
 		if name := podspec.ContainerNameOf(st.Labels); name != "" {

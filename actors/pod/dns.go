@@ -37,7 +37,11 @@ func (a *Actor) sandboxConfig(attempt uint32, record bool) *runtimeapi.PodSandbo
 		}
 		opts = append(opts, podspec.WithDNS(dns, d.ClusterDomain))
 	}
-	return podspec.SandboxConfig(a.pod, attempt, a.d.Config.PodLogsDir, opts...)
+	cfg := podspec.SandboxConfig(a.pod, attempt, a.d.Config.PodLogsDir, opts...)
+	if a.cgroup.parent != "" {
+		cfg.Linux.CgroupParent = a.cgroup.parent // the CgroupActor's (cgroup.go)
+	}
+	return cfg
 }
 
 // hostsInput is what a container's managed /etc/hosts is made of beside

@@ -118,6 +118,8 @@ func (a *Actor) run(act action, killing bool) {
 		}
 	case act.kind == actStartContainer:
 		f = a.startFunc(act)
+	case act.kind == actResize:
+		f = a.resizeFunc(act.resize)
 	default:
 		return
 	}

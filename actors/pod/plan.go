@@ -24,10 +24,11 @@ const (
 	actStopSandbox
 	actStartContainer
 	actRemoveContainers
+	actResize // resize.go: UpdateContainerResources and the pod cgroup
 )
 
 func (k actionKind) String() string {
-	return [...]string{"none", "run-sandbox", "stop-containers", "stop-sandbox", "start-container", "remove-containers"}[k]
+	return [...]string{"none", "run-sandbox", "stop-containers", "stop-sandbox", "start-container", "remove-containers", "resize"}[k]
 }
 
 type action struct {
@@ -46,6 +47,8 @@ type action struct {
 	ids    []string
 	reason string
 	grace  int64 // stop-containers: grace period in seconds (0: the pod's)
+	// resize: what to change (resize.go)
+	resize *resizeOp
 }
 
 // planResult is the next action, the waiting reasons the plan found (shown
@@ -153,6 +156,17 @@ type planner struct {
 	// plans): upstream keys its back-off by the container's hash, so a new
 	// image starts with no delay and then 10 s, not where the old one was.
 	backoffFrom map[string]int32
+	// resizeRestarted are the containers (by ID) stopped for a resize
+	// (resizePolicy RestartContainer): they are started again whatever
+	// their restart policy, as upstream.
+	resizeRestarted map[string]bool
+	// resources is what a running container runs with (resize.go); nil:
+	// no resize restarts.
+	resources func(*runtimeapi.ContainerStatus) *runtimeapi.LinuxContainerResources
+	// legacyOK are running containers (by ID) whose legacy whole-spec hash
+	// matched the spec when first seen: a resize since does not make them
+	// a changed spec (resize.go).
+	legacyOK map[string]bool
 }
 
 // started reports whether a running container has started.
@@ -216,6 +230,15 @@ func (p planner) plan() planResult {
 			// and started (its startup probe succeeded) for the next one to
 			// start; it keeps running, and is restarted whenever it exits.
 			if cur != nil && cur.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				if p.resizeRestart(c, true, cur) {
+					// Resized with a RestartContainer policy (resize.go).
+					if res.backoffFrom == nil {
+						res.backoffFrom = map[string]int32{}
+					}
+					res.backoffFrom[c.Name] = restartCount(cur)
+					res.act = action{kind: actStopContainers, ids: []string{cur.Id}, reason: reasonResizeRestart}
+					return res
+				}
 				if initialized || p.started(c, cur.Id) {
 					continue
 				}
@@ -274,9 +297,17 @@ func (p planner) step(c *v1.Container, isInit bool, cur *runtimeapi.ContainerSta
 		start.attempt = cur.GetMetadata().GetAttempt()
 		return start, true
 	case runtimeapi.ContainerState_CONTAINER_RUNNING:
-		if !isInit && cur.GetAnnotations()[podspec.AnnotationContainerHash] != "" &&
-			cur.GetAnnotations()[podspec.AnnotationContainerHash] != podspec.ContainerHash(c) {
+		if h := cur.GetAnnotations()[podspec.AnnotationContainerHash]; !isInit && h != "" && !podspec.ContainerHashMatches(c, h) && !p.legacyOK[cur.Id] {
 			return action{kind: actStopContainers, ids: []string{cur.Id}, reason: "container spec changed"}, true
+		}
+		if p.resizeRestart(c, isInit, cur) {
+			// Its resizePolicy restarts it for a resource being resized
+			// (resize.go): stopped here, started again at once below.
+			if res.backoffFrom == nil {
+				res.backoffFrom = map[string]int32{}
+			}
+			res.backoffFrom[c.Name] = restartCount(cur)
+			return action{kind: actStopContainers, ids: []string{cur.Id}, reason: reasonResizeRestart}, true
 		}
 		return action{}, false
 	case runtimeapi.ContainerState_CONTAINER_EXITED:
@@ -292,6 +323,9 @@ func (p planner) step(c *v1.Container, isInit bool, cur *runtimeapi.ContainerSta
 			// failed init container, as OnFailure).
 			restart = containerShouldRestart(c, &p.pod.Spec, cur.ExitCode)
 		}
+		if p.resizeRestarted[cur.Id] {
+			restart = true // stopped for a resize: it runs again whatever its policy
+		}
 		if !restart {
 			return action{}, false
 		}
@@ -299,7 +333,7 @@ func (p planner) step(c *v1.Container, isInit bool, cur *runtimeapi.ContainerSta
 		if from, ok := p.backoffFrom[c.Name]; ok && n >= from {
 			n -= from
 		}
-		if h := cur.GetAnnotations()[podspec.AnnotationContainerHash]; h != "" && h != podspec.ContainerHash(c) {
+		if h := cur.GetAnnotations()[podspec.AnnotationContainerHash]; h != "" && !podspec.ContainerHashMatches(c, h) {
 			// The spec changed since it ran (a new image): upstream's back-off
 			// is keyed by the container's hash, so the new spec starts afresh.
 			if res.backoffFrom == nil {

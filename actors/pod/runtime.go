@@ -44,6 +44,7 @@ type Runtime interface {
 	Sandboxes
 	Containers
 	Inspector
+	Resizer // resize.go
 }
 
 // snapshot is one pod's view of the runtime, rebuilt from the runtime

@@ -159,3 +159,7 @@ func (r *startRuntime) ListPodSandbox(context.Context, *runtimeapi.PodSandboxFil
 func (r *startRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
 	return nil, nil
 }
+
+func (r *startRuntime) UpdateContainerResources(context.Context, string, *runtimeapi.LinuxContainerResources) error {
+	return nil
+}

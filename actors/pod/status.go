@@ -47,6 +47,9 @@ type statusInput struct {
 	probe func(c *v1.Container, id string) (started, ready bool)
 	// deadlineExceeded: activeDeadlineSeconds passed, the pod has failed.
 	deadlineExceeded bool
+	// resources is what a running container runs with (resize.go); nil:
+	// the statuses carry no resources.
+	resources func(*runtimeapi.ContainerStatus) *runtimeapi.LinuxContainerResources
 
 	// defaultWait is the waiting reason of a container with no runtime
 	// container (set by computeStatus).
@@ -316,6 +319,7 @@ func podPhase(pod *v1.Pod, statuses []v1.ContainerStatus, initDone, initFailed b
 // ready and has no started field.
 func (in statusInput) containerStatus(c *v1.Container, kind containerKind) v1.ContainerStatus {
 	cs, id := in.runtimeState(c)
+	in.resizeStatus(&cs, c, kind)
 	switch {
 	case kind == kindEphemeral:
 	case cs.State.Running != nil:

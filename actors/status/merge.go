@@ -12,6 +12,7 @@ import (
 var ownConditions = map[v1.PodConditionType]bool{
 	v1.PodScheduled: true, v1.PodReady: true, v1.PodInitialized: true,
 	v1.ContainersReady: true, v1.PodReadyToStartContainers: true,
+	v1.PodResizePending: true, v1.PodResizeInProgress: true, // in-place resize (actors/pod resize.go)
 }
 
 // merged is the status to write: desired with the conditions the node does

@@ -85,6 +85,8 @@ type Registry struct {
 	runtimeOpsErrors   *prometheus.CounterVec
 	evictions          *prometheus.CounterVec
 	devices            *deviceMetrics
+	cgroupErrors       *prometheus.CounterVec
+	podResizes         *prometheus.CounterVec // resize.go
 	imagePull          *prometheus.HistogramVec
 	imageGC            *prometheus.CounterVec
 	probeTotal         *prometheus.CounterVec
@@ -181,6 +183,10 @@ func New() *Registry {
 	)
 	r.devices = newDeviceMetrics()
 	r.reg.MustRegister(r.devices.collectors()...)
+	r.cgroupErrors = newCgroupErrors()
+	r.reg.MustRegister(r.cgroupErrors)
+	r.podResizes = newPodResizes()
+	r.reg.MustRegister(r.podResizes)
 	return r
 }
 

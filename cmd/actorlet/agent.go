@@ -164,6 +164,9 @@ func agent(ctx context.Context, o *options, log *slog.Logger) error {
 		defer func() { _ = gpus.Close() }()
 	}
 	w := &wiring{o: o, name: name, hostIP: nodeIP(o), rt: rt, cluster: cluster, clk: clock.RealClock{}, log: log, m: m, gpus: gpus}
+	if w.cgroups, err = planCgroups(ctx, o, rt, cgroupDriver(o, rt, log), log); err != nil { // cgroups.go
+		return err
+	}
 	w.stats = newStats(ctx, w)
 	secure, err := nodeAPISecurity(o, name, w.hostIP, cluster.kubeClient(), log)
 	if err != nil {

@@ -310,7 +310,7 @@ func setKubeletConfigDefaults(c *kcfg) {
 		c.SeccompDefault = ptr.To(false)
 	}
 	if c.FailCgroupV1 == nil {
-		c.FailCgroupV1 = ptr.To(false)
+		c.FailCgroupV1 = ptr.To(true) // v1beta1's default since v1.35
 	}
 	// memoryThrottlingFactor has no default since v1.37 (MemoryQoS beta:
 	// memory.high is not set unless it is configured); actorlet sets no
@@ -500,6 +500,21 @@ var configFields = []configField{
 		fromOptions: func(o *options, c *kcfg) {
 			c.CrashLoopBackOff.MaxContainerRestartPeriod = &metav1.Duration{Duration: o.BackoffMax}
 		}},
+	boolPtrField("cgroupsPerQOS", "cgroups-per-qos", func(c *kcfg) **bool { return &c.CgroupsPerQOS }, func(o *options) *bool { return &o.CgroupsPerQOS }),
+	strField("cgroupRoot", "cgroup-root", func(c *kcfg) *string { return &c.CgroupRoot }, func(o *options) *string { return &o.CgroupRoot }),
+	{field: "enforceNodeAllocatable", flag: "enforce-node-allocatable",
+		toOptions:   func(c *kcfg, o *options) { o.EnforceNodeAllocatable = slices.Clone(c.EnforceNodeAllocatable) },
+		fromOptions: func(o *options, c *kcfg) { c.EnforceNodeAllocatable = slices.Clone(o.EnforceNodeAllocatable) }},
+	strField("systemReservedCgroup", "system-reserved-cgroup", func(c *kcfg) *string { return &c.SystemReservedCgroup }, func(o *options) *string { return &o.SystemReservedCgroup }),
+	strField("kubeReservedCgroup", "kube-reserved-cgroup", func(c *kcfg) *string { return &c.KubeReservedCgroup }, func(o *options) *string { return &o.KubeReservedCgroup }),
+	{field: "podPidsLimit", flag: "pod-max-pids",
+		toOptions:   func(c *kcfg, o *options) { o.PodMaxPids = *c.PodPidsLimit },
+		fromOptions: func(o *options, c *kcfg) { c.PodPidsLimit = ptr.To(o.PodMaxPids) }},
+	boolPtrField("cpuCFSQuota", "cpu-cfs-quota", func(c *kcfg) **bool { return &c.CPUCFSQuota }, func(o *options) *bool { return &o.CPUCFSQuota }),
+	{field: "cpuCFSQuotaPeriod", flag: "cpu-cfs-quota-period",
+		toOptions:   func(c *kcfg, o *options) { o.CPUCFSQuotaPeriod = c.CPUCFSQuotaPeriod.Duration },
+		fromOptions: func(o *options, c *kcfg) { c.CPUCFSQuotaPeriod = &metav1.Duration{Duration: o.CPUCFSQuotaPeriod} }},
+	boolPtrField("failCgroupV1", "fail-cgroupv1", func(c *kcfg) **bool { return &c.FailCgroupV1 }, func(o *options) *bool { return &o.FailCgroupV1 }),
 	strField("logging.format", "log-format", func(c *kcfg) *string { return &c.Logging.Format }, func(o *options) *string { return &o.LogFormat }),
 	{field: "logging.verbosity", flag: "v",
 		toOptions:   func(c *kcfg, o *options) { o.Verbosity = int(c.Logging.Verbosity) },

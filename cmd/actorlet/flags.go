@@ -128,6 +128,9 @@ type options struct {
 	// set besides the safe ones (sysctls.go)
 	AllowedUnsafeSysctls []string
 
+	// issue 30: the pod and QoS cgroups (cgroups.go)
+	cgroupOptions
+
 	// fileFields names, for each flag whose value came from --config, the
 	// file's field (config.go), so that validate names what the user wrote.
 	fileFields map[string]string
@@ -198,6 +201,7 @@ func defaultOptions() *options {
 		ResolvConf:          "/etc/resolv.conf",
 		NodeStatusMaxImages: 50,
 		CgroupDriver:        cgroupDriverCgroupfs,
+		cgroupOptions:       defaultCgroupOptions(),
 	}
 }
 
@@ -217,6 +221,7 @@ var flagSections = []struct {
 	{"DNS", (*options).addDNSFlags},
 	{"Image", (*options).addImageFlags},
 	{"Resource and eviction", (*options).addResourceFlags},
+	{"Cgroup and node allocatable", (*options).addCgroupFlags},
 	{"Device", (*options).addDeviceFlags},
 	{"Health check", (*options).addHealthFlags},
 	{"Logging and debugging", (*options).addLoggingFlags},
@@ -548,6 +553,7 @@ func (o *options) validate() error {
 	}
 	errs = append(errs, o.validateAuth()...)
 	errs = append(errs, o.validateNode()...)
+	errs = append(errs, o.validateCgroups()...)
 	if o.LogFormat != "text" && o.LogFormat != "json" {
 		bad("--log-format must be text or json, got %q", o.LogFormat)
 	}
@@ -741,9 +747,9 @@ func parseResources(m map[string]string) (v1.ResourceList, error) {
 	out := v1.ResourceList{}
 	for k, v := range m {
 		switch v1.ResourceName(k) {
-		case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage, v1.ResourcePods:
+		case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage, v1.ResourcePods, podspec.ResourcePIDs:
 		default:
-			return nil, fmt.Errorf("unknown resource %q (cpu, memory, ephemeral-storage, pods)", k)
+			return nil, fmt.Errorf("unknown resource %q (cpu, memory, ephemeral-storage, pods, pid)", k)
 		}
 		q, err := resource.ParseQuantity(v)
 		if err != nil {

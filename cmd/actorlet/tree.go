@@ -53,6 +53,7 @@ func treeActors(w *wiring) []treeActor {
 		{name: "dra", build: draActor},
 		{name: "gc", build: gcActor},
 		{name: "eviction", build: evictionActor},
+		{name: "cgroups", off: w.cgroups == nil, build: cgroupsActor},
 		{name: "source-api", source: messages.SourceAPI, off: standalone, build: w.cluster.apiSource},
 		{name: "node", build: nodeActor},
 		{name: "pleg", build: plegActor},
@@ -119,6 +120,7 @@ type wiring struct {
 	gpus    *nvml.GPUs // the built-in GPUs; nil: none
 	dra     *gpuDRA    // the GPUs' DRA driver (gpudra.go); nil: none
 	stats   *stats.Provider
+	cgroups *cgroupPlan // the CgroupActor's (cgroups.go); nil: pod cgroups not managed
 
 	sys         *actor.ActorSystem
 	props       func(actor.Producer) *actor.Props // every actor's supervision
@@ -128,6 +130,15 @@ type wiring struct {
 }
 
 func (w *wiring) pid(child string) *actor.PID { return rootChild(w.sys, child) }
+
+// cgroupsPID is the CgroupActor's PID; nil when pod cgroups are not
+// managed.
+func (w *wiring) cgroupsPID() *actor.PID {
+	if w.cgroups == nil {
+		return nil
+	}
+	return w.pid("cgroups")
+}
 
 // tree is the running actor tree.
 type tree struct {
@@ -290,6 +301,9 @@ func nodeActor(w *wiring) actor.Producer {
 		Claims:            w.pid("dra"),
 		GC:                w.pid("gc"),
 		Eviction:          w.pid("eviction"),
+		Cgroups:           w.cgroupsPID(),
+		// The pods' allocated resources (in-place resize), upstream's file.
+		AllocationStore: host.FileStore{Path: filepath.Join(o.RootDir, allocationCheckpointName)},
 	}, w.pid("status"), podProps, w.m, w.log)
 }
 
@@ -314,6 +328,7 @@ func podDeps(w *wiring, files *podfiles.Files) pod.Deps {
 		Volumes:      w.pid("volumes"),
 		Devices:      w.pid("devices"),
 		Claims:       w.pid("dra"),
+		Cgroups:      w.cgroupsPID(),
 		Events:       w.cluster.recorder(w.log),
 		Probes: pod.Probing{
 			Handlers:          probe.Handlers{Exec: rt, HTTP: pr, TCP: pr, GRPC: pr},

@@ -14,6 +14,7 @@ func TestPlan(t *testing.T) {
 		manifestDir string
 		manifestURL string
 		cluster     bool
+		cgroups     bool // pod cgroups managed (a real runtime)
 		wantActors  []string
 		wantSources []string
 		wantPIDs    []string
@@ -28,6 +29,9 @@ func TestPlan(t *testing.T) {
 				"node", "pleg", "source-push", "nodestatus"},
 			wantSources: []string{"push", "file", "http", "api"},
 			wantPIDs:    []string{"source-push", "source-file", "source-url", "source-api"}},
+		{name: "real runtime: the CgroupActor before the node", cgroups: true,
+			wantActors:  []string{"status", "images", "volumes", "devices", "dra", "gc", "eviction", "cgroups", "node", "pleg", "source-push"},
+			wantSources: []string{"push"}, wantPIDs: []string{"source-push"}},
 		{name: "cluster, no static pods", cluster: true,
 			wantActors:  []string{"status", "images", "volumes", "devices", "dra", "gc", "eviction", "source-api", "node", "pleg", "source-push", "nodestatus"},
 			wantSources: []string{"push", "api"}, wantPIDs: []string{"source-push", "source-api"}},
@@ -39,6 +43,9 @@ func TestPlan(t *testing.T) {
 			w := &wiring{o: o}
 			if tc.cluster {
 				w.cluster = &clusterParts{}
+			}
+			if tc.cgroups {
+				w.cgroups = &cgroupPlan{}
 			}
 			on, sources, sourceActors := plan(treeActors(w))
 			var names []string

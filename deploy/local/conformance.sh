@@ -51,6 +51,8 @@
 #                          loopback, the API server refuses to proxy to it; pods reach it too
 #   CONFORMANCE_E2E_ARGS   more flags for e2e.test (e.g. -v=4)
 #   ACTORLET_BIN           the agent [bin/actorlet]
+#   CONFORMANCE_CGROUP_ROOT the agent's --cgroup-root [/actorlet-conformance]: made before it starts,
+#                          removed by down; the agent runs with --fail-cgroupv1=false (cgroup v1 hosts)
 #   ACTORLET_CONTAINERD_DIR, ACTORLET_CNI_BRIDGE, ACTORLET_CNI_SUBNET (containerd.sh) default here to
 #   a private containerd [/tmp/actorlet-conformance-containerd, actconf0, 10.244.250.0/24];
 #   ACTORLET_CONTROLPLANE_DIR (controlplane.sh) to [/tmp/actorlet-conformance-controlplane]: a run
@@ -76,6 +78,8 @@ export ACTORLET_CNI_BRIDGE=${ACTORLET_CNI_BRIDGE:-actconf0}
 export ACTORLET_CNI_SUBNET=${ACTORLET_CNI_SUBNET:-10.244.250.0/24}
 export ACTORLET_CONTROLPLANE_DIR=${ACTORLET_CONTROLPLANE_DIR:-/tmp/actorlet-conformance-controlplane}
 ACTORLET_BIN=${ACTORLET_BIN:-$ROOT/bin/actorlet}
+CGROUP_ROOT=${CONFORMANCE_CGROUP_ROOT:-/actorlet-conformance}
+CGROUP_ROOT=/${CGROUP_ROOT#/}
 NODES=${CONFORMANCE_NODES:-4}
 FOCUS=${CONFORMANCE_FOCUS:-'\[NodeConformance\]'}
 SKIP=${CONFORMANCE_SKIP:-'\[Slow\]|\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Feature:'}
@@ -450,12 +454,14 @@ start_agent() {
   AGENT_COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
   if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]; then AGENT_COMMIT+=-dirty; fi
   log "starting actorlet ($ACTORLET_BIN, checkout at $AGENT_COMMIT) as node $NODE_NAME on $NODE_IP:$port (log $DIR/actorlet.log)"
+  cgroup_root_up "$CGROUP_ROOT"
   setsid "$DIR/actorlet" --kubeconfig "$nk" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
     --container-runtime-endpoint "$CONTAINER_RUNTIME_ENDPOINT" \
     --root-dir "$DIR/root" --pod-logs-dir "$DIR/pods" --cert-dir "$DIR/pki" \
     --address 0.0.0.0 --port "$port" --read-only-port 0 --healthz-port "$hz" \
     --anonymous-auth=false --client-ca-file "$CLUSTER_CA" \
     --authentication-token-webhook --authorization-mode=Webhook \
+    --cgroup-root "$CGROUP_ROOT" --fail-cgroupv1=false \
     </dev/null >"$DIR/actorlet.log" 2>&1 9>&- &
   echo $! >"$DIR/actorlet.pid"
   exec_wait $!
@@ -581,6 +587,7 @@ down() {
   lock
   stop_agent
   "$HERE/controlplane.sh" down || true
+  if [ "$(id -u)" = 0 ]; then cgroup_root_down "$CGROUP_ROOT"; fi
   if [ "$(id -u)" = 0 ]; then "$HERE/containerd.sh" down || true; fi
   # the agent's root dir (pod volumes may still be mounted under it: lazily unmount them first)
   local m

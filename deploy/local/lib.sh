@@ -10,6 +10,38 @@ die() { log "error: $*"; exit 1; }
 cannot_run() { log "cannot run here: $*"; exit 3; }
 now_ms() { date +%s%3N; }
 
+# cgroup_root_up NAME: make the cgroup /NAME in every cgroup hierarchy under /sys/fs/cgroup (each v1
+# controller's, or the one cgroup2 mount), for an agent's --cgroup-root (it must exist, as upstream's
+# kubelet requires); a v1 cpuset cgroup gets its parent's cpus and mems. Cgroups are the whole
+# machine's: every agent gets its own, never the top-level /kubepods.
+cgroup_root_up() {
+  local name=${1#/} h f
+  [ -n "$name" ] || die "cgroup_root_up: no name"
+  for h in /sys/fs/cgroup /sys/fs/cgroup/*/; do
+    h=${h%/}
+    [ -f "$h/cgroup.procs" ] && [ ! -L "$h" ] || continue
+    mkdir -p "$h/$name"
+    for f in cpuset.cpus cpuset.mems; do
+      if [ -f "$h/$name/$f" ] && [ -z "$(tr -d '[:space:]' <"$h/$name/$f")" ]; then
+        cat "$h/$f" >"$h/$name/$f"
+      fi
+    done
+    [ "$h" = /sys/fs/cgroup ] && break # cgroup v2: one hierarchy
+  done
+}
+
+# cgroup_root_down NAME: remove /NAME and every cgroup under it, deepest first, in every hierarchy;
+# one that still holds a process stays (logged).
+cgroup_root_down() {
+  local name=${1#/} h
+  [ -n "$name" ] || die "cgroup_root_down: no name"
+  for h in /sys/fs/cgroup /sys/fs/cgroup/*/; do
+    h=${h%/}
+    [ -d "$h/$name" ] && [ -f "$h/cgroup.procs" ] && [ ! -L "$h" ] || continue
+    find "$h/$name" -depth -type d -exec rmdir {} + 2>/dev/null || log "cgroups left under $h/$name (processes in them)"
+  done
+}
+
 check_machine() {
   [ "$(uname -s)" = Linux ] || cannot_run "needs Linux"
   command -v flock >/dev/null 2>&1 || cannot_run "flock (util-linux) is missing"

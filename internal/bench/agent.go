@@ -20,6 +20,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/actorlet/actorlet/internal/cgroupdir"
 )
 
 // agent is the actorlet process under test: one this package started, or
@@ -33,6 +35,8 @@ type agent struct {
 	args    []string
 	rootDir string
 	logPath string
+	// cgroupRoot is --cgroup-root on a real runtime, removed at stop.
+	cgroupRoot string
 
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -153,6 +157,16 @@ func startAgent(ctx context.Context, s agentSpec) (*agent, error) {
 	if s.manifest != "" {
 		a.args = append(a.args, "--pod-manifest-path", s.manifest)
 	}
+	if !strings.HasPrefix(s.runtime, "sim://") {
+		// A real runtime: the agent manages the pod cgroups under a cgroup
+		// root of its own, and runs on cgroup v1 hosts only with
+		// failCgroupV1 off.
+		a.cgroupRoot = cgroupdir.Name("actorlet-bench")
+		if err := cgroupdir.Make(a.cgroupRoot); err != nil {
+			return nil, fmt.Errorf("the agent's cgroup root %s: %w", a.cgroupRoot, err)
+		}
+		a.args = append(a.args, "--fail-cgroupv1=false", "--cgroup-root", a.cgroupRoot)
+	}
 	a.args = append(a.args, s.extra...)
 	f, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -245,6 +259,10 @@ func (a *agent) exited() bool {
 func (a *agent) stop() {
 	if a.cmd == nil || a.exited() {
 		return
+	}
+	if a.cgroupRoot != "" {
+		// What the pods left under it (they keep running) stays.
+		defer func() { _ = cgroupdir.Remove(a.cgroupRoot) }()
 	}
 	_ = a.cmd.Process.Signal(syscall.SIGTERM)
 	select {

@@ -540,7 +540,10 @@ func (ar *agentRun) start(ctx context.Context) error {
 	if ar.kind == AgentActorlet {
 		a, err = startAgent(ctx, agentSpec{binary: ar.o.Binary, runtime: ar.fakeEP, maxPods: maxPods, node: ar.node,
 			rootDir: filepath.Join(ar.dir, "root"), extra: append([]string{"--kubeconfig", ar.nodeCfg,
-				"--kube-api-qps", strconv.Itoa(ar.o.APIQPS), "--kube-api-burst", strconv.Itoa(ar.o.APIBurst), "--node-ip", ar.nodeIP}, ar.o.AgentArgs...)})
+				"--kube-api-qps", strconv.Itoa(ar.o.APIQPS), "--kube-api-burst", strconv.Itoa(ar.o.APIBurst), "--node-ip", ar.nodeIP,
+				// As the upstream kubelet's configuration (kubeletConfig): no
+				// QoS cgroup tree against the fake runtime, which runs nothing.
+				"--cgroups-per-qos=false", "--enforce-node-allocatable="}, ar.o.AgentArgs...)})
 	} else {
 		a, err = startKubelet(ctx, ar.kubelet, ar.dir, ar.fakeEP, ar.nodeCfg, ar.node, ar.nodeIP, maxPods, ar.o.APIQPS, ar.o.APIBurst)
 	}

@@ -128,6 +128,11 @@ type Runtime struct {
 	execReqs  []*runtimeapi.ExecRequest
 	attaches  []*runtimeapi.AttachRequest
 	forwards  []PortForwardCall
+
+	// resize.go
+	hideResources bool             // statuses carry no resources
+	memUsage      map[string]int64 // container name or ID -> memory usage
+	updates       []UpdateCall
 }
 
 // New returns an empty runtime whose timestamps come from clk (nil: real
@@ -649,7 +654,8 @@ func (r *Runtime) CreateContainer(ctx context.Context, podID string, cfg *runtim
 		Id: id, Metadata: cfg.Metadata, State: runtimeapi.ContainerState_CONTAINER_CREATED,
 		CreatedAt: r.now(), Labels: cfg.Labels, Annotations: cfg.Annotations,
 		Image: cfg.Image, ImageRef: ref, Mounts: cfg.Mounts,
-		LogPath: filepath.Join(sb.GetLogDirectory(), cfg.GetLogPath()),
+		LogPath:   filepath.Join(sb.GetLogDirectory(), cfg.GetLogPath()),
+		Resources: createdResources(cfg),
 	}}
 	return id, nil
 }
@@ -743,7 +749,11 @@ func (r *Runtime) ContainerStatus(ctx context.Context, id string) (*runtimeapi.C
 	if !ok {
 		return nil, notFound("container status %s: not found", id)
 	}
-	return clone(c.st), nil
+	st := clone(c.st)
+	if r.hideResources {
+		st.Resources = nil
+	}
+	return st, nil
 }
 
 // --- exec ---

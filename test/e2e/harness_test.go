@@ -70,6 +70,8 @@ type agent struct {
 	roPort   int
 	hzPort   int
 	endpoint string // the CRI endpoint the agent uses
+	// cgroupRoot is --cgroup-root on a real runtime ("" with sim://).
+	cgroupRoot string
 
 	// clientCert is presented to --port (cluster mode: the admin's,
 	// system:masters); nil in standalone, where anonymous requests pass.
@@ -115,6 +117,13 @@ func startAgent(t *testing.T, o agentOpts) *agent {
 	}
 	if o.manifestDir != "" {
 		a.args = append(a.args, "--pod-manifest-path", o.manifestDir)
+	}
+	if !strings.HasPrefix(ep, "sim://") {
+		// A real runtime: the agent manages the pod cgroups, under a cgroup
+		// root of its own (cgroups are the whole machine's), and runs on
+		// these cgroup v1 machines only with failCgroupV1 off.
+		a.cgroupRoot = testenv.CgroupRoot(t)
+		a.args = append(a.args, "--fail-cgroupv1=false", "--cgroup-root", a.cgroupRoot)
 	}
 	a.args = append(a.args, o.extra...)
 	a.logPath = filepath.Join(t.TempDir(), "actorlet.log")

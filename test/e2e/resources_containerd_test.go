@@ -54,10 +54,11 @@ func rcPodStats(s *statsapi.Summary, uid string) *statsapi.PodStats {
 
 // rcCgroupOf finds a container's cgroup v1 directory of a controller
 // (memory, cpuacct) from its runtime ID alone: containerd puts it under the
-// pod's cgroup parent, /kubepods[/<qos>]/pod<uid>/<container id>.
+// pod's cgroup parent, [/<cgroup root>]/kubepods[/<qos>]/pod<uid>/<container id>
+// (the harness gives every agent on containerd a cgroup root of its own).
 func rcCgroupOf(t *testing.T, controller, id string) string {
 	t.Helper()
-	for _, pattern := range []string{"kubepods/pod*/" + id, "kubepods/*/pod*/" + id} {
+	for _, pattern := range []string{"kubepods/pod*/" + id, "kubepods/*/pod*/" + id, "*/kubepods/pod*/" + id, "*/kubepods/*/pod*/" + id} {
 		m, err := filepath.Glob(filepath.Join(rcCgroupRoot, controller, pattern))
 		if err != nil {
 			t.Fatal(err)
