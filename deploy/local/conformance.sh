@@ -50,6 +50,8 @@
 #   CONFORMANCE_NODE_IP    the node IP [the host's source address towards the default route]: not
 #                          loopback, the API server refuses to proxy to it; pods reach it too
 #   CONFORMANCE_E2E_ARGS   more flags for e2e.test (e.g. -v=4)
+#   CONFORMANCE_AGENT_ARGS more flags for actorlet, after the script's (e.g. --image-gc-high-threshold
+#                          100 on a machine whose disk is past the image GC or eviction thresholds)
 #   ACTORLET_BIN           the agent [bin/actorlet]
 #   CONFORMANCE_CGROUP_ROOT the agent's --cgroup-root [/actorlet-conformance]: made before it starts,
 #                          removed by down; the agent runs with --fail-cgroupv1=false (cgroup v1 hosts)
@@ -462,6 +464,7 @@ start_agent() {
     --anonymous-auth=false --client-ca-file "$CLUSTER_CA" \
     --authentication-token-webhook --authorization-mode=Webhook \
     --cgroup-root "$CGROUP_ROOT" --fail-cgroupv1=false \
+    ${CONFORMANCE_AGENT_ARGS:-} \
     </dev/null >"$DIR/actorlet.log" 2>&1 9>&- &
   echo $! >"$DIR/actorlet.pid"
   exec_wait $!

@@ -31,7 +31,8 @@ import (
 func cgAgent(t *testing.T, dir string, extra ...string) (a *agent, root, image string) {
 	t.Helper()
 	root = cgNewRoot(t)
-	a, image = startContainerdAgent(t, dir, append([]string{"--cgroup-root", root, "--fail-cgroupv1=false"}, extra...)...)
+	flags := append([]string{"--cgroup-root", root, "--fail-cgroupv1=false"}, cgDiskFlags...)
+	a, image = startContainerdAgent(t, dir, append(flags, extra...)...)
 	return a, root, image
 }
 

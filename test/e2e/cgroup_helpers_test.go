@@ -332,3 +332,13 @@ func cgNodePIDs(t *testing.T) int64 {
 	}
 	return n
 }
+
+// cgDiskFlags keep image GC and disk pressure out of these tests: shared
+// test machines run with their disks past the defaults (image GC at 85 %
+// used, imagefs.available<15 %), where the agent would remove the
+// runtime's unused images (busybox, pause) and refuse API pods, which has
+// nothing to do with cgroups.
+var cgDiskFlags = []string{
+	"--image-gc-high-threshold", "100",
+	"--eviction-hard", "memory.available<100Mi,nodefs.available<1%,imagefs.available<1%",
+}

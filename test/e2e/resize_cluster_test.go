@@ -99,7 +99,7 @@ func TestE2EClusterContainerdResize(t *testing.T) {
 	c := newCluster(t)
 	env := testenv.ContainerdInfo(t)
 	root := cgNewRoot(t) // first: removed after the agent stopped
-	a := c.startNode(t, node, agentOpts{endpoint: env.Endpoint, extra: []string{"--cgroup-root", root, "--fail-cgroupv1=false"}})
+	a := c.startNode(t, node, agentOpts{endpoint: env.Endpoint, extra: append([]string{"--cgroup-root", root, "--fail-cgroupv1=false"}, cgDiskFlags...)})
 	c.waitNodeReady(t, node, v1.ConditionTrue, time.Minute)
 	ctx := context.Background()
 	pods := c.cs.CoreV1().Pods("default")
