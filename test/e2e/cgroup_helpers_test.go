@@ -138,7 +138,7 @@ func cgNewRoot(t *testing.T) string {
 
 // cgRemoveTree removes <hierarchy>/<root> and everything below it in every
 // hierarchy. A cgroup whose last process just exited may refuse rmdir
-// (EBUSY) for a moment: each is retried for 30 s.
+// (EBUSY) for a moment: they are retried for 30 s in all.
 func cgRemoveTree(t *testing.T, root string, v1 []string, unified string) {
 	t.Helper()
 	dirs := make([]string, 0, len(v1)+1)
@@ -148,6 +148,7 @@ func cgRemoveTree(t *testing.T, root string, v1 []string, unified string) {
 	if unified != "" {
 		dirs = append(dirs, filepath.Join(unified, root))
 	}
+	deadline := time.Now().Add(30 * time.Second) // for all of them
 	for _, top := range dirs {
 		var all []string
 		_ = filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
@@ -159,7 +160,6 @@ func cgRemoveTree(t *testing.T, root string, v1 []string, unified string) {
 		// deepest first
 		sort.Slice(all, func(i, j int) bool { return strings.Count(all[i], "/") > strings.Count(all[j], "/") })
 		for _, d := range all {
-			deadline := time.Now().Add(30 * time.Second)
 			for {
 				err := syscall.Rmdir(d)
 				if err == nil || errors.Is(err, fs.ErrNotExist) {
@@ -341,4 +341,26 @@ func cgNodePIDs(t *testing.T) int64 {
 var cgDiskFlags = []string{
 	"--image-gc-high-threshold", "100",
 	"--eviction-hard", "memory.available<100Mi,nodefs.available<1%,imagefs.available<1%",
+}
+
+// cgForkFailures is how many forks the pids controller refused in a
+// cgroup's subtree: the "max" of pids.events of the cgroup and every
+// cgroup below it (cgroup v1 counts a refusal in the cgroup of the
+// process that forked, a container's, not in the one whose limit was hit).
+func cgForkFailures(t *testing.T, dir string) uint64 {
+	t.Helper()
+	var n uint64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if _, err := os.Stat(filepath.Join(p, "pids.events")); err == nil {
+			n += rcKeyed(t, filepath.Join(p, "pids.events"))["max"]
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
