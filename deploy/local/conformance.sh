@@ -13,11 +13,14 @@
 #                           joined as node NAME with its own client certificate and the node API
 #                           secured as kubeadm does (--client-ca-file, webhook authn/authz), on a
 #                           non-loopback node IP; waits until the node is Ready
-#   conformance.sh run [--slow]
+#   conformance.sh run [--slow|--resize]
 #                           up, then the specs in parallel with ginkgo; the junit XML and ginkgo's
 #                           JSON report go to the report dir (printed), then `report`. --slow: the
-#                           [Slow] [NodeConformance] specs instead. Exit 0 when the suite ran (failed
-#                           specs included: see the report), 1 when it could not run
+#                           [Slow] [NodeConformance] specs instead. --resize: the upstream in-place
+#                           pod resize specs one node can run instead (test/e2e/common/node and
+#                           test/e2e/node pod_resize.go: "Pod InPlace Resize ..." without the alpha,
+#                           off-by-default ones; docs/CONFORMANCE.md). Exit 0 when the suite ran
+#                           (failed specs included: see the report), 1 when it could not run
 #   conformance.sh report [DIR [-]]
 #                           docs/CONFORMANCE.md's results section from the report dir DIR (default:
 #                           the last run's): passed/total by area and category, the failures with the
@@ -47,6 +50,8 @@
 #   CONFORMANCE_NODE_IP    the node IP [the host's source address towards the default route]: not
 #                          loopback, the API server refuses to proxy to it; pods reach it too
 #   CONFORMANCE_E2E_ARGS   more flags for e2e.test (e.g. -v=4)
+#   CONFORMANCE_AGENT_ARGS more flags for actorlet, after the script's (e.g. --image-gc-high-threshold
+#                          100 on a machine whose disk is past the image GC or eviction thresholds)
 #   ACTORLET_BIN           the agent [bin/actorlet]
 #   CONFORMANCE_CGROUP_ROOT the agent's --cgroup-root [/actorlet-conformance]: made before it starts,
 #                          removed by down; the agent runs with --fail-cgroupv1=false (cgroup v1 hosts)
@@ -459,6 +464,7 @@ start_agent() {
     --anonymous-auth=false --client-ca-file "$CLUSTER_CA" \
     --authentication-token-webhook --authorization-mode=Webhook \
     --cgroup-root "$CGROUP_ROOT" --fail-cgroupv1=false \
+    ${CONFORMANCE_AGENT_ARGS:-} \
     </dev/null >"$DIR/actorlet.log" 2>&1 9>&- &
   echo $! >"$DIR/actorlet.pid"
   exec_wait $!
@@ -511,14 +517,28 @@ up() {
 # run and report
 
 run() {
-  local slow=false
-  [ "${1:-}" = --slow ] && slow=true
+  local slow=false resize=false
+  case "${1:-}" in
+    --slow) slow=true ;;
+    --resize) resize=true ;;
+    "") ;;
+    *) echo "usage: $0 run [--slow|--resize]" >&2 && exit 2 ;;
+  esac
   up >/dev/null
   # shellcheck disable=SC1091
   . "$DIR/cluster.env"
   if $slow; then
     FOCUS=${CONFORMANCE_FOCUS:-'\[NodeConformance\].*\[Slow\]|\[Slow\].*\[NodeConformance\]'}
     SKIP=${CONFORMANCE_SKIP:-'\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Feature:'}
+  fi
+  if $resize; then
+    # In-place pod resize: its specs carry [Feature:InPlacePodVerticalScaling] or
+    # [FeatureGate:InPlacePodVerticalScaling] (GA, on), and [Serial] ones (ginkgo runs those alone at
+    # the end); the alpha, off-by-default ones (memory-backed volumes, deferred-resize preemption)
+    # need gates this control plane does not turn on. "PLR Pod InPlace Resize" (pod-level
+    # resources, 127 [Slow] specs) is its own run: CONFORMANCE_FOCUS='PLR Pod InPlace Resize'.
+    FOCUS=${CONFORMANCE_FOCUS:-'\[sig-node\] Pod InPlace Resize'}
+    SKIP=${CONFORMANCE_SKIP:-'\[Alpha\]|\[Feature:OffByDefault\]|\[Disruptive\]|\[Flaky\]'}
   fi
   local rd=${CONFORMANCE_REPORT_DIR:-$DIR/report-$(date -u +%Y%m%dT%H%M%SZ)} t0 rc=0
   mkdir -p "$rd"
@@ -537,7 +557,7 @@ run() {
   cp "$DIR/node.env" "$rd/node.env" 2>/dev/null || true
   [ -s "$rd/ginkgo.json" ] || [ -n "$(ls "$rd"/junit*.xml 2>/dev/null)" ] || die "the suite wrote no report (ginkgo exit $rc)"
   # Only the whole default selection makes docs/CONFORMANCE.md's figures; a subset is printed.
-  if [ -z "${CONFORMANCE_FOCUS:-}${CONFORMANCE_SKIP:-}" ] && ! $slow; then
+  if [ -z "${CONFORMANCE_FOCUS:-}${CONFORMANCE_SKIP:-}" ] && ! $slow && ! $resize; then
     report "$rd"
   else
     report "$rd" -
@@ -597,7 +617,7 @@ case "${1:-}" in
   down) down ;;
   gomod) gomod ;;
   *)
-    echo "usage: $0 build|images|up|run [--slow]|report [DIR]|down|gomod" >&2
+    echo "usage: $0 build|images|up|run [--slow|--resize]|report [DIR]|down|gomod" >&2
     exit 2
     ;;
 esac

@@ -28,6 +28,7 @@ cgroup_root_up() {
     done
     [ "$h" = /sys/fs/cgroup ] && break # cgroup v2: one hierarchy
   done
+  return 0 # not the last test's status: callers run under set -e
 }
 
 # cgroup_root_down NAME: remove /NAME and every cgroup under it, deepest first, in every hierarchy;
