@@ -213,6 +213,7 @@ func (a *Actor) startFunc(act action) opFunc {
 	devs := a.devices.containers[act.container.Name] // read only once answered
 	cdi := a.claims.containers[act.container.Name]   // the same
 	noCDI := a.d.Config.NoCDI
+	podCgroup := a.resizeRestartCgroup()
 	return func(ctx context.Context) (*delta, error) {
 		envs, command, args, err := makeEnv(ctx, envInput{pod: pod, c: spec, podIP: hooks.podIP, hostIP: hostIP, src: src, allocatable: alloc})
 		if err != nil {
@@ -232,6 +233,11 @@ func (a *Actor) startFunc(act action) opFunc {
 		}
 		if err := cdiSupported(cfg, noCDI); err != nil {
 			return nil, &startError{config: true, err: err}
+		}
+		if podCgroup != nil {
+			if err := podCgroup(); err != nil {
+				return nil, &startError{err: fmt.Errorf("create container %s: %w", cfg.Metadata.Name, err)}
+			}
 		}
 		id, err := rt.CreateContainer(ctx, sandboxID, cfg, sbCfg)
 		if err != nil {

@@ -285,19 +285,12 @@ func (in statusInput) resizeStatus(cs *v1.ContainerStatus, c *v1.Container, kind
 func (a *Actor) resizeFunc(op *resizeOp) opFunc {
 	rt, files := a.d.Runtime, a.termReader()
 	stats, _ := rt.(statsReader)
-	sys, cg, pod, timeout := a.resize.sys, a.d.Cgroups, a.pod, a.d.Config.OpTimeout
+	resizeCgroup := a.podCgroupResizer()
 	podCgroup := func(ctx context.Context, name v1.ResourceName) error {
-		if cg == nil || sys == nil {
+		if resizeCgroup == nil {
 			return nil
 		}
-		r, err := sys.Root.RequestFuture(cg, &messages.ResizePodCgroup{Pod: pod, Resources: []v1.ResourceName{name}}, timeout).Result()
-		if err != nil {
-			return fmt.Errorf("resize pod cgroup (%s): %w", name, err)
-		}
-		if pc, ok := r.(*messages.PodCgroup); ok && pc.Err != nil {
-			return fmt.Errorf("resize pod cgroup (%s): %w", name, pc.Err)
-		}
-		return nil
+		return resizeCgroup(name)
 	}
 	return func(ctx context.Context) (*delta, error) {
 		if err := checkMemoryUsage(ctx, stats, op); err != nil {
@@ -528,6 +521,43 @@ func (a *Actor) resizeMetric(result string) {
 
 // resizeSummary is podspec.ResizeSummary.
 func resizeSummary(pod *v1.Pod, errMsg string) string { return podspec.ResizeSummary(pod, errMsg) }
+
+// podCgroupResizer returns what sets the pod cgroup's values of the
+// resources named from the pod's allocation (ResizePodCgroup, asked off
+// the mailbox through a future); nil without a CgroupActor.
+func (a *Actor) podCgroupResizer() func(names ...v1.ResourceName) error {
+	sys, cg, pod, timeout := a.resize.sys, a.d.Cgroups, a.pod, a.d.Config.OpTimeout
+	if cg == nil || sys == nil {
+		return nil
+	}
+	return func(names ...v1.ResourceName) error {
+		r, err := sys.Root.RequestFuture(cg, &messages.ResizePodCgroup{Pod: pod, Resources: names}, timeout).Result()
+		if err != nil {
+			return fmt.Errorf("resize pod cgroup (%v): %w", names, err)
+		}
+		if pc, ok := r.(*messages.PodCgroup); ok && pc.Err != nil {
+			return fmt.Errorf("resize pod cgroup (%v): %w", names, pc.Err)
+		}
+		return nil
+	}
+}
+
+// resizeRestartCgroup is what a container start runs first in a pod that
+// had containers restarted for a resize (resizePolicy RestartContainer):
+// the pod cgroup takes the allocation's CPU and memory before the new
+// container is made, as upstream's resize updates the pod's resources
+// before it starts the containers (a CPU quota above the pod cgroup's is
+// refused on cgroup v1); nil otherwise.
+func (a *Actor) resizeRestartCgroup() func() error {
+	if len(a.resize.restarted) == 0 {
+		return nil
+	}
+	f := a.podCgroupResizer()
+	if f == nil {
+		return nil
+	}
+	return func() error { return f(v1.ResourceMemory, v1.ResourceCPU) }
+}
 
 // markResizeRestart keeps the containers a plan stops for a resize.
 func (a *Actor) markResizeRestart(act action) {

@@ -27,7 +27,9 @@ type fakeCgroups struct {
 	rt  *fakecri.Runtime
 	mu  sync.Mutex
 	log []string
-	err error // answered when set
+	// creates is the CreateContainer count at each ResizePodCgroup.
+	creates []int
+	err     error // answered when set
 }
 
 func (f *fakeCgroups) receive(c actor.Context) {
@@ -37,6 +39,7 @@ func (f *fakeCgroups) receive(c actor.Context) {
 	}
 	if m, ok := c.Message().(*messages.ResizePodCgroup); ok {
 		f.mu.Lock()
+		f.creates = append(f.creates, f.rt.Count("CreateContainer"))
 		for _, r := range m.Resources {
 			f.log = append(f.log, fmt.Sprintf("%s@%d", r, f.rt.Count("UpdateContainerResources")))
 		}
@@ -358,6 +361,14 @@ func TestResizeRestartContainerPolicy(t *testing.T) {
 	}
 	if r := h.appResources(); r.GetMemoryLimitInBytes() != 256<<20 {
 		t.Fatalf("new container created with %+v", r)
+	}
+	// The pod cgroup took the new memory (and CPU) before the new
+	// container was made, as upstream resizes the pod's resources first.
+	h.cg.mu.Lock()
+	calls, creates := strings.Join(h.cg.log, ","), append([]int(nil), h.cg.creates...)
+	h.cg.mu.Unlock()
+	if calls != "memory@0,cpu@0" || len(creates) != 1 || creates[0] != 1 {
+		t.Fatalf("pod cgroup resized %q at CreateContainer counts %v, want memory and cpu after the first create only", calls, creates)
 	}
 	h.settle()
 	if st := h.latest(); st.ContainerStatuses[0].RestartCount != 1 {
