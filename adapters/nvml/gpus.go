@@ -80,6 +80,11 @@ type GPUs struct {
 
 	stateMu   sync.Mutex
 	unhealthy map[string]string // UUID -> why
+	// healthGen counts the changes of unhealthy, lastWhy is the latest's
+	// reason: a Watch that did not handle a change itself (an event taken
+	// by the set of a Watch that was ending) still reports it.
+	healthGen uint64
+	lastWhy   string
 	lastXid   map[string]uint64
 
 	stop chan struct{}

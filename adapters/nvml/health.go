@@ -66,6 +66,7 @@ func (g *GPUs) Watch(ctx context.Context, update func(devices []*pluginapi.Devic
 	if err != nil {
 		return err
 	}
+	seen, _ := g.healthChange()
 	update(g.devices(), why)
 	if set == nil {
 		<-ctx.Done()
@@ -83,11 +84,19 @@ func (g *GPUs) Watch(ctx context.Context, update func(devices []*pluginapi.Devic
 		switch ret {
 		case nvml.SUCCESS:
 			if why, changed := g.handleEvent(ev); changed {
+				seen, _ = g.healthChange()
 				update(g.devices(), why)
 			}
 		case nvml.ERROR_TIMEOUT:
 		default:
 			return fmt.Errorf("wait for NVML events: %w", ret)
+		}
+		// Every change of health since the last report, whichever Watch
+		// handled its event: while an actor restarts, the set of the
+		// ending Watch may take an event meant for both.
+		if gen, why := g.healthChange(); gen != seen {
+			seen = gen
+			update(g.devices(), why)
 		}
 	}
 	return nil
@@ -220,7 +229,11 @@ func (g *GPUs) handleEvent(ev event) (why string, changed bool) {
 		return "", false
 	}
 	g.log.Warn("GPU unhealthy", "gpus", names(ev), "why", reason)
-	return names(ev) + ": " + reason, true
+	why = names(ev) + ": " + reason
+	g.stateMu.Lock()
+	g.lastWhy = why
+	g.stateMu.Unlock()
+	return why, true
 }
 
 func names(ev event) string {
@@ -241,7 +254,19 @@ func (g *GPUs) markUnhealthy(gpus []*gpu, why string) bool {
 			changed = true
 		}
 	}
+	if changed {
+		g.healthGen++
+		g.lastWhy = why
+	}
 	return changed
+}
+
+// healthChange is the generation of the GPUs' health and the reason of its
+// latest change.
+func (g *GPUs) healthChange() (uint64, string) {
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	return g.healthGen, g.lastWhy
 }
 
 // devices is the plugin API view of the GPUs now (fresh values).

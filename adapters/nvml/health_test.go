@@ -166,6 +166,30 @@ func TestXidForAllGPUs(t *testing.T) {
 	}
 }
 
+// Two Watches at once (an actor restarting: the old incarnation's Watch
+// still ending as the new one's starts) both get the GPU that one event
+// made unhealthy, whichever of them handled it: the second finds it
+// already unhealthy, and reports it all the same.
+func TestWatchesSeeTheOthersChange(t *testing.T) {
+	g := open(t, "mock:dgxh100?count=2", nvml.Options{})
+	all := ids(t, g)
+	r1, _ := watch(t, g)
+	r2, _ := watch(t, g)
+	if err := g.InjectXid(all[0], 79); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range []*recorder{r1, r2} {
+		actortest.EventuallyDetail(t, fmt.Sprintf("watch %d's update after the Xid", i+1), func() bool { return r.n() >= 2 }, r.String)
+		health, why := r.at(1)
+		if bad := unhealthy(health); len(bad) != 1 || bad[0] != all[0] {
+			t.Errorf("watch %d: unhealthy %v, want %s", i+1, bad, all[0])
+		}
+		if want := all[0] + ": Xid 79 (GPU has fallen off the bus)"; why != want {
+			t.Errorf("watch %d: why %q, want %q", i+1, why, want)
+		}
+	}
+}
+
 func TestUnhealthyStaysUnhealthy(t *testing.T) {
 	g := open(t, "mock:dgxh100?count=2", nvml.Options{})
 	all := ids(t, g)
