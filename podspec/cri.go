@@ -162,10 +162,29 @@ func fullHash(c *v1.Container) string {
 	return strconv.FormatUint(uint64(h.Sum32()), 16)
 }
 
+// ContainerOption adds what the node decides to a container config.
+type ContainerOption func(*containerOptions)
+
+type containerOptions struct {
+	memoryCapacity int64
+}
+
+// WithMemoryCapacity gives the machine's memory capacity in bytes (the
+// node's capacity, not its allocatable), from which a Burstable
+// container's OOM score adjustment is computed (ContainerOOMScoreAdjust).
+func WithMemoryCapacity(bytes int64) ContainerOption {
+	return func(o *containerOptions) { o.memoryCapacity = bytes }
+}
+
 // ContainerConfig builds the CRI container config for the given attempt
 // (attempt is the container's restart count, as upstream). Env vars with a
-// reference (valueFrom) are left out: the caller resolves them.
-func ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, imageRef string, isInit bool) *runtimeapi.ContainerConfig {
+// reference (valueFrom) are left out: the caller resolves them. The linux
+// resources carry the OOM score adjustment (ContainerOOMScoreAdjust).
+func ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, imageRef string, isInit bool, opts ...ContainerOption) *runtimeapi.ContainerConfig {
+	var o containerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	ann := map[string]string{
 		AnnotationContainerHash:        ContainerHash(c),
 		AnnotationContainerResources:   FormatLinuxResources(linuxResources(c)),
@@ -208,7 +227,7 @@ func ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, imageRef stri
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources:       linuxResources(WithPodLevelLimits(pod, c)),
+			Resources:       ContainerResources(pod, c, o.memoryCapacity),
 			SecurityContext: securityContext(pod, c),
 		},
 	}
@@ -263,6 +282,18 @@ func WithPodLevelLimits(pod *v1.Pod, c *v1.Container) *v1.Container {
 		out.Resources.Limits[name] = podLim.DeepCopy()
 	}
 	return out
+}
+
+// ContainerResources are the linux resources the runtime is given for c
+// in pod, on a machine of memoryCapacity bytes: CPU and memory from c's
+// requests and limits (pod-level limits standing in: WithPodLevelLimits)
+// and the OOM score adjustment, as upstream's
+// generateLinuxContainerResources. A container's creation and its in-place
+// resize both send these.
+func ContainerResources(pod *v1.Pod, c *v1.Container, memoryCapacity int64) *runtimeapi.LinuxContainerResources {
+	r := linuxResources(WithPodLevelLimits(pod, c))
+	r.OomScoreAdj = ContainerOOMScoreAdjust(pod, c, memoryCapacity)
+	return r
 }
 
 // linuxResources maps requests and limits to CPU shares, CFS quota and

@@ -97,67 +97,65 @@ func memLimit(r *runtimeapi.LinuxContainerResources) int64 {
 	return r.GetMemoryLimitInBytes()
 }
 
+// Below these the runtime's values do not tell the allocation apart
+// (upstream's cm.MinMilliCPULimit and cm.MinShares): the quota of a CPU
+// limit under 10m is the kernel's minimum, a request under 2m is the
+// minimum shares.
+const (
+	minMilliCPULimit   = 10
+	minMilliCPURequest = 2
+)
+
 // StatusResources are the resources a container status reports
-// (status.containerStatuses[].resources): the allocated ones (c's), with
-// the CPU and memory values the runtime holds (actual) where they differ
-// from what c would be given, converted back as upstream does (the CPU
-// request from the shares, the limit from the quota, the memory limit as
-// is). Only cpu and memory are reported, as upstream; nil when c has none.
+// (status.containerStatuses[].resources), as upstream's
+// convertContainerStatusResources: never nil (a container without
+// resources reports an empty one); the allocated resources (c's, every
+// resource they name: ephemeral-storage and extended ones too) where the
+// container is not running or what it runs with is not known (actual
+// nil); for a running one, the values the runtime holds turned back into
+// quantities where c names limits (the CPU limit from the quota, unless
+// both it and the allocated one are at most 10m; the memory limit as is)
+// or requests (the CPU request from the shares, unless both it and the
+// allocated one are at most 2m; the memory request stays the allocated
+// one, the runtime does not hold it).
 func StatusResources(c *v1.Container, actual *runtimeapi.LinuxContainerResources) *v1.ResourceRequirements {
-	out := &v1.ResourceRequirements{}
-	set := func(l *v1.ResourceList, name v1.ResourceName, q resource.Quantity) {
-		if *l == nil {
-			*l = v1.ResourceList{}
-		}
-		(*l)[name] = q
+	out := c.Resources.DeepCopy()
+	if actual == nil {
+		return out
 	}
-	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-		if q, ok := c.Resources.Requests[name]; ok {
-			set(&out.Requests, name, q.DeepCopy())
+	if out.Limits != nil {
+		if milli := quotaToMilli(actual); milli > 0 && (milli > minMilliCPULimit || out.Limits.Cpu().MilliValue() > minMilliCPULimit) {
+			out.Limits[v1.ResourceCPU] = *resource.NewMilliQuantity(milli, resource.DecimalSI)
 		}
-		if q, ok := c.Resources.Limits[name]; ok {
-			set(&out.Limits, name, q.DeepCopy())
+		if m := memLimit(actual); m > 0 {
+			out.Limits[v1.ResourceMemory] = *resource.NewQuantity(m, resource.BinarySI)
 		}
 	}
-	if want := linuxResources(c); actual != nil {
-		if !SameCPU(want, actual) {
-			if _, ok := c.Resources.Requests[v1.ResourceCPU]; ok || actual.GetCpuShares() > cpuSharesMin {
-				set(&out.Requests, v1.ResourceCPU, *resource.NewMilliQuantity(sharesToMilli(actual.GetCpuShares()), resource.DecimalSI))
-			}
-			if q := quota(actual); q > 0 {
-				period := actual.GetCpuPeriod()
-				if period <= 0 {
-					period = quotaPeriodMicros
-				}
-				set(&out.Limits, v1.ResourceCPU, *resource.NewMilliQuantity(ceilDiv(q*milliCPUToCPU, period), resource.DecimalSI))
-			} else if out.Limits != nil {
-				delete(out.Limits, v1.ResourceCPU)
-			}
+	if out.Requests != nil {
+		if milli := sharesToMilli(actual.GetCpuShares()); milli > 0 && (milli > minMilliCPURequest || out.Requests.Cpu().MilliValue() > minMilliCPURequest) {
+			out.Requests[v1.ResourceCPU] = *resource.NewMilliQuantity(milli, resource.DecimalSI)
 		}
-		if !SameMemory(want, actual) {
-			if m := memLimit(actual); m > 0 {
-				set(&out.Limits, v1.ResourceMemory, *resource.NewQuantity(m, resource.BinarySI))
-			} else if out.Limits != nil {
-				delete(out.Limits, v1.ResourceMemory)
-			}
-		}
-	}
-	if len(out.Requests) == 0 && len(out.Limits) == 0 {
-		return nil
 	}
 	return out
 }
 
-// sharesToMilli is upstream's SharesToMilliCPU: the CPU request the shares
-// stand for, rounded up.
-func sharesToMilli(shares int64) int64 {
-	if shares <= cpuSharesMin {
+// quotaToMilli is upstream's QuotaToMilliCPU for a runtime's values: the
+// CPU limit a CFS quota stands for, rounded down; 0 without a quota.
+func quotaToMilli(r *runtimeapi.LinuxContainerResources) int64 {
+	if r.GetCpuPeriod() <= 0 || r.GetCpuQuota() <= 0 {
 		return 0
 	}
-	return ceilDiv(shares*milliCPUToCPU, 1024)
+	return r.GetCpuQuota() * milliCPUToCPU / r.GetCpuPeriod()
 }
 
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+// sharesToMilli is upstream's SharesToMilliCPU: the CPU request the shares
+// stand for, rounded up; 0 below the minimum shares.
+func sharesToMilli(shares int64) int64 {
+	if shares < cpuSharesMin {
+		return 0
+	}
+	return (shares*milliCPUToCPU + 1023) / 1024
+}
 
 // ContainerResizePolicy is c's restart policy for resizing a resource:
 // NotRequired unless its resizePolicy says RestartContainer.

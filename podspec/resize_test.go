@@ -71,33 +71,73 @@ func TestLinuxResourcesAnnotation(t *testing.T) {
 	}
 }
 
-// What a status reports: the allocation where the runtime holds it, else
-// the runtime's values turned back into quantities, as upstream.
+// What a status reports, as upstream's convertContainerStatusResources:
+// the allocation (every resource it names) where the container does not
+// run, the runtime's CPU and memory turned back into quantities where it
+// does, an empty (not nil) value for a container without resources.
 func TestStatusResources(t *testing.T) {
 	c := resizeCtr("500m", "1", "256Mi")
 	c.Resources.Requests[v1.ResourceMemory] = resource.MustParse("128Mi")
 	c.Resources.Requests["example.com/gpu"] = resource.MustParse("1")
-	got := StatusResources(c, ContainerLinuxResources(c))
-	want := v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("128Mi")}
-	if !SameResourceLists(got.Requests, want) || !SameResourceLists(got.Limits, c.Resources.Limits) {
-		t.Fatalf("applied: %+v", got)
+	c.Resources.Requests[v1.ResourceEphemeralStorage] = resource.MustParse("1Gi")
+	c.Resources.Limits[v1.ResourceEphemeralStorage] = resource.MustParse("2Gi")
+	for _, actual := range []*runtimeapi.LinuxContainerResources{nil, ContainerLinuxResources(c)} {
+		got := StatusResources(c, actual)
+		if !SameResourceLists(got.Requests, c.Resources.Requests) || !SameResourceLists(got.Limits, c.Resources.Limits) {
+			t.Fatalf("actual %v: got %+v, want the allocation %+v", actual, got, c.Resources)
+		}
 	}
 	old := &runtimeapi.LinuxContainerResources{CpuShares: 256, CpuQuota: 50000, CpuPeriod: 100000, MemoryLimitInBytes: 128 << 20}
-	got = StatusResources(c, old)
-	if q := got.Requests[v1.ResourceCPU]; q.MilliValue() != 250 {
-		t.Errorf("cpu request %s, want 250m from the shares", q.String())
+	got := StatusResources(c, old)
+	for _, tc := range []struct {
+		list v1.ResourceList
+		name v1.ResourceName
+		want string
+	}{
+		{got.Requests, v1.ResourceCPU, "250m"},             // 256 shares
+		{got.Limits, v1.ResourceCPU, "500m"},               // 50000/100000
+		{got.Limits, v1.ResourceMemory, "128Mi"},           // as is
+		{got.Requests, v1.ResourceMemory, "128Mi"},         // the allocated one
+		{got.Requests, v1.ResourceEphemeralStorage, "1Gi"}, // allocated, not resizable
+		{got.Limits, v1.ResourceEphemeralStorage, "2Gi"},
+		{got.Requests, "example.com/gpu", "1"},
+	} {
+		if q := tc.list[tc.name]; q.Cmp(resource.MustParse(tc.want)) != 0 {
+			t.Errorf("%s = %s, want %s", tc.name, q.String(), tc.want)
+		}
 	}
-	if q := got.Limits[v1.ResourceCPU]; q.MilliValue() != 500 {
-		t.Errorf("cpu limit %s, want 500m from the quota", q.String())
+	// A quota that is not a whole milli-CPU rounds down, shares round up,
+	// as upstream's QuotaToMilliCPU and SharesToMilliCPU.
+	got = StatusResources(c, &runtimeapi.LinuxContainerResources{CpuShares: 103, CpuQuota: 33399, CpuPeriod: 100000})
+	if q := got.Limits[v1.ResourceCPU]; q.MilliValue() != 333 {
+		t.Errorf("cpu limit %s, want 333m (33399/100000 rounded down)", q.String())
 	}
-	if q := got.Limits[v1.ResourceMemory]; q.Value() != 128<<20 {
-		t.Errorf("memory limit %s, want 128Mi", q.String())
+	if q := got.Requests[v1.ResourceCPU]; q.MilliValue() != 101 {
+		t.Errorf("cpu request %s, want 101m (103*1000/1024 rounded up)", q.String())
 	}
-	if q := got.Requests[v1.ResourceMemory]; q.Value() != 128<<20 {
-		t.Errorf("memory request %s, want the allocated 128Mi", q.String())
+
+	// BestEffort: an empty value, not nil; nothing the runtime holds is
+	// added (no requests or limits named).
+	for _, actual := range []*runtimeapi.LinuxContainerResources{nil, {CpuShares: 2, CpuQuota: 20000, CpuPeriod: 100000}} {
+		be := StatusResources(&v1.Container{Name: "be"}, actual)
+		if be == nil || be.Requests != nil || be.Limits != nil {
+			t.Errorf("best-effort container with %v: got %+v, want an empty ResourceRequirements", actual, be)
+		}
 	}
-	if StatusResources(&v1.Container{}, nil) != nil {
-		t.Error("a container without resources reports some")
+
+	// Below the minimum shares and quota the allocation stands: a 1m
+	// request runs with 2 shares (2m back), a 5m limit with the kernel's
+	// minimum quota (10m back).
+	tiny := resizeCtr("1m", "5m", "")
+	got = StatusResources(tiny, ContainerLinuxResources(tiny))
+	if q := got.Requests[v1.ResourceCPU]; q.MilliValue() != 1 {
+		t.Errorf("tiny cpu request %s, want the allocated 1m", q.String())
+	}
+	if q := got.Limits[v1.ResourceCPU]; q.MilliValue() != 5 {
+		t.Errorf("tiny cpu limit %s, want the allocated 5m", q.String())
+	}
+	if _, ok := got.Limits[v1.ResourceMemory]; ok {
+		t.Error("memory limit reported for a container without one")
 	}
 }
 

@@ -76,6 +76,11 @@ type Config struct {
 	// container does not set (resourceFieldRef limits.*), as upstream. Read
 	// only.
 	NodeAllocatable v1.ResourceList
+	// MemoryCapacity is the machine's memory capacity in bytes (the node
+	// status's capacity, not allocatable), from which a Burstable
+	// container's OOM score adjustment is computed, as upstream; 0:
+	// unknown (podspec.ContainerOOMScoreAdjust).
+	MemoryCapacity int64
 	// DNS is the pods' resolv.conf and managed /etc/hosts (--cluster-dns,
 	// --cluster-domain, --resolv-conf, the node's /etc/hosts); nil: the
 	// runtime's default resolv.conf, and host-network pods get no managed

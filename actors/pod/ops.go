@@ -190,7 +190,8 @@ func (a *Actor) startFunc(act action) opFunc {
 	if image == "" {
 		image = act.container.Image
 	}
-	cfg := podspec.ContainerConfig(a.pod, act.container, act.attempt, image, act.isInit)
+	cfg := podspec.ContainerConfig(a.pod, act.container, act.attempt, image, act.isInit,
+		podspec.WithMemoryCapacity(a.d.Config.MemoryCapacity))
 	ephemeralConfig(cfg, act)
 	mounts, subs, err := volumeMounts(act.container, a.volumes.paths)
 	if err != nil {

@@ -185,6 +185,10 @@ func (a *Actor) resizeWanted(phase v1.PodPhase) (*resizeOp, bool) {
 		}
 		have := a.actualResources(cur)
 		want := podspec.ContainerLinuxResources(c)
+		// The OOM score adjustment goes with every update, as upstream's
+		// (the allocation's: the runtime cannot change it for the running
+		// process, a restarted container is created with it).
+		want.OomScoreAdj = podspec.ContainerOOMScoreAdjust(a.pod, c, a.d.Config.MemoryCapacity)
 		if have == nil {
 			continue
 		}
@@ -272,10 +276,11 @@ func (in statusInput) resizeStatus(cs *v1.ContainerStatus, c *v1.Container, kind
 	if all[0].State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		have = in.resources(all[0])
 	}
+	// As upstream: resources never nil (empty for a container without
+	// any), allocatedResources the allocated requests as they are (nil
+	// without any), every resource named in either.
 	cs.Resources = podspec.StatusResources(c, have)
-	if len(c.Resources.Requests) > 0 {
-		cs.AllocatedResources = c.Resources.Requests.DeepCopy()
-	}
+	cs.AllocatedResources = c.Resources.Requests.DeepCopy()
 }
 
 // resizeFunc applies op: memory, then CPU; for each, the pod cgroup before
@@ -310,13 +315,14 @@ func (a *Actor) resizeFunc(op *resizeOp) opFunc {
 			{name: v1.ResourceMemory, changes: func(u ctrUpdate) bool { return u.mem },
 				set: func(cur, want *runtimeapi.LinuxContainerResources) *runtimeapi.LinuxContainerResources {
 					r := cloneLinux(cur)
-					r.MemoryLimitInBytes = want.GetMemoryLimitInBytes()
+					r.MemoryLimitInBytes, r.OomScoreAdj = want.GetMemoryLimitInBytes(), want.GetOomScoreAdj()
 					return r
 				}, before: op.memBefore, after: op.memAfter},
 			{name: v1.ResourceCPU, changes: func(u ctrUpdate) bool { return u.cpu },
 				set: func(cur, want *runtimeapi.LinuxContainerResources) *runtimeapi.LinuxContainerResources {
 					r := cloneLinux(cur)
 					r.CpuShares, r.CpuQuota, r.CpuPeriod = want.GetCpuShares(), want.GetCpuQuota(), want.GetCpuPeriod()
+					r.OomScoreAdj = want.GetOomScoreAdj()
 					return r
 				}, before: op.quotaBefore, after: op.quotaAfter,
 				reqUp: op.sharesAft > op.sharesBefore},
@@ -401,6 +407,7 @@ func falls(u ctrUpdate, name v1.ResourceName) bool {
 func cloneLinux(r *runtimeapi.LinuxContainerResources) *runtimeapi.LinuxContainerResources {
 	return &runtimeapi.LinuxContainerResources{
 		CpuShares: r.GetCpuShares(), CpuQuota: r.GetCpuQuota(), CpuPeriod: r.GetCpuPeriod(), MemoryLimitInBytes: r.GetMemoryLimitInBytes(),
+		OomScoreAdj: r.GetOomScoreAdj(),
 	}
 }
 

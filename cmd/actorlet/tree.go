@@ -125,6 +125,7 @@ type wiring struct {
 	sys         *actor.ActorSystem
 	props       func(actor.Producer) *actor.Props // every actor's supervision
 	allocatable v1.ResourceList                   // what API pods are admitted against
+	memCapacity int64                             // the machine's memory in bytes (0: unknown)
 	sources     []string                          // the pod sources of the tree
 	sourcePIDs  []*actor.PID
 }
@@ -203,7 +204,7 @@ func spawnTree(ctx context.Context, w *wiring) (*tree, error) {
 		return actorSystemLogger(w.log)
 	}))
 	shrinkProcessRegistry(w.sys)
-	w.allocatable = allocatable(ctx, w.o, w.log)
+	w.allocatable, w.memCapacity = allocatable(ctx, w.o, w.log)
 	actors, sources, sourceActors := plan(treeActors(w))
 	w.sources = sources
 	for _, name := range sourceActors {
@@ -321,6 +322,7 @@ func podDeps(w *wiring, files *podfiles.Files) pod.Deps {
 			SyncPeriod: o.SyncFrequency, OpTimeout: o.RuntimeRequestTimeout,
 			ThrottleStarts:  o.MaxParallelPodStarts > 0,
 			NodeAllocatable: w.allocatable, // downward API for unset limits
+			MemoryCapacity:  w.memCapacity, // OOM score adjustments
 			DNS:             podDNS(o, w.hostIP, w.log),
 			CgroupDriver:    cgroupDriver(o, w.rt, w.log),
 			NoCDI:           w.rt.noCDI,
@@ -346,7 +348,9 @@ func podDeps(w *wiring, files *podfiles.Files) pod.Deps {
 // --root-dir) minus --kube-reserved, --system-reserved and, for memory and
 // ephemeral-storage, the hard eviction threshold, as upstream's node
 // allocatable. A resource the machine does not tell is not checked.
-func allocatable(ctx context.Context, o *options, log *slog.Logger) v1.ResourceList {
+// memCapacity is the machine's memory capacity in bytes (the node status's
+// capacity; 0: unknown), the OOM score adjustments are computed from.
+func allocatable(ctx context.Context, o *options, log *slog.Logger) (_ v1.ResourceList, memCapacity int64) {
 	_, capacity, err := (&host.Machine{RootDir: o.RootDir}).Info(ctx)
 	if err != nil {
 		log.Warn("machine capacity partly unknown, admitting pods without checking what is missing",
@@ -354,6 +358,9 @@ func allocatable(ctx context.Context, o *options, log *slog.Logger) v1.ResourceL
 	}
 	kube, _ := parseResources(o.KubeReserved) // validated with the flags
 	sys, _ := parseResources(o.SystemReserved)
+	if q, ok := capacity[v1.ResourceMemory]; ok {
+		memCapacity = q.Value()
+	}
 	eviction := o.evictionHard(capacity)
 	out := v1.ResourceList{}
 	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage} {
@@ -372,7 +379,7 @@ func allocatable(ctx context.Context, o *options, log *slog.Logger) v1.ResourceL
 		}
 		out[name] = q
 	}
-	return out
+	return out, memCapacity
 }
 
 // startChaos starts killing actors at random when --chaos-kill-rate is set
