@@ -166,6 +166,11 @@ func startAgent(ctx context.Context, s agentSpec) (*agent, error) {
 			return nil, fmt.Errorf("the agent's cgroup root %s: %w", a.cgroupRoot, err)
 		}
 		a.args = append(a.args, "--fail-cgroupv1=false", "--cgroup-root", a.cgroupRoot)
+		// The host's disk is the machine's: past the default disk
+		// thresholds image GC would remove the locally loaded pause image
+		// (no registry to pull it again) and disk pressure would refuse
+		// the bench's pods. --agent-arg may set them (the last value wins).
+		a.args = append(a.args, "--image-gc-high-threshold", "100", "--eviction-hard", "memory.available<100Mi")
 	}
 	a.args = append(a.args, s.extra...)
 	f, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
