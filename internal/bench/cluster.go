@@ -41,26 +41,12 @@ import (
 // the scheduler's or the controller manager's.
 func runClusterSim(ctx context.Context, o Options, r *Result) error {
 	r.Goal = GoalReady
-	if o.Endpoint == "" && !agentHasFlag(ctx, o.Binary, "--kubeconfig") {
-		return fmt.Errorf("%w: cluster-sim needs cluster mode (--kubeconfig), which this actorlet (%s) does not have", ErrNotYet, o.Binary)
-	}
-	node := o.Node
-	if node == "" {
-		node = benchNode
-	}
-	admin, nodeKubeconfig, err := clusterKubeconfigs(ctx, &o, node)
+	c, nodeKubeconfig, err := openCluster(ctx, &o, "cluster-sim", true)
 	if err != nil {
-		return err
-	}
-	cs, err := loadClient(admin)
-	if err != nil {
-		return fmt.Errorf("cluster-sim: %w", err)
-	}
-	c := &clusterSim{cs: cs, node: node, o: o}
-	if err := c.prepare(ctx); err != nil {
 		return err
 	}
 	defer c.cleanup(context.WithoutCancel(ctx))
+	cs, node := c.cs, c.node
 	apf := &apfCounter{cs: cs, node: node}
 	if err := apf.setup(ctx); err != nil {
 		return err
@@ -342,6 +328,34 @@ type apiTarget struct {
 // kubeconfig: the callers, not a client-side limiter, set the create
 // rate; protobuf, as the agents' own clients, so the API server spends no
 // more on the load than it must (it is on the same cores as the agent).
+// openCluster is what the cluster scenarios share: with checkAgent, a
+// refusal of an actorlet without cluster mode; the node's name (o.Node or
+// the bench's), the control plane's kubeconfigs (o takes the admin one),
+// the admin client and the clusterSim prepared on the node, whose cleanup
+// the caller defers; and the node's kubeconfig.
+func openCluster(ctx context.Context, o *Options, scenario string, checkAgent bool) (*clusterSim, string, error) {
+	if checkAgent && o.Endpoint == "" && !agentHasFlag(ctx, o.Binary, "--kubeconfig") {
+		return nil, "", fmt.Errorf("%w: %s needs cluster mode (--kubeconfig), which this actorlet (%s) does not have", ErrNotYet, scenario, o.Binary)
+	}
+	node := o.Node
+	if node == "" {
+		node = benchNode
+	}
+	admin, nodeKubeconfig, err := clusterKubeconfigs(ctx, o, node)
+	if err != nil {
+		return nil, "", err
+	}
+	cs, err := loadClient(admin)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", scenario, err)
+	}
+	c := &clusterSim{cs: cs, node: node, o: *o}
+	if err := c.prepare(ctx); err != nil {
+		return nil, "", err
+	}
+	return c, nodeKubeconfig, nil
+}
+
 func loadClient(admin string) (kubernetes.Interface, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", admin)
 	if err != nil {

@@ -503,26 +503,12 @@ func runResize(ctx context.Context, o Options, r *Result) error {
 	r.Goal = "Resized"
 	z := &Resize{Agent: o.ResizeAgent, Runtime: o.ResizeRuntime, Rounds: o.ResizeRounds, TimeoutSeconds: o.ResizeTimeout.Seconds()}
 	r.Resize = z
-	node := o.Node
-	if node == "" {
-		node = benchNode
-	}
-	if o.ResizeAgent == AgentActorlet && o.Endpoint == "" && !agentHasFlag(ctx, o.Binary, "--kubeconfig") {
-		return fmt.Errorf("%w: resize needs cluster mode (--kubeconfig), which this actorlet (%s) does not have", ErrNotYet, o.Binary)
-	}
-	admin, nodeCfg, err := clusterKubeconfigs(ctx, &o, node)
+	c, nodeCfg, err := openCluster(ctx, &o, "resize", o.ResizeAgent == AgentActorlet)
 	if err != nil {
-		return err
-	}
-	cs, err := loadClient(admin)
-	if err != nil {
-		return fmt.Errorf("resize: %w", err)
-	}
-	c := &clusterSim{cs: cs, node: node, o: o}
-	if err := c.prepare(ctx); err != nil {
 		return err
 	}
 	defer c.cleanup(context.WithoutCancel(ctx))
+	cs, node := c.cs, c.node
 	apf := &apfCounter{cs: cs, node: node}
 	if err := apf.setup(ctx); err != nil {
 		return err

@@ -84,26 +84,12 @@ func stormWarmup(d time.Duration) time.Duration { return d * 2 / 3 }
 
 func runStatusStorm(ctx context.Context, o Options, r *Result) error {
 	r.Goal = GoalRunning
-	if o.Endpoint == "" && !agentHasFlag(ctx, o.Binary, "--kubeconfig") {
-		return fmt.Errorf("%w: status-storm needs cluster mode (--kubeconfig), which this actorlet (%s) does not have", ErrNotYet, o.Binary)
-	}
-	node := o.Node
-	if node == "" {
-		node = benchNode
-	}
-	admin, nodeKubeconfig, err := clusterKubeconfigs(ctx, &o, node)
+	c, nodeKubeconfig, err := openCluster(ctx, &o, "status-storm", true)
 	if err != nil {
-		return err
-	}
-	cs, err := loadClient(admin)
-	if err != nil {
-		return fmt.Errorf("status-storm: %w", err)
-	}
-	c := &clusterSim{cs: cs, node: node, o: o}
-	if err := c.prepare(ctx); err != nil {
 		return err
 	}
 	defer c.cleanup(context.WithoutCancel(ctx))
+	cs, node := c.cs, c.node
 	target := apiTarget{cs: cs, node: node}
 	s, err := openWith(ctx, o, sessionConfig{
 		runtime: "sim://" + simQuery(o.Sim),
