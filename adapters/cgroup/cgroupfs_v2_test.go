@@ -28,9 +28,8 @@ const hybridUnified = DefaultRoot + "/unified"
 func TestCgroupfsRealV2NoControllersCreatePidsDestroyNoValues(t *testing.T) {
 	needRealCgroups(t)
 	var st unix.Statfs_t
-	if err := unix.Statfs(hybridUnified, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
-		t.Skipf("%s is not a cgroup2 hierarchy: this host is not hybrid (the real-host tests run on its own version)", hybridUnified)
-	}
+	needHost(t, unix.Statfs(hybridUnified, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC,
+		hybridUnified+" is not a cgroup2 hierarchy: this host is not hybrid (the real-host tests run on its own version)")
 	m, err := NewCgroupfs(Config{Root: hybridUnified})
 	if err != nil {
 		t.Fatal(err)

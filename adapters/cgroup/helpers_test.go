@@ -65,6 +65,20 @@ func needRealCgroups(tb testing.TB) {
 	tb.Skip("writing the host's cgroups needs root (under CI=true this test fails instead)")
 }
 
+// needHost skips a test whose host layout this machine does not have
+// (why says which), and fails it under CI=true, where CI's machines have
+// this host's layout and the real parts must run.
+func needHost(tb testing.TB, ok bool, why string) {
+	tb.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		tb.Fatalf("CI=true: %s", why)
+	}
+	tb.Skip(why)
+}
+
 // uniqueParent is a cgroup name of the test's own, under the root.
 func uniqueParent(tag string) podspec.CgroupName {
 	return podspec.CgroupName{fmt.Sprintf("actorlet-cglib-%s-%d-%d", tag, os.Getpid(), time.Now().UnixNano())}

@@ -495,10 +495,9 @@ func TestSystemdNotRunning(t *testing.T) {
 // a v1 host.
 func TestSystemdRealCgroupV1(t *testing.T) {
 	var st unix.Statfs_t
-	systemdNeedRoot(t)
-	if unix.Statfs("/sys/fs/cgroup/cpu", &st) != nil || st.Type != unix.CGROUP_SUPER_MAGIC {
-		t.Skip("needs the host's cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu (a cgroup v1 host)")
-	}
+	needRealCgroups(t)
+	needHost(t, unix.Statfs("/sys/fs/cgroup/cpu", &st) == nil && st.Type == unix.CGROUP_SUPER_MAGIC,
+		"needs the host's cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu (a cgroup v1 host)")
 	addr := fakesystemd.StartBus(t)
 	fake, err := fakesystemd.Start(fakesystemd.Config{Address: addr, Root: "/sys/fs/cgroup", CgroupVersion: 1})
 	if err != nil {
@@ -590,19 +589,6 @@ func TestSystemdRealCgroupV1(t *testing.T) {
 	}
 }
 
-// systemdNeedRoot skips a test that writes the host's cgroups where it
-// does not run as root; under CI=true it fails instead.
-func systemdNeedRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("CI=true: the real cgroup tests must run, as root")
-	}
-	t.Skip("writing the host's cgroups needs root (under CI=true this test fails instead)")
-}
-
 // systemdRemoveTree removes what a failed test left of top in the host's
 // hierarchies, deepest first (rmdir only: never a process).
 func systemdRemoveTree(t *testing.T, m *Systemd, top podspec.CgroupName) {
@@ -631,7 +617,7 @@ func TestSystemdRealCgroupV2(t *testing.T) {
 			break
 		}
 	}
-	systemdNeedRoot(t)
+	needRealCgroups(t)
 	if root == "" {
 		t.Skip("needs a cgroup2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
 	}
