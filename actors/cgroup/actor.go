@@ -235,6 +235,20 @@ func (a *Actor) failed(op string, uid types.UID, what string, err error) {
 	a.log.Warn("cgroups: "+what, "op", op, "err", err)
 }
 
+// track records a pod that asked for its cgroup (active, its cgroup
+// known) and returns the cgroup's name.
+func (a *Actor) track(pod *v1.Pod) podspec.CgroupName {
+	name := a.cfg.podName(pod)
+	p := a.pods[pod.UID]
+	if p == nil {
+		p = &podCgroup{}
+		a.pods[pod.UID] = p
+	}
+	p.name, p.pod, p.askedAt = name, pod, a.sweeps
+	a.active[pod.UID] = pod
+	return name
+}
+
 func (a *Actor) ensure(to *actor.PID, m *messages.EnsurePodCgroup) {
 	pod := m.Pod
 	if pod == nil {
@@ -245,14 +259,7 @@ func (a *Actor) ensure(to *actor.PID, m *messages.EnsurePodCgroup) {
 		a.reply(to, &messages.PodCgroup{UID: pod.UID, Parent: parent})
 		return
 	}
-	name := a.cfg.podName(pod)
-	p := a.pods[pod.UID]
-	if p == nil {
-		p = &podCgroup{}
-		a.pods[pod.UID] = p
-	}
-	p.name, p.pod, p.askedAt = name, pod, a.sweeps
-	a.active[pod.UID] = pod
+	name := a.track(pod)
 	// The QoS shares first (upstream updates them before it makes a pod
 	// cgroup), then the pod's own.
 	a.writeQOS(false)
@@ -282,13 +289,7 @@ func (a *Actor) resize(to *actor.PID, m *messages.ResizePodCgroup) {
 		a.reply(to, &messages.PodCgroup{UID: pod.UID, Parent: parent})
 		return
 	}
-	name := a.cfg.podName(pod)
-	if p := a.pods[pod.UID]; p != nil {
-		p.name, p.pod, p.askedAt = name, pod, a.sweeps
-	} else {
-		a.pods[pod.UID] = &podCgroup{name: name, pod: pod, askedAt: a.sweeps}
-	}
-	a.active[pod.UID] = pod
+	name := a.track(pod)
 	all := podspec.PodCgroupValues(pod, a.cfg.Pod)
 	values := &podspec.CgroupResources{}
 	for _, r := range m.Resources {
